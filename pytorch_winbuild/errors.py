@@ -1,0 +1,81 @@
+"""Every fatal error the user can meet, each owning an exit code and a message that says what to do.
+
+Tasks never print tracebacks for these: `tasks.reports_errors` turns them into one paragraph on
+stderr and the class's exit code. Anything else is a bug and exits with `InternalError.exit_code`.
+"""
+
+from __future__ import annotations
+
+
+class WinbuildError(Exception):
+    """Base class: a problem the user can fix, described in one paragraph."""
+
+    exit_code = 1
+    title = "error"
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def paragraph(self) -> str:
+        text = f"{self.title}: {self.message}"
+        if self.fix:
+            text += f" Fix: {self.fix}"
+        return text
+
+
+class ConfigurationError(WinbuildError):
+    """Bad options, config values, facts files or knowledge files."""
+
+    exit_code = 2
+    title = "configuration error"
+
+
+class ToolchainError(WinbuildError):
+    """Something the build needs is missing or incompatible on the machine."""
+
+    exit_code = 3
+    title = "toolchain error"
+
+
+class DependencyError(WinbuildError):
+    """MKL/MAGMA could not be downloaded, verified or extracted."""
+
+    exit_code = 4
+    title = "dependency error"
+
+
+class BuildError(WinbuildError):
+    """The build itself failed (compiler, linker, CMake, setup.py)."""
+
+    exit_code = 5
+    title = "build failed"
+
+
+class VerificationError(WinbuildError):
+    """The build finished but the result does not import or work."""
+
+    exit_code = 6
+    title = "verification failed"
+
+
+class BusyError(WinbuildError):
+    """Another run holds the lock on the cache or the nightly."""
+
+    exit_code = 7
+    title = "busy"
+
+
+class InterruptedByUser(WinbuildError):
+    """Ctrl-C: the process tree was stopped."""
+
+    exit_code = 130
+    title = "interrupted"
+
+
+class InternalError(WinbuildError):
+    """A bug in pytorch-winbuild itself."""
+
+    exit_code = 70
+    title = "internal error"
