@@ -1,0 +1,301 @@
+"""The knowledge tables in build_config/ (CUDA releases, Visual Studio, PyTorch eras), typed and validated.
+
+Loaded once per process; every problem in a file is a ConfigurationError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config_files import load_toml, optional, require, require_int_pair, string_list
+from .errors import ConfigurationError
+from .facts import toolset_msc_ver
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """'2.13.0a0+git1234' → (2, 13, 0); used to compare PyTorch, Python and CMake versions."""
+    numbers: list[int] = []
+    for part in text.strip().split("."):
+        digits = ""
+        for char in part:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if len(digits) != len(part):
+            break
+    if not numbers:
+        raise ConfigurationError(f"'{text}' is not a version number.")
+    return tuple(numbers)
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: str
+    msc_range: tuple[int, int]
+    needs_nvtx: bool
+    arch_list: str
+
+    @property
+    def magma_prefix(self) -> str:
+        """'9.0' → 'cuda90', '12.4' → 'cuda124' (the MAGMA archive naming)."""
+        return "cuda" + self.version.replace(".", "")
+
+
+@dataclass(frozen=True)
+class ProductLine:
+    line: str
+    major: int
+    generator: str
+    generator_platform: str
+    vcvars_dir: str
+    installer: str
+    arch_alias: dict[str, str]
+
+    def vcvars_arch(self, arch: str) -> str:
+        """The name this product's vcvarsall.bat uses for an architecture (VS 2015: x64 → amd64)."""
+        return self.arch_alias.get(arch, arch)
+
+
+@dataclass(frozen=True)
+class ToolsetInfo:
+    version: str  # short, "14.11"
+    product_line: str
+    component: str
+
+    @property
+    def msc_ver(self) -> int:
+        return toolset_msc_ver(self.version)
+
+
+@dataclass(frozen=True)
+class WindowsOff:
+    name: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Era:
+    name: str
+    pytorch: tuple[str, str]
+    python: tuple[str, str]
+    min_cmake: str
+    cuda: tuple[str, ...]
+    cuda_flag: tuple[str, ...]
+    vcvars_arch: str
+    toolset_variable: str
+    prebuild_command: bool
+    cwrap_prep: bool
+    compiler_caches: tuple[str, ...]
+    mkl: str
+    magma: tuple[str, ...]
+    windows_off: tuple[WindowsOff, ...]
+
+    def covers(self, pytorch_version: str) -> bool:
+        version = version_tuple(pytorch_version)
+        return version_tuple(self.pytorch[0]) <= version < version_tuple(self.pytorch[1])
+
+
+@dataclass(frozen=True)
+class CacheEnvEntry:
+    name: str
+    value: str  # may contain {cache_dir} and {sep}
+    reason: str
+    cuda_only: bool
+
+
+@dataclass(frozen=True)
+class CompilerCache:
+    name: str
+    os: tuple[str, ...]
+    generators: tuple[str, ...]
+    install: str
+    env: tuple[CacheEnvEntry, ...]
+
+
+@dataclass(frozen=True)
+class PathLimits:
+    max_path: int
+    deepest_build_suffix: int
+    deepest_cache_suffix: int
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    cuda: dict[str, CudaRelease]
+    products: dict[str, ProductLine]
+    arch_scripts: dict[str, str]
+    toolsets: tuple[ToolsetInfo, ...]
+    eras: tuple[Era, ...]
+    compiler_caches: dict[str, CompilerCache]
+    path_limits: PathLimits
+
+    def era_for(self, pytorch_version: str | None) -> Era:
+        """The era of a PyTorch version; None, 'latest' or 'main' mean the newest era."""
+        if pytorch_version in (None, "", "latest", "main", "master", "nightly"):
+            return self.eras[-1]
+        for era in self.eras:
+            if era.covers(pytorch_version):
+                return era
+        first = self.eras[0].pytorch[0]
+        raise ConfigurationError(
+            f"PyTorch {pytorch_version} is older than any era pytorch-winbuild knows (the first is {first}).",
+            fix=f"pass --pytorch-version {first} or newer, or add an era to build_config/eras.toml.",
+        )
+
+    def cuda_release(self, version: str) -> CudaRelease:
+        if version not in self.cuda:
+            known = ", ".join(sorted(self.cuda, key=version_tuple))
+            raise ConfigurationError(
+                f"CUDA {version} is not a CUDA release pytorch-winbuild knows.",
+                fix=f"pass one of {known}, or 'cpu' or 'auto'; to teach it a new release, add it to build_config/cuda.toml.",
+            )
+        return self.cuda[version]
+
+
+def _cuda_table(path: Path) -> dict[str, CudaRelease]:
+    data = load_toml(path)
+    table = require(data, "cuda", dict, path.name)
+    releases: dict[str, CudaRelease] = {}
+    for version, entry in table.items():
+        where = f"{path.name}: cuda.\"{version}\""
+        if not isinstance(entry, dict):
+            raise ConfigurationError(f"{where}: expected a table.")
+        version_tuple(version)
+        releases[version] = CudaRelease(
+            version=version,
+            msc_range=require_int_pair(entry, "msc_range", where),
+            needs_nvtx=require(entry, "needs_nvtx", bool, where),
+            arch_list=require(entry, "arch_list", str, where),
+        )
+    return releases
+
+
+def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, str], tuple[ToolsetInfo, ...]]:
+    data = load_toml(path)
+    products: dict[str, ProductLine] = {}
+    for line, entry in require(data, "product", dict, path.name).items():
+        where = f"{path.name}: product.\"{line}\""
+        products[line] = ProductLine(
+            line=line,
+            major=require(entry, "major", int, where),
+            generator=require(entry, "generator", str, where),
+            generator_platform=optional(entry, "generator_platform", str, where, ""),
+            vcvars_dir=require(entry, "vcvars_dir", str, where),
+            installer=require(entry, "installer", str, where),
+            arch_alias=dict(optional(entry, "arch_alias", dict, where, {})),
+        )
+    arch_scripts = require(data, "arch_scripts", dict, path.name)
+    toolsets = []
+    for index, entry in enumerate(require(data, "toolset", list, path.name)):
+        where = f"{path.name}: toolset[{index}]"
+        info = ToolsetInfo(
+            version=require(entry, "version", str, where),
+            product_line=require(entry, "product_line", str, where),
+            component=require(entry, "component", str, where),
+        )
+        if info.product_line not in products:
+            raise ConfigurationError(f"{where}.product_line: '{info.product_line}' is not a [product.*] table.")
+        info.msc_ver  # validates the version's shape
+        toolsets.append(info)
+    return products, dict(arch_scripts), tuple(sorted(toolsets, key=lambda t: t.msc_ver))
+
+
+def _eras(path: Path, cuda: dict[str, CudaRelease]) -> tuple[Era, ...]:
+    data = load_toml(path)
+    eras = []
+    for index, entry in enumerate(require(data, "era", list, path.name)):
+        where = f"{path.name}: era[{index}]"
+        pytorch = string_list(entry, "pytorch", where)
+        python = string_list(entry, "python", where)
+        if len(pytorch) != 2 or len(python) != 2:
+            raise ConfigurationError(f"{where}: 'pytorch' and 'python' must be [first, end) pairs.")
+        era_cuda = string_list(entry, "cuda", where)
+        for version in era_cuda:
+            if version not in cuda:
+                raise ConfigurationError(f"{where}.cuda: '{version}' is not in cuda.toml.")
+        windows_off = tuple(
+            WindowsOff(
+                name=require(item, "name", str, f"{where}.windows_off[{i}]"),
+                value=require(item, "value", str, f"{where}.windows_off[{i}]"),
+                reason=require(item, "reason", str, f"{where}.windows_off[{i}]"),
+            )
+            for i, item in enumerate(require(entry, "windows_off", list, where))
+        )
+        eras.append(
+            Era(
+                name=require(entry, "name", str, where),
+                pytorch=(pytorch[0], pytorch[1]),
+                python=(python[0], python[1]),
+                min_cmake=require(entry, "min_cmake", str, where),
+                cuda=tuple(era_cuda),
+                cuda_flag=tuple(string_list(entry, "cuda_flag", where)),
+                vcvars_arch=require(entry, "vcvars_arch", str, where),
+                toolset_variable=require(entry, "toolset_variable", str, where),
+                prebuild_command=require(entry, "prebuild_command", bool, where),
+                cwrap_prep=require(entry, "cwrap_prep", bool, where),
+                compiler_caches=tuple(string_list(entry, "compiler_caches", where)),
+                mkl=require(entry, "mkl", str, where),
+                magma=tuple(string_list(entry, "magma", where)),
+                windows_off=windows_off,
+            )
+        )
+    return tuple(sorted(eras, key=lambda e: version_tuple(e.pytorch[0])))
+
+
+def _compiler_caches(path: Path) -> dict[str, CompilerCache]:
+    data = load_toml(path)
+    caches = {}
+    for name, entry in require(data, "cache", dict, path.name).items():
+        where = f"{path.name}: cache.{name}"
+        env = tuple(
+            CacheEnvEntry(
+                name=require(item, "name", str, f"{where}.env[{i}]"),
+                value=require(item, "value", str, f"{where}.env[{i}]"),
+                reason=require(item, "reason", str, f"{where}.env[{i}]"),
+                cuda_only=optional(item, "cuda_only", bool, f"{where}.env[{i}]", False),
+            )
+            for i, item in enumerate(require(entry, "env", list, where))
+        )
+        caches[name] = CompilerCache(
+            name=name,
+            os=tuple(string_list(entry, "os", where)),
+            generators=tuple(string_list(entry, "generators", where)),
+            install=require(entry, "install", str, where),
+            env=env,
+        )
+    return caches
+
+
+def _path_limits(path: Path) -> PathLimits:
+    paths = require(load_toml(path), "paths", dict, path.name)
+    where = f"{path.name}: paths"
+    return PathLimits(
+        max_path=require(paths, "max_path", int, where),
+        deepest_build_suffix=require(paths, "deepest_build_suffix", int, where),
+        deepest_cache_suffix=require(paths, "deepest_cache_suffix", int, where),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def load_knowledge(config_dir: Path | None = None) -> Knowledge:
+    """Read the knowledge files (from build_config/ unless another folder is given)."""
+    from .config_files import config_dir as default_dir
+
+    base = config_dir or default_dir()
+    cuda = _cuda_table(base / "cuda.toml")
+    products, arch_scripts, toolsets = _visual_studio_table(base / "visual_studio.toml")
+    return Knowledge(
+        cuda=cuda,
+        products=products,
+        arch_scripts=arch_scripts,
+        toolsets=toolsets,
+        eras=_eras(base / "eras.toml", cuda),
+        compiler_caches=_compiler_caches(base / "compiler_caches.toml"),
+        path_limits=_path_limits(base / "host_checks.toml"),
+    )
