@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from .errors import ConfigurationError, ToolchainError
 from .facts import CudaInstall, Facts, VisualStudio, toolset_msc_ver, toolset_short
@@ -168,7 +168,8 @@ class Plan:
         return env
 
 
-ArchiveLocator = Callable[[str, str, str], "tuple[str, bool]"]
+# Given a catalog archive, where fetch-deps puts it and whether it is there (with a valid marker).
+ArchiveLocator = Callable[[Any], "tuple[str, bool]"]
 
 
 @dataclass
@@ -502,7 +503,7 @@ def plan_archives(era: Era, options: Options, cuda: CudaInstall | None, locate: 
     )
     planned = []
     for archive in archives:
-        folder, present = locate(archive.name, archive.version, archive.file_name)
+        folder, present = locate(archive)
         planned.append(PlannedArchive(archive.name, archive.version, archive.file_name, folder, present))
     return planned
 

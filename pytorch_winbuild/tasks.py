@@ -1,14 +1,218 @@
 """The Invoke tasks: each one parses its flags, calls the package, prints. Nothing else.
 
 Defaults for every flag come from Invoke's configuration under the `winbuild` key, so they can
-be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment variables.
+be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment variables
+(e.g. INVOKE_WINBUILD_CUDA=9.0). A flag on the command line wins over both.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 from invoke import Collection, Context, task
 
 from .cli_errors import reports_errors
+from .errors import ConfigurationError, ToolchainError
 
 namespace = Collection()
-namespace.configure({"winbuild": {}})
+namespace.configure(
+    {
+        "winbuild": {
+            "cuda": "auto",
+            "vs": "auto",
+            "toolset": None,
+            "generator": "auto",
+            "compiler_cache": "auto",
+            "arch_list": None,
+            "jobs": None,
+            "pytorch_version": None,
+            "cache_dir": None,
+            "mirror": None,
+        }
+    }
+)
+
+PLAN_HELP = {
+    "cuda": "CUDA to build with: X.Y (e.g. 9.0), 'cpu', or 'auto' (newest installed that an installed toolset accepts). Default: auto.",
+    "vs": "Visual Studio product line: 2015, 2017, 2019, 2022, 2026 or auto (default).",
+    "toolset": "MSVC toolset, short form such as 14.11 (selected with -vcvars_ver). Default: newest the CUDA accepts.",
+    "generator": "CMake generator: ninja (parallel CUDA compiles), vs, or auto (ninja when installed; default).",
+    "compiler_cache": "clcache, sccache, ccache (Linux), none, or auto (the era's preferred one that is installed; default).",
+    "arch_list": "TORCH_CUDA_ARCH_LIST, e.g. '6.1' or '6.1;7.5+PTX': build only for your GPUs (much shorter builds).",
+    "jobs": "MAX_JOBS: parallel compile jobs (lower it when the machine runs out of memory).",
+    "pytorch_version": "PyTorch version being built (chooses the era's variables); default: the source tree's version.txt, else the newest era.",
+    "source": "PyTorch source folder (default: the current folder when it holds PyTorch's setup.py). Used for its version and path checks.",
+    "cache_dir": "pytorch-winbuild cache folder (downloads, MKL/MAGMA, compiler caches). Default: cache/ of the repo, or the user cache folder.",
+    "host": "Plan for the machine described by this facts file (written by `invoke doctor --json`) instead of probing this one.",
+}
+
+
+def _setting(c: Context, name: str, flag: Any) -> Any:
+    """A flag's value, else the `winbuild.<name>` configuration value."""
+    if flag is not None:
+        return flag
+    return c.config.winbuild.get(name)
+
+
+def _jobs(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"--jobs {value!r} is not a number.", fix="pass a whole number of parallel jobs, e.g. --jobs 4.") from None
+
+
+def _facts(host: str | None):
+    from .facts import load_facts
+    from .probe import probe
+
+    return load_facts(host) if host else probe()
+
+
+def _cache_dir(c: Context, flag: str | None) -> Path:
+    from .paths import default_cache_dir
+
+    value = _setting(c, "cache_dir", flag)
+    return Path(value) if value else default_cache_dir()
+
+
+def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = "install", **flags: Any):
+    """Facts (probed or from --host) × knowledge × options → plan."""
+    from .deps.cache import deps_dir, installed_path
+    from .knowledge import load_knowledge
+    from .plan import Options, make_plan
+    from .source_tree import default_source, read_source_version
+
+    knowledge = load_knowledge()
+    facts = _facts(host)
+    source_dir = Path(source) if source else default_source(Path.cwd())
+    if source and not source_dir.is_dir():
+        raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
+    cache_dir = _cache_dir(c, flags.pop("cache_dir"))
+    options = Options(
+        cuda=str(_setting(c, "cuda", flags["cuda"])),
+        vs=str(_setting(c, "vs", flags["vs"])),
+        toolset=_setting(c, "toolset", flags["toolset"]),
+        generator=str(_setting(c, "generator", flags["generator"])),
+        compiler_cache=str(_setting(c, "compiler_cache", flags["compiler_cache"])),
+        arch_list=_setting(c, "arch_list", flags["arch_list"]),
+        jobs=_jobs(_setting(c, "jobs", flags["jobs"])),
+        pytorch_version=_setting(c, "pytorch_version", flags["pytorch_version"]),
+        mode=mode,
+        cache_dir=str(cache_dir),
+        source_dir=str(source_dir) if source_dir else None,
+    )
+
+    def locate(archive: Any) -> tuple[str, bool]:
+        return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
+
+    source_version = read_source_version(source_dir) if source_dir else None
+    return make_plan(options, facts, knowledge, source_version=source_version, locate_archive=locate)
+
+
+def _write(text: str, output: str | None) -> None:
+    """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run)."""
+    if output:
+        Path(output).write_text(text, encoding="utf-8", newline="")
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+@task(help={"host": PLAN_HELP["host"], "json": "Write this machine's facts as JSON (the file --host reads; safe to share: no credentials, no environment dump)."})
+@reports_errors
+def doctor(c: Context, host: str | None = None, json: bool = False) -> None:
+    """Show what is installed and what is missing for building PyTorch, with the fix for each."""
+    from .doctor import doctor_checks, render_doctor
+    from .knowledge import load_knowledge
+
+    facts = _facts(host)
+    if json:
+        sys.stdout.write(facts.to_json())
+        return
+    checks = doctor_checks(facts, load_knowledge())
+    sys.stdout.write(render_doctor(facts, checks))
+    missing = [check.topic for check in checks if check.status == "missing"]
+    if missing:
+        raise ToolchainError(f"missing: {', '.join(missing)}.", fix="see the fix lines above.")
+
+
+ENV_HELP = {
+    **PLAN_HELP,
+    "format": "table (with reasons; default), json, bat (cmd.exe), ps1 (PowerShell) or sh (Linux plans).",
+    "output": "Write to this file (UTF-8) instead of standard output.",
+}
+
+
+@task(help=ENV_HELP)
+@reports_errors
+def env(
+    c: Context,
+    cuda: str | None = None,
+    vs: str | None = None,
+    toolset: str | None = None,
+    generator: str | None = None,
+    compiler_cache: str | None = None,
+    arch_list: str | None = None,
+    jobs: str | None = None,
+    pytorch_version: str | None = None,
+    source: str | None = None,
+    cache_dir: str | None = None,
+    host: str | None = None,
+    format: str = "table",
+    output: str | None = None,
+) -> None:
+    """Print the build environment the plan composes: every variable with its reason, or as a script."""
+    from .render import render
+
+    plan = _make_plan(c, host=host, source=source, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=cache_dir)
+    _write(render(plan, format), output)
+
+
+BUILD_HELP = {
+    **PLAN_HELP,
+    "dry_run": "Show the plan (Visual Studio, toolset, vcvars call, CUDA, generator, cache, every variable with its reason, the commands) and stop.",
+    "format": "Output format of --dry-run: table (default), json, bat, ps1 or sh.",
+    "mode": "install (python setup.py install, the seeds' default), develop, or wheel (bdist_wheel into dist/).",
+}
+
+
+@task(help=BUILD_HELP)
+@reports_errors
+def build(
+    c: Context,
+    cuda: str | None = None,
+    vs: str | None = None,
+    toolset: str | None = None,
+    generator: str | None = None,
+    compiler_cache: str | None = None,
+    arch_list: str | None = None,
+    jobs: str | None = None,
+    pytorch_version: str | None = None,
+    source: str | None = None,
+    cache_dir: str | None = None,
+    host: str | None = None,
+    mode: str = "install",
+    dry_run: bool = False,
+    format: str = "table",
+) -> None:
+    """Build PyTorch from source in the planned environment (--dry-run: show the plan only)."""
+    from .render import render
+
+    plan = _make_plan(c, host=host, source=source, mode=mode, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=cache_dir)
+    if dry_run:
+        sys.stdout.write(render(plan, format))
+        return
+    if host:
+        raise ConfigurationError("--host plans for another machine; a real build runs on this one.", fix="add --dry-run to see that machine's plan, or leave --host out.")
+    from .builder import run_build
+
+    run_build(c, plan)
+
+
+namespace.add_task(doctor)
+namespace.add_task(env)
+namespace.add_task(build)
