@@ -16,23 +16,34 @@ from invoke import Collection, Context, task
 from .cli_errors import reports_errors
 from .errors import ConfigurationError, ToolchainError
 
+WINBUILD_DEFAULTS: dict[str, Any] = {
+    "cuda": "auto",
+    "vs": "auto",
+    "toolset": None,
+    "generator": "auto",
+    "compiler_cache": "auto",
+    "arch_list": None,
+    "jobs": None,
+    "pytorch_version": None,
+    "cache_dir": None,
+    "mirror": None,
+}
+
+
+def _check_config_files_or_exit() -> None:
+    """Invoke reads its config files after importing this module: check them first (see config_check)."""
+    from .config_check import check_config_files, invoke_config_files
+
+    try:
+        check_config_files(invoke_config_files(Path(__file__).resolve().parent.parent, Path.home()), WINBUILD_DEFAULTS)
+    except ConfigurationError as error:
+        print(error.paragraph(), file=sys.stderr)
+        raise SystemExit(error.exit_code) from None
+
+
+_check_config_files_or_exit()
 namespace = Collection()
-namespace.configure(
-    {
-        "winbuild": {
-            "cuda": "auto",
-            "vs": "auto",
-            "toolset": None,
-            "generator": "auto",
-            "compiler_cache": "auto",
-            "arch_list": None,
-            "jobs": None,
-            "pytorch_version": None,
-            "cache_dir": None,
-            "mirror": None,
-        }
-    }
-)
+namespace.configure({"winbuild": WINBUILD_DEFAULTS})
 
 PLAN_HELP = {
     "cuda": "CUDA to build with: X.Y (e.g. 9.0), 'cpu', or 'auto' (newest installed that an installed toolset accepts). Default: auto.",

@@ -1,0 +1,231 @@
+"""Plans for every shipped facts file × every CUDA option.
+
+Each combination's outcome — the vcvars call and the ordered environment changes, or the exact
+error — is compared with tests/golden/plans-<host>.json. Regenerate after an intended change
+with `UPDATE_GOLDEN=1 python -m pytest tests/test_plan_matrix.py` and review the diff. The
+explicit tests below pin the decisions that matter most, in words.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError, WinbuildError
+from pytorch_winbuild.facts import facts_from_dict, load_facts
+from pytorch_winbuild.knowledge import load_knowledge
+from pytorch_winbuild.plan import Options, Plan, make_plan
+
+from support import HOSTS_DIR
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+CACHE = "C:\\pwb\\cache"
+# The PyTorch each shipped machine is meant to build (its Python fits that era).
+HOST_PYTORCH = {
+    "vs2015-cuda80": "0.4.1",
+    "vs2015-vs2017-cuda80-cuda90": "0.4.1",
+    "vs2017-cuda90-cuda100": "1.0.1",
+    "vs2019-vs2022-cuda12": "2.13.0",
+    "cpu-only": "2.13.0",
+}
+KNOWLEDGE = load_knowledge()
+CUDA_OPTIONS = ["auto", "cpu", *KNOWLEDGE.cuda]
+
+
+def _locate(archive) -> tuple[str, bool]:
+    return f"{CACHE}\\deps\\{archive.file_name[:-3]}", False
+
+
+def plan_for(host: str, cuda: str, **options) -> Plan:
+    facts = load_facts(HOSTS_DIR / f"{host}.json")
+    return make_plan(Options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options), facts, KNOWLEDGE, locate_archive=_locate)
+
+
+def outcome(host: str, cuda: str) -> dict:
+    try:
+        plan = plan_for(host, cuda)
+    except WinbuildError as error:
+        return {"error": type(error).__name__, "exit_code": error.exit_code, "message": error.paragraph()}
+    return {
+        "vcvars": plan.vcvars.command if plan.vcvars else None,
+        "cuda": plan.cuda.version if plan.cuda else None,
+        "generator": plan.generator,
+        "compiler_cache": plan.compiler_cache,
+        "changes": [[c.action, c.name, c.value] for c in plan.changes],
+        "env": plan.final_env(),
+        "warnings": list(plan.warnings),
+    }
+
+
+def test_every_shipped_host_has_an_era():
+    assert sorted(HOST_PYTORCH) == sorted(p.stem for p in HOSTS_DIR.glob("*.json"))
+
+
+@pytest.mark.parametrize("host", sorted(HOST_PYTORCH))
+def test_matrix_matches_golden(host: str):
+    actual = {cuda: outcome(host, cuda) for cuda in CUDA_OPTIONS}
+    golden = GOLDEN_DIR / f"plans-{host}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(json.dumps(actual, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    expected = json.loads(golden.read_text(encoding="utf-8"))
+    assert sorted(expected) == sorted(actual)
+    for cuda in CUDA_OPTIONS:
+        assert actual[cuda] == expected[cuda], f"{host} --cuda {cuda}"
+
+
+VS2017 = "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat"
+
+
+def test_cuda90_selects_toolset_1411_with_vcvars_ver():
+    plan = plan_for("vs2017-cuda90-cuda100", "9.0")
+    assert plan.vcvars.command == f'call "{VS2017}" x64 -vcvars_ver=14.11'
+    assert plan.compiler.toolset == "14.11.25503"
+    env = plan.final_env()
+    assert env["CUDA_PATH"] == "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0"
+    assert env["PATH"] == "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;%PATH%"
+    assert env["USE_CUDA"] == "1" and "NO_CUDA" not in env
+    assert env["CMAKE_GENERATOR"] == "Ninja"
+    assert env["DISTUTILS_USE_SDK"] == "1" and env["MSSdk"] == "1"
+    assert env["USE_NCCL"] == "0" and env["USE_DISTRIBUTED"] == "0"
+    assert env["MAGMA_HOME"] == f"{CACHE}\\deps\\magma_2.4.0_cuda90_release"
+    assert env["CMAKE_INCLUDE_PATH"] == f"{CACHE}\\deps\\mkl_2018.2.185\\include"
+    assert env["LIB"] == f"{CACHE}\\deps\\mkl_2018.2.185\\lib;%LIB%"
+
+
+def test_cuda100_uses_the_fallback_range_and_the_newest_vs2017_toolset():
+    plan = plan_for("vs2017-cuda90-cuda100", "10.0")
+    assert plan.cuda_msc_range == (1700, 1917)
+    assert "fallback" in plan.cuda_msc_range_source
+    assert plan.vcvars.args == ("x64", "-vcvars_ver=14.16")
+
+
+def test_auto_takes_the_newest_cuda_an_installed_toolset_accepts():
+    plan = plan_for("vs2017-cuda90-cuda100", "auto")
+    assert plan.cuda.version == "10.0"
+    assert any(d.startswith("CUDA auto: 10.0") for d in plan.decisions)
+
+
+def test_seeds_era_cuda80_with_vs2015_and_vs2017_uses_prebuild_command():
+    plan = plan_for("vs2015-vs2017-cuda80-cuda90", "8.0")
+    env = plan.final_env()
+    assert plan.vcvars.command == 'call "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\Community\\VC\\Auxiliary\\Build\\vcvarsall.bat" x86_amd64 -vcvars_ver=14.12'
+    assert plan.cuda_host_compiler.toolset == "14.0"
+    assert env["PREBUILD_COMMAND"] == "C:\\Program Files (x86)\\Microsoft Visual Studio 14.0\\VC\\vcvarsall.bat"
+    assert env["PREBUILD_COMMAND_ARGS"] == "x86_amd64"
+    assert env["CUDAHOSTCXX"] == "C:\\Program Files (x86)\\Microsoft Visual Studio 14.0\\VC\\bin\\amd64\\cl.exe"
+    assert "NO_CUDA" not in env and env["NO_DISTRIBUTED"] == "1"
+    assert env["USE_CLCACHE"] == "1" and env["CC"] == "clcache" and env["CXX"] == "clcache"
+    assert "both VS 2015 and VS 2017 are installed" in next(c.reason for c in plan.changes if c.name == "DISTUTILS_USE_SDK")
+    assert [c.command for c in plan.commands][-1] == "python setup.py install"
+    assert any("cwrap_common.py" in c.command for c in plan.commands)
+
+
+def test_cuda80_with_the_vs_generator_uses_the_vs2015_generator():
+    plan = plan_for("vs2015-cuda80", "8.0", generator="vs")
+    env = plan.final_env()
+    assert env["CMAKE_GENERATOR"] == "Visual Studio 14 2015 Win64"
+    assert plan.vcvars.args == ("x86_amd64",)
+    assert "PREBUILD_COMMAND" not in env and "CUDAHOSTCXX" not in env
+
+
+def test_cpu_build_in_the_seeds_era_sets_no_cuda():
+    env = plan_for("vs2015-cuda80", "cpu").final_env()
+    assert env["NO_CUDA"] == "1" and "USE_CUDA" not in env and "MAGMA_HOME" not in env
+
+
+def test_vs_generator_on_vs2022_sets_platform_and_toolset():
+    env = plan_for("vs2019-vs2022-cuda12", "12.4", generator="vs", compiler_cache="none").final_env()
+    assert env["CMAKE_GENERATOR"] == "Visual Studio 17 2022"
+    assert env["CMAKE_GENERATOR_PLATFORM"] == "x64"
+    assert env["CMAKE_GENERATOR_TOOLSET_VERSION"] == "14.44"
+
+
+def test_sccache_variables_and_arch_list_and_jobs():
+    env = plan_for("vs2019-vs2022-cuda12", "12.4", arch_list="8.6", jobs=6).final_env()
+    assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache" and env["SCCACHE_IDLE_TIMEOUT"] == "0"
+    assert env["SCCACHE_DIR"] == f"{CACHE}\\sccache"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "8.6" and env["MAX_JOBS"] == "6"
+
+
+def test_cuda90_on_a_machine_with_only_1416_names_the_component():
+    with pytest.raises(ToolchainError) as error:
+        _only_1416_plan()
+    text = error.value.paragraph()
+    assert "CUDA 9.0 accepts MSVC toolsets with _MSC_VER 1600–1911, and none is installed" in text
+    assert "VC++ 2017 version 15.4 v14.11 toolset" in text
+    assert "-vcvars_ver=14.11" in text
+
+
+def _only_1416_plan() -> Plan:
+    """The shipped VS 2017 machine without its side-by-side 14.11 toolset."""
+    data = json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))
+    data["visual_studio"][0]["toolsets"] = ["14.16.27023"]
+    return make_plan(Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+
+
+def test_toolset_outside_the_cuda_range_is_a_configuration_error():
+    with pytest.raises(ConfigurationError, match=r"toolset 14.16 \(_MSC_VER 1916\) is not accepted by CUDA 9.0"):
+        plan_for("vs2017-cuda90-cuda100", "9.0", toolset="14.16")
+
+
+def test_sccache_with_the_vs_generator_is_refused():
+    with pytest.raises(ConfigurationError, match="Visual Studio generator ignores"):
+        plan_for("vs2019-vs2022-cuda12", "12.4", generator="vs", compiler_cache="sccache")
+
+
+def test_missing_visual_studio_is_a_toolchain_error():
+    data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
+    data["visual_studio"] = []
+    with pytest.raises(ToolchainError, match="no Visual Studio with the C\\+\\+ build tools was found") as error:
+        make_plan(Options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    assert error.value.exit_code == 3
+
+
+def test_32_bit_python_is_refused_with_the_faq_fix():
+    data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
+    data["python"]["bits"] = 32
+    with pytest.raises(ToolchainError, match="is 32-bit; PyTorch builds and runs only with 64-bit Python"):
+        make_plan(Options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+
+
+def test_python_older_than_the_era_is_refused():
+    with pytest.raises(ToolchainError, match=r"Python 3.6.8 is older than PyTorch 2.5\+ needs \(Python 3.9 or newer\)"):
+        make_plan(Options(cuda="cpu", cache_dir=CACHE), load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), KNOWLEDGE)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"cuda": "9.7"}, "CUDA 9.7 is not a CUDA release pytorch-winbuild knows"),
+        ({"cuda": "nine"}, "--cuda 'nine' is not X.Y"),
+        ({"cuda": "cpu", "vs": "2018"}, "--vs '2018' is not a Visual Studio product line"),
+        ({"cuda": "cpu", "toolset": "15.0"}, "--toolset '15.0' is not an MSVC toolset version"),
+        ({"cuda": "cpu", "generator": "make"}, "--generator 'make' is not one of ninja, vs, auto"),
+        ({"cuda": "cpu", "arch_list": "sm_61"}, "--arch-list 'sm_61' is not a list of compute capabilities"),
+        ({"cuda": "cpu", "jobs": 0}, "--jobs 0 must be a positive number"),
+        ({"cuda": "cpu", "compiler_cache": "distcc"}, "--compiler-cache 'distcc' is not one of"),
+    ],
+)
+def test_bad_options(options: dict, message: str):
+    with pytest.raises(ConfigurationError) as error:
+        plan_for("cpu-only", **options)
+    assert message in error.value.paragraph()
+    assert error.value.exit_code == 2
+
+
+def test_path_warnings_for_long_and_non_ascii_paths():
+    long_source = "C:\\Users\\someone\\Documents\\projects\\deep-learning\\frameworks\\from-source\\pytorch-checkout-for-windows"
+    plan = plan_for("vs2017-cuda90-cuda100", "9.0", source_dir=long_source)
+    assert any("Windows' 260-character limit" in w for w in plan.warnings)
+    plan = plan_for("cpu-only", "cpu", source_dir="C:\\用户\\pytorch")
+    assert any("non-ASCII characters" in w for w in plan.warnings)
+
+
+def test_old_cmake_is_warned_about():
+    data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
+    data["tools"]["cmake"]["version"] = "3.18.4"
+    plan = make_plan(Options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    assert any("CMake 3.18.4 is older than PyTorch 2.5+ needs (3.27)" in w for w in plan.warnings)
