@@ -61,9 +61,10 @@ def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[C
     release = knowledge.cuda[cuda.version]
     msc_range = cuda.msc_range or release.msc_range
     source = "host_config.h" if cuda.msc_range else "fallback table"
-    detail = f"{cuda.full_version or cuda.version} at {cuda.path}; accepts _MSC_VER {msc_range[0]}–{msc_range[1] - 1} ({source})"
+    detail = f"{cuda.full_version or cuda.version} at {cuda.path}"
     checks = []
     if facts.os == "windows":
+        detail += f"; accepts _MSC_VER {msc_range[0]}–{msc_range[1] - 1} ({source})"
         accepted = [f"{vs.product_line}/{t}" for vs in facts.visual_studio for t in vs.toolsets if msc_range[0] <= toolset_msc_ver(t) < msc_range[1]]
         if accepted:
             checks.append(Check(topic, "ok", f"{detail}; usable with toolset {', '.join(accepted)}"))

@@ -364,7 +364,7 @@ def choose_generator(facts: Facts, options: Options, plan: _Builder) -> str:
             raise ConfigurationError("--generator vs needs Windows; on Linux the build uses Ninja.", fix="pass --generator ninja or auto.")
         return "vs"
     if "ninja" in facts.tools:
-        plan.decisions.append(f"Generator: Ninja ({facts.tools['ninja'].path}) — parallel CUDA compiles, which the Visual Studio generator cannot do.")
+        plan.decisions.append(f"Generator: Ninja ({facts.tools['ninja'].path}): parallel compiles, CUDA files included.")
         return "ninja"
     if options.generator == "ninja":
         raise ToolchainError("--generator ninja was asked for, but ninja is not installed.", fix="pip install ninja (in the Python that builds PyTorch), then run again.")
@@ -443,7 +443,7 @@ def _cuda_changes(knowledge: Knowledge, era: Era, facts: Facts, options: Options
 
 def _generator_changes(knowledge: Knowledge, era: Era, facts: Facts, generator: str, compiler: CompilerChoice | None, plan: _Builder) -> None:
     if generator == "ninja":
-        plan.set("CMAKE_GENERATOR", "Ninja", "Ninja compiles CUDA files in parallel; the Visual Studio generator cannot")
+        plan.set("CMAKE_GENERATOR", "Ninja", "Ninja runs compiles in parallel, CUDA files included (the Visual Studio generator cannot)")
         return
     assert compiler is not None  # the VS generator exists only on Windows, where a compiler was chosen
     product = knowledge.products[compiler.instance.product_line]
@@ -488,9 +488,12 @@ def _archive_changes(archives: list[PlannedArchive], facts: Facts, plan: _Builde
             plan.warnings.append(f"{archive.file_name} is not in the cache yet: `invoke fetch-deps` (or `invoke build`) downloads it.")
 
 
-def plan_archives(era: Era, options: Options, cuda: CudaInstall | None, locate: ArchiveLocator | None) -> list[PlannedArchive]:
-    """MKL for every build and MAGMA for CUDA builds, where fetch-deps puts them."""
+def plan_archives(era: Era, facts: Facts, options: Options, cuda: CudaInstall | None, locate: ArchiveLocator | None, plan: _Builder) -> list[PlannedArchive]:
+    """MKL for every Windows build and MAGMA for CUDA builds, where fetch-deps puts them."""
     if locate is None:
+        return []
+    if facts.os != "windows":
+        plan.decisions.append("MKL/MAGMA archives: none (they are Windows builds; on Linux PyTorch finds MKL and MAGMA from the system or pip).")
         return []
     from .deps.catalog import select_archives
 
@@ -591,7 +594,7 @@ def make_plan(
             plan.decisions.append(f"CUDA host compiler: {cuda_host.instance.label} toolset {cuda_host.toolset}, entered through PREBUILD_COMMAND (CUDA {cuda.version} accepts {_range_text(msc_range)}).")
     generator = choose_generator(facts, options, plan)
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
-    archives = plan_archives(era, options, cuda, locate_archive)
+    archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
 
     _cuda_changes(knowledge, era, facts, options, cuda, plan)
     _generator_changes(knowledge, era, facts, generator, compiler, plan)

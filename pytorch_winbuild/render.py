@@ -90,7 +90,7 @@ def render_table(plan: Plan) -> str:
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value}" for name, value in rows]
     lines += ["", "Why:"] + [_wrap("- " + d) for d in plan.decisions]
-    lines += ["", "Environment (in this order, after vcvars):"]
+    lines += ["", "Environment (in this order" + (", after vcvars):" if plan.vcvars else "):")]
     name_width = max((len(c.name) for c in plan.changes), default=0)
     for change in plan.changes:
         shown = {"set": f"= {_value(change)}", "prepend": f"+= {_value(change)} (prepended)", "unset": "(unset)"}[change.action]
