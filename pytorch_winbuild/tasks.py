@@ -227,3 +227,92 @@ def build(
 namespace.add_task(doctor)
 namespace.add_task(env)
 namespace.add_task(build)
+
+
+# fetch-deps and clean: MKL/MAGMA archives in the cache (pytorch_winbuild/deps, build_config/deps.toml).
+
+FETCH_DEPS_HELP = {
+    "cuda": "CUDA version of the build, e.g. 9.0 or 10.1: adds the MAGMA built for it. 'cpu' for a CPU-only build. Without it only MKL is fetched.",
+    "mkl_version": "MKL archive version: 2020.2.254 (default, later PyTorch) or 2018.2.185 (the PyTorch 0.3–1.0 era).",
+    "magma_version": "MAGMA version, or a comma-separated preference list (the first one built for your CUDA wins). Default: the newest one for your CUDA.",
+    "magma_debug": "Fetch MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
+    "no_magma": "Build without MAGMA: fetch MKL only, even with --cuda.",
+    "mirror": "Base URL of a flat folder holding the same file names as the public bucket: http(s)://... or file:///... (also winbuild.mirror / INVOKE_WINBUILD_MIRROR).",
+    "from_dir": "Folder holding archives you downloaded by hand: take them from there, download nothing.",
+    "update_lock": "Accept archives whose SHA-256 differs from the one recorded in the lock file, and record the new one.",
+    "cache_dir": PLAN_HELP["cache_dir"],
+    "jobs": "Archives downloaded in parallel (default 0: one per archive, at most 4).",
+    "lock_file": "Checksum lock file to check and record (default: build_config/deps.lock).",
+}
+
+
+@task(help=FETCH_DEPS_HELP)
+@reports_errors
+def fetch_deps(
+    c: Context,
+    cuda: str | None = None,
+    mkl_version: str | None = None,
+    magma_version: str | None = None,
+    magma_debug: bool = False,
+    no_magma: bool = False,
+    mirror: str | None = None,
+    from_dir: str | None = None,
+    update_lock: bool = False,
+    cache_dir: str | None = None,
+    jobs: int = 0,
+    lock_file: str | None = None,
+) -> None:
+    """Download, verify and extract MKL (and the MAGMA for --cuda) into the cache; print where they are and the variables a build needs."""
+    from .deps.catalog import load_catalog, select_archives
+    from .deps.fetch import fetch_archives, format_summary
+
+    cuda_value = _setting(c, "cuda", cuda)
+    cuda_given = cuda_value not in (None, "", "auto")
+    if jobs < 0:
+        raise ConfigurationError(f"--jobs {jobs}: expected 0 (automatic) or more.", fix="pass a positive number of parallel downloads, or leave it out.")
+    archives = select_archives(
+        cuda=str(cuda_value) if cuda_given and str(cuda_value).lower() != "cpu" else None,
+        mkl_version=mkl_version or load_catalog().mkl_default,
+        magma_versions=[v.strip() for v in (magma_version or "").split(",") if v.strip()],
+        magma_debug=magma_debug,
+        no_magma=no_magma,
+    )
+    result = fetch_archives(
+        archives,
+        cache_dir=_cache_dir(c, cache_dir),
+        mirror=None if from_dir else _setting(c, "mirror", mirror),
+        from_dir=from_dir,
+        update_lock=update_lock,
+        lock_path=Path(lock_file) if lock_file else None,
+        jobs=jobs,
+    )
+    print(format_summary(result))
+    if not cuda_given and not no_magma:
+        print("\nMAGMA was not fetched: which one depends on the CUDA version. Pass --cuda X.Y (e.g. --cuda 10.1) for a CUDA build, or --cuda cpu to say the build has no CUDA.")
+
+
+@task(
+    help={
+        "deps": "Remove the extracted MKL/MAGMA folders (cache/deps); the downloaded archives stay, so the next fetch-deps re-extracts offline.",
+        "downloads": "Remove the downloaded archives and partial downloads (cache/downloads).",
+        "cache_dir": PLAN_HELP["cache_dir"],
+    }
+)
+@reports_errors
+def clean(c: Context, deps: bool = False, downloads: bool = False, cache_dir: str | None = None) -> None:
+    """Remove what the flags say from the cache (waits briefly for a run that is using it)."""
+    from .deps.cache import clean as clean_cache
+    from .deps.progress import human_size, log_line
+
+    if not (deps or downloads):
+        raise ConfigurationError("nothing to clean was named.", fix="pass --deps (extracted MKL/MAGMA), --downloads (downloaded archives), or both.")
+    folder = _cache_dir(c, cache_dir)
+    removed = clean_cache(folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line)
+    for item in removed:
+        print(f"removed {item.path} ({human_size(item.bytes)})")
+    if not removed:
+        print(f"nothing to remove in {folder}")
+
+
+namespace.add_task(fetch_deps)
+namespace.add_task(clean)

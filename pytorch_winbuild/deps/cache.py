@@ -1,0 +1,220 @@
+"""The cache layout, its lock, and the rule that decides whether an extracted folder is trusted.
+
+    <cache>/downloads/<file>.7z        verified archives (kept, so `clean --deps` re-extracts offline)
+    <cache>/downloads/<file>.7z.part   a download in progress; resumed by the next run, never trusted
+    <cache>/deps/<file without .7z>/   an extracted archive, with MARKER_NAME inside
+    <cache>/deps/.tmp-*, .trash-*      extraction work folders, swept by the next run
+    <cache>/.lock                      held by whoever changes the cache
+
+A folder is renamed into place only after a complete extraction, a layout check and its marker,
+so a folder without a valid marker (an interrupted run, a hand-made copy) is never trusted.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import BusyError, DependencyError
+from .catalog import Archive
+
+MARKER_NAME = ".pytorch-winbuild-archive.json"
+MARKER_SCHEMA = 1
+LOCK_NAME = ".lock"
+WORK_PREFIXES = (".tmp-", ".trash-")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What the marker file records about an extracted archive."""
+
+    file_name: str
+    sha256: str
+    size: int
+    extractor: str
+
+
+def downloads_root(cache_dir: Path) -> Path:
+    return cache_dir / "downloads"
+
+
+def deps_root(cache_dir: Path) -> Path:
+    return cache_dir / "deps"
+
+
+def deps_dir(cache_dir: Path, archive: Archive) -> Path:
+    """Where `archive` is (or will be) extracted."""
+    return deps_root(cache_dir) / archive.folder_name
+
+
+def download_path(cache_dir: Path, archive: Archive) -> Path:
+    return downloads_root(cache_dir) / archive.file_name
+
+
+def partial_path(cache_dir: Path, archive: Archive) -> Path:
+    return downloads_root(cache_dir) / (archive.file_name + ".part")
+
+
+def read_marker(folder: Path) -> Marker | None:
+    """The folder's marker, or None when it is missing or unreadable."""
+    try:
+        data: Any = json.loads((folder / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != MARKER_SCHEMA:
+        return None
+    file_name, sha256, size, extractor = (data.get(k) for k in ("file", "sha256", "size", "extractor"))
+    if not (isinstance(file_name, str) and isinstance(sha256, str) and isinstance(size, int) and isinstance(extractor, str)):
+        return None
+    return Marker(file_name=file_name, sha256=sha256, size=size, extractor=extractor)
+
+
+def write_marker(folder: Path, marker: Marker) -> None:
+    data = {"schema": MARKER_SCHEMA, "file": marker.file_name, "sha256": marker.sha256, "size": marker.size, "extractor": marker.extractor}
+    (folder / MARKER_NAME).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def missing_layout(folder: Path, layout: tuple[str, ...]) -> list[str]:
+    """The layout paths that do not exist under `folder`."""
+    return [item for item in layout if not (folder / item).exists()]
+
+
+def installed_path(cache_dir: Path, archive: Archive, expected_sha256: str | None = None) -> Path | None:
+    """The extracted folder of `archive`, only when its marker is valid.
+
+    Valid: the marker names this file, records the checksum the catalog publishes (and
+    `expected_sha256`, the lock file's, when given), and the layout is still there.
+    """
+    folder = deps_dir(cache_dir, archive)
+    marker = read_marker(folder)
+    if marker is None or marker.file_name != archive.file_name:
+        return None
+    for expected in (archive.sha256, expected_sha256):
+        if expected is not None and marker.sha256 != expected:
+            return None
+    if missing_layout(folder, archive.layout):
+        return None
+    return folder
+
+
+def _make_writable_and_retry(function: Callable[..., Any], path: str, _exc: Any) -> None:
+    """Windows refuses to delete read-only files (7-Zip keeps the archive's attributes)."""
+    os.chmod(path, stat.S_IWRITE | stat.S_IREAD | stat.S_IEXEC)
+    function(path)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder tree, read-only files included; a missing folder is fine."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+        return
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=_make_writable_and_retry)
+    else:
+        shutil.rmtree(path, onerror=_make_writable_and_retry)
+
+
+def sweep_work_folders(cache_dir: Path) -> None:
+    """Remove extraction work folders that an interrupted run left (call with the cache lock held)."""
+    root = deps_root(cache_dir)
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if entry.name.startswith(WORK_PREFIXES):
+            remove_tree(entry)
+
+
+@contextmanager
+def cache_lock(cache_dir: Path, *, timeout: float, log: Callable[[str], None]) -> Iterator[None]:
+    """Hold the cache's lock; wait up to `timeout` seconds for another run to finish with it."""
+    from filelock import FileLock, Timeout
+
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DependencyError(f"cannot create the cache folder {cache_dir} ({exc.strerror or exc}).", fix="pass a writable folder with --cache-dir.") from None
+    lock = FileLock(str(cache_dir / LOCK_NAME))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log(f"waiting for another pytorch-winbuild run that is using {cache_dir} ...")
+        try:
+            lock.acquire(timeout=timeout)
+        except Timeout:
+            raise BusyError(
+                f"another pytorch-winbuild run (fetch-deps, clean, a build or the nightly) has held the cache {cache_dir} for more than {timeout:.0f} s.",
+                fix="wait for it to finish and run the command again; if no such run exists, a crashed one left its lock: the lock is released when that process ends.",
+            ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def tree_size(path: Path) -> int:
+    """Bytes in the files under `path` (links not followed)."""
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+@dataclass(frozen=True)
+class Removed:
+    path: Path
+    bytes: int
+
+
+def clean(cache_dir: Path, *, deps: bool, downloads: bool, timeout: float, log: Callable[[str], None]) -> list[Removed]:
+    """Delete the extracted archives and/or the downloaded ones (partial downloads included)."""
+    targets = ([deps_root(cache_dir)] if deps else []) + ([downloads_root(cache_dir)] if downloads else [])
+    removed: list[Removed] = []
+    if not cache_dir.exists():
+        return removed
+    with cache_lock(cache_dir, timeout=timeout, log=log):
+        for target in targets:
+            if target.exists():
+                size = tree_size(target)
+                try:
+                    remove_tree(target)
+                except OSError as exc:
+                    raise DependencyError(
+                        f"could not delete {target} ({exc.strerror or exc}: {exc.filename}).",
+                        fix="close programs that use files in it (a build, an editor, a shell inside it) and run the command again.",
+                    ) from None
+                removed.append(Removed(path=target, bytes=size))
+    return removed
+
+
+def write_error(exc: OSError, path: Path) -> DependencyError:
+    """A DependencyError for a failed write: a full disk says so and how much room is left."""
+    if exc.errno == errno.ENOSPC:
+        try:
+            free = f" ({shutil.disk_usage(path.parent).free // (1024 * 1024)} MB free)"
+        except OSError:
+            free = ""
+        return DependencyError(
+            f"the disk holding {path.parent} is full{free}.",
+            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on a larger disk, then run the command again; it resumes where it stopped.",
+        )
+    return DependencyError(
+        f"cannot write {path} ({exc.strerror or exc}).",
+        fix="check that the cache folder is writable and not held open by another program, or pass --cache-dir elsewhere.",
+    )

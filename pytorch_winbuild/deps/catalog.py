@@ -1,0 +1,281 @@
+"""The MKL/MAGMA archive catalog (build_config/deps.toml) and the choice of archives for a build.
+
+The catalog is data: file names, versions, the MAGMA versions per CUDA prefix, the layout an
+extracted archive must have and the variables a build sets from it. This module validates it on
+load, with errors that name the file and key, and answers "which archives does this build need".
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config_files import config_dir, load_toml, optional, require, string_list
+from ..errors import ConfigurationError
+
+CATALOG_FILE = "deps.toml"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CUDA_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Archive:
+    """One downloadable archive and what its extracted folder must contain."""
+
+    name: str  # "mkl" or "magma"
+    label: str  # "MKL" / "MAGMA", for messages
+    version: str
+    file_name: str  # "mkl_2020.2.254.7z"; also its name on a mirror and in --from-dir
+    base_url: str  # the public bucket, ending in "/"
+    sha256: str | None = None  # published checksum; None → the lock file records it
+    size: int | None = None  # published size in bytes
+    layout: tuple[str, ...] = ()  # paths that must exist after extraction
+    set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) set to <folder>/<sub-path>
+    prepend_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) prepended with ';'
+    cuda_prefix: str | None = None  # MAGMA only: "cuda90"
+    variant: str | None = None  # MAGMA only: "release" or "debug"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + self.file_name
+
+    @property
+    def folder_name(self) -> str:
+        """Name of the extracted folder in the cache: the file name without ".7z"."""
+        return self.file_name[: -len(".7z")] if self.file_name.endswith(".7z") else self.file_name
+
+    @property
+    def description(self) -> str:
+        """'MKL 2020.2.254' or 'MAGMA 2.5.4 cuda101 release'."""
+        parts = [self.label, self.version]
+        if self.cuda_prefix:
+            parts.append(self.cuda_prefix)
+        if self.variant:
+            parts.append(self.variant)
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    """Which native 7-Zip programs to look for and whether they are the fast path."""
+
+    native_programs: tuple[str, ...]
+    windows_locations: tuple[str, ...]
+    prefer: str  # "native" or "py7zr"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    source: Path
+    base_url: str
+    mkl: dict[str, Archive]  # version → archive
+    mkl_default: str
+    magma: dict[tuple[str, str, str], Archive]  # (version, cuda prefix, variant) → archive
+    magma_versions: tuple[str, ...]  # every MAGMA version the catalog knows
+    magma_preference: tuple[str, ...]
+    extract: ExtractSettings
+
+
+def cuda_prefix(cuda: str) -> str:
+    """'9.0' → 'cuda90', '12.4' → 'cuda124' (the MAGMA archives' naming)."""
+    match = _CUDA_VERSION.match(cuda)
+    if not match:
+        raise ConfigurationError(
+            f"'{cuda}' is not a CUDA version.",
+            fix="pass it as MAJOR.MINOR, e.g. --cuda 9.0 or --cuda 10.1, or --cuda cpu for a CPU-only build.",
+        )
+    return f"cuda{match.group(1)}{match.group(2)}"
+
+
+def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    value = optional(table, key, dict, where, {})
+    for name, sub_path in value.items():
+        if not isinstance(sub_path, str):
+            raise ConfigurationError(f"{where}.{key}.{name}: expected a sub-path string, got {sub_path!r}.")
+    return tuple(value.items())
+
+
+def _known(table: dict[str, Any], file_name: str, where: str) -> tuple[str | None, int | None]:
+    entry = table.get(file_name)
+    if entry is None:
+        return None, None
+    entry_where = f"{where}.known.{file_name}"
+    if not isinstance(entry, dict):
+        raise ConfigurationError(f"{entry_where}: expected a table with sha256 and size.")
+    sha256 = optional(entry, "sha256", str, entry_where, None)
+    if sha256 is not None and not _SHA256.match(sha256):
+        raise ConfigurationError(f"{entry_where}.sha256: expected 64 lowercase hex digits, got {sha256!r}.")
+    size = optional(entry, "size", int, entry_where, None)
+    if size is not None and size <= 0:
+        raise ConfigurationError(f"{entry_where}.size: expected a positive number of bytes, got {size}.")
+    return sha256, size
+
+
+def _kind(data: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
+    table = require(data, kind, dict, where)
+    kind_where = f"{where}.{kind}"
+    return {
+        "label": require(table, "label", str, kind_where),
+        "file": require(table, "file", str, kind_where),
+        "layout": tuple(string_list(table, "layout", kind_where)),
+        "set_vars": _variables(table, "set", kind_where),
+        "prepend_vars": _variables(table, "prepend", kind_where),
+        "table": table,
+        "where": kind_where,
+    }
+
+
+def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
+    """Validate a parsed deps.toml; every problem names the file and key."""
+    where = str(source)
+    base_url = require(data, "base_url", str, where)
+    if not base_url.startswith("https://"):
+        raise ConfigurationError(f"{where}.base_url: expected an https:// URL, got {base_url!r}.")
+    base_url = base_url.rstrip("/") + "/"
+    known = optional(data, "known", dict, where, {})
+
+    mkl_spec = _kind(data, "mkl", where)
+    mkl: dict[str, Archive] = {}
+    for version in string_list(mkl_spec["table"], "versions", mkl_spec["where"]):
+        file_name = mkl_spec["file"].format(version=version)
+        sha256, size = _known(known, file_name, where)
+        mkl[version] = Archive(
+            name="mkl", label=mkl_spec["label"], version=version, file_name=file_name, base_url=base_url,
+            sha256=sha256, size=size, layout=mkl_spec["layout"],
+            set_vars=mkl_spec["set_vars"], prepend_vars=mkl_spec["prepend_vars"],
+        )
+    mkl_default = require(mkl_spec["table"], "default_version", str, mkl_spec["where"])
+    if mkl_default not in mkl:
+        raise ConfigurationError(f"{mkl_spec['where']}.default_version: '{mkl_default}' is not one of versions {sorted(mkl)}.")
+
+    magma_spec = _kind(data, "magma", where)
+    magma: dict[tuple[str, str, str], Archive] = {}
+    versions = require(magma_spec["table"], "versions", dict, magma_spec["where"])
+    for version, entry in versions.items():
+        entry_where = f"{magma_spec['where']}.versions.{version}"
+        if not isinstance(entry, dict):
+            raise ConfigurationError(f"{entry_where}: expected a table with cuda_prefixes and variants.")
+        variants = string_list(entry, "variants", entry_where)
+        for variant in variants:
+            if variant not in ("release", "debug"):
+                raise ConfigurationError(f"{entry_where}.variants: expected 'release' or 'debug', got {variant!r}.")
+        for prefix in string_list(entry, "cuda_prefixes", entry_where):
+            if not re.match(r"^cuda\d+$", prefix):
+                raise ConfigurationError(f"{entry_where}.cuda_prefixes: expected names like 'cuda90', got {prefix!r}.")
+            for variant in variants:
+                file_name = magma_spec["file"].format(version=version, cuda_prefix=prefix, variant=variant)
+                sha256, size = _known(known, file_name, where)
+                magma[(version, prefix, variant)] = Archive(
+                    name="magma", label=magma_spec["label"], version=version, file_name=file_name, base_url=base_url,
+                    sha256=sha256, size=size, layout=magma_spec["layout"],
+                    set_vars=magma_spec["set_vars"], prepend_vars=magma_spec["prepend_vars"],
+                    cuda_prefix=prefix, variant=variant,
+                )
+    preference = tuple(string_list(magma_spec["table"], "preference", magma_spec["where"]))
+    unknown = [v for v in preference if v not in versions]
+    if unknown:
+        raise ConfigurationError(f"{magma_spec['where']}.preference: versions {unknown} are not under magma.versions.")
+
+    extract_table = require(data, "extract", dict, where)
+    extract_where = f"{where}.extract"
+    prefer = require(extract_table, "prefer", str, extract_where)
+    if prefer not in ("native", "py7zr"):
+        raise ConfigurationError(f"{extract_where}.prefer: expected 'native' or 'py7zr', got {prefer!r}.")
+    extract = ExtractSettings(
+        native_programs=tuple(string_list(extract_table, "native_programs", extract_where)),
+        windows_locations=tuple(string_list(extract_table, "windows_locations", extract_where)),
+        prefer=prefer,
+    )
+    return Catalog(
+        source=source, base_url=base_url, mkl=mkl, mkl_default=mkl_default, magma=magma,
+        magma_versions=tuple(versions), magma_preference=preference, extract=extract,
+    )
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """The catalog in `path`, or build_config/deps.toml (parsed once per process)."""
+    if path is None:
+        return _default_catalog()
+    return parse_catalog(load_toml(path), Path(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _default_catalog() -> Catalog:
+    path = config_dir() / CATALOG_FILE
+    return parse_catalog(load_toml(path), path)
+
+
+def _magma_for(catalog: Catalog, cuda: str, magma_versions: list[str], debug: bool) -> Archive:
+    prefix = cuda_prefix(cuda)
+    variant = "debug" if debug else "release"
+    preference = magma_versions or list(catalog.magma_preference)
+    unknown = [v for v in preference if v not in catalog.magma_versions]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown MAGMA version {', '.join(unknown)}; {catalog.source} lists {', '.join(catalog.magma_versions)}.",
+            fix="pass one of those with --magma-version, or leave it out to take the newest one for your CUDA.",
+        )
+    for version in preference:
+        archive = catalog.magma.get((version, prefix, variant))
+        if archive is not None:
+            return archive
+    for_prefix = sorted({f"{v} {var}" for (v, p, var) in catalog.magma if p == prefix})
+    available = f"for CUDA {cuda} ({prefix}) there is: {', '.join(for_prefix)}" if for_prefix else f"there is no MAGMA build at all for CUDA {cuda} ({prefix})"
+    raise ConfigurationError(
+        f"no MAGMA {variant} archive for CUDA {cuda} among versions {', '.join(preference)}; {available}.",
+        fix=(
+            "pick an available version with --magma-version (and drop --magma-debug if only release exists), "
+            "use a CUDA version MAGMA was built for, or build without MAGMA with --no-magma."
+        ),
+    )
+
+
+def select_archives(
+    *,
+    cuda: str | None,
+    mkl_version: str,
+    magma_versions: list[str],
+    magma_debug: bool = False,
+    no_magma: bool = False,
+    catalog: Catalog | None = None,
+) -> list[Archive]:
+    """The archives a build needs: MKL always, MAGMA for CUDA builds unless `no_magma`.
+
+    `cuda` is "9.0"-style or None for a CPU build; `magma_versions` is a preference list (the
+    first one built for that CUDA prefix wins; empty means the catalog's preference).
+    """
+    catalog = catalog or load_catalog()
+    mkl = catalog.mkl.get(mkl_version)
+    if mkl is None:
+        raise ConfigurationError(
+            f"unknown MKL version '{mkl_version}'; {catalog.source} lists {', '.join(sorted(catalog.mkl))}.",
+            fix=f"pass one of those with --mkl-version (the default is {catalog.mkl_default}).",
+        )
+    if cuda is not None:
+        cuda_prefix(cuda)  # a malformed version is an error even with --no-magma
+    archives = [mkl]
+    if cuda is not None and not no_magma:
+        archives.append(_magma_for(catalog, cuda, magma_versions, magma_debug))
+    return archives
+
+
+@dataclass(frozen=True)
+class BuildVariable:
+    """One environment change a build makes for an extracted archive."""
+
+    name: str
+    value: str
+    prepend: bool  # True: value goes before the current one, joined with ';'
+
+
+def archive_variables(archive: Archive, folder: Path) -> list[BuildVariable]:
+    """CMAKE_INCLUDE_PATH=<mkl>/include, LIB=<mkl>/lib (prepended), MAGMA_HOME=<magma> — as the catalog says."""
+    def under(sub_path: str) -> str:
+        return str(folder / sub_path) if sub_path else str(folder)
+
+    return [BuildVariable(name, under(sub), False) for name, sub in archive.set_vars] + [
+        BuildVariable(name, under(sub), True) for name, sub in archive.prepend_vars
+    ]
