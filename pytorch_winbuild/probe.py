@@ -88,6 +88,7 @@ def probe_linux(
     usr_local: Path = Path("/usr/local"),
 ) -> ProbeReport:
     """Facts of a Linux machine: Python, tools and CUDA; no Visual Studio, no MSVC range."""
+    environ = {name: redact_text(value) for name, value in environ.items()}  # no credential gets past this line
     notes: list[str] = []
     search = environ.get("PATH", os.defpath)
     tool_paths: dict[str, Path] = {}
@@ -112,9 +113,9 @@ def probe_linux(
         os="linux",
         python=python or python_info(),
         cuda=tuple(sorted(cuda, key=lambda c: version_key(c.version))),
-        cuda_path=redact_text(cuda_path) if cuda_path else None,
+        cuda_path=cuda_path,
         tools=tools,
-        temp_dir=redact_text(clean_env_path(environ.get("TMPDIR")) or "/tmp"),
+        temp_dir=clean_env_path(environ.get("TMPDIR")) or "/tmp",
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))

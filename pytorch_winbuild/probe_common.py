@@ -342,7 +342,7 @@ def cuda_versions(folder: CudaFolder, commands: Commands, notes: list[str]) -> t
         full = parse_nvcc_version(result.stdout) if result is not None and result.ok else None
         if full is None:
             reason = result.problem() if result is not None and not result.ok else "no version.json, version.txt or readable `nvcc --version`"
-            notes.append(redact_text(f"CUDA at {folder.root} ignored: its version is unknown ({reason})."))
+            notes.append(f"CUDA at {folder.root} ignored: its version is unknown ({reason}).")
             return None
     version = cuda_major_minor(full)
     return (version, full) if version else None

@@ -103,11 +103,10 @@ def parse_vswhere(text: str) -> list[VswhereInstance]:
 
     Entries without an installation path (vswhere's legacy entries) are skipped.
     """
-    text = text.lstrip("\ufeff").strip()
-    start = text.find("[")
-    if start < 0:
+    start = re.search(r"^\s*\[", text.lstrip("\ufeff"), re.MULTILINE)  # after a logo, if vswhere printed one
+    if start is None:
         raise ValueError("no JSON list in vswhere's output")
-    data = json.loads(text[start:])
+    data = json.loads(text.lstrip("\ufeff")[start.start() :])
     if not isinstance(data, list):
         raise ValueError("vswhere's JSON is not a list")
     instances = []
@@ -172,10 +171,13 @@ class WindowsRegistry:
 
 
 class WindowsEnvironment:
-    """Environment variables looked up the Windows way: names are case-insensitive."""
+    """Environment variables looked up the Windows way: names are case-insensitive.
+
+    Values are redacted on the way in, so a credential in, say, CUDA_PATH cannot reach a fact or a note.
+    """
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        self._values = {name.upper(): value for name, value in environ.items()}
+        self._values = {name.upper(): redact_text(value) for name, value in environ.items()}
 
     def get(self, name: str) -> str | None:
         return self._values.get(name.upper())
@@ -456,10 +458,10 @@ def probe_windows(
         python=python or python_info(),
         visual_studio=tuple(visual_studio),
         cuda=tuple(sorted(cuda, key=lambda c: version_key(c.version))),
-        cuda_path=redact_text(cuda_path) if cuda_path else None,
+        cuda_path=cuda_path,
         tools=tools,
         long_paths_enabled=long_paths_enabled(registry),
-        temp_dir=redact_text(temp_dir) if temp_dir else None,
+        temp_dir=temp_dir,
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))
