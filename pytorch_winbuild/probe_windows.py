@@ -190,7 +190,8 @@ class WindowsEnvironment:
         return sorted(self._values)
 
     def program_files(self) -> Path | None:
-        return self.folder("ProgramFiles") or self.folder("ProgramW6432")
+        """The 64-bit Program Files: a 32-bit Python on 64-bit Windows sees `ProgramFiles` as the x86 one."""
+        return self.folder("ProgramW6432") or self.folder("ProgramFiles")
 
     def program_files_x86(self) -> Path | None:
         """32-bit Windows has no `ProgramFiles(x86)`: everything is under `ProgramFiles` there."""
@@ -257,6 +258,9 @@ def inspect_visual_studio(instance: VswhereInstance, notes: list[str]) -> Visual
     toolsets = toolset_folders(root)
     if not toolsets:
         notes.append(f"{instance.display_name or root} has no toolset folders under VC\\Tools\\MSVC.")
+    display_name = instance.display_name
+    if instance.prerelease and "preview" not in display_name.lower():
+        display_name = f"{display_name} (Preview)".strip()
     return VisualStudio(
         product_line=instance.product_line,
         version=instance.version,
@@ -265,7 +269,7 @@ def inspect_visual_studio(instance: VswhereInstance, notes: list[str]) -> Visual
         toolsets=toolsets,
         vcvars={name: str(build / name) for name in VCVARS_SCRIPTS if is_file(build / name)},
         default_toolset=default if default and _TOOLSET.fullmatch(default) else None,
-        display_name=instance.display_name,
+        display_name=display_name,
     )
 
 

@@ -572,6 +572,25 @@ def test_vswhere_is_also_found_on_path(machine: FakeWindows, tmp_path: Path) -> 
     assert [vs.toolsets for vs in facts.visual_studio] == [("14.11.25503", "14.16.27023")]
 
 
+def test_32_bit_python_on_64_bit_windows_still_finds_cuda_and_a_preview(machine: FakeWindows) -> None:
+    # WOW64 gives a 32-bit process ProgramFiles = the x86 folder; ProgramW6432 keeps the real one.
+    machine.install_cuda("12.4", version_file=("version.json", VERSION_JSON_CUDA124), host_config={"include/crt/host_config.h": HOST_CONFIG_CUDA12})
+    machine.environ["ProgramW6432"] = machine.environ["ProgramFiles"]
+    machine.environ["ProgramFiles"] = machine.environ["ProgramFiles(x86)"]
+    preview = machine.pf / "Microsoft Visual Studio" / "2022" / "Preview"
+    (preview / "VC" / "Tools" / "MSVC" / "14.50.35503").mkdir(parents=True)
+    entry = vswhere_entry(preview, "17.14.36203.30", "Community", "2022", "Visual Studio Community 2022")
+    entry["isPrerelease"] = True
+    machine.install_vswhere(f"cat <<'EOF'\n{json.dumps([entry])}\nEOF\n")
+    python32 = facts_from_dict({"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": 32, "executable": "C:\\Python36-32\\python.exe"}}).python
+    report = probe_windows(machine.environ, registry=None, python=python32, cpu_count=4)
+    facts = report.facts
+    assert facts.python.bits == 32
+    assert [c.version for c in facts.cuda] == ["12.4"]
+    (vs,) = facts.visual_studio
+    assert (vs.display_name, vs.toolsets, vs.default_toolset, vs.vcvars) == ("Visual Studio Community 2022 (Preview)", ("14.50.35503",), None, {})
+
+
 def test_vswhere_instance_whose_folder_is_gone(machine: FakeWindows) -> None:
     machine.install_vswhere()  # lists the VS 2017 Build Tools, which are not on disk
     report = probe_fake(machine)
