@@ -105,7 +105,7 @@ def check_entries(archive_file: Path, entries: list[Entry]) -> None:
             reason = "a parent folder that is a link"
         if reason is not None:
             raise BadArchive(
-                f"{archive_file.name} holds the entry {entry.name!r} with {reason}; it was not extracted and has been removed.",
+                f"{archive_file.name} holds the entry {entry.name!r} with {reason}; nothing was extracted and the file has been removed.",
                 fix="the file is not a genuine MKL/MAGMA archive: check where it came from (the mirror, or the folder given with --from-dir) and replace it with the original.",
             )
 
@@ -116,18 +116,24 @@ def _is_link(path: str) -> bool:
 
 
 def check_links(archive_file: Path, root: Path) -> None:
-    """Refuse an extracted tree holding a link that resolves outside it."""
+    """Refuse an extracted tree holding a link with an absolute target or one that resolves outside it.
+
+    Absolute targets are refused even when 7-Zip has rewritten them to point under the work
+    folder: after the rename into place they would dangle.
+    """
     real_root = os.path.realpath(root)
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
             path = os.path.join(folder, name)
-            if _is_link(path):
-                target = os.path.realpath(path)
-                if os.path.commonpath([real_root, target]) != real_root:
-                    raise BadArchive(
-                        f"{archive_file.name} holds a link {os.path.relpath(path, root)!r} that points outside its folder; it has been removed.",
-                        fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the public bucket.",
-                    )
+            if not _is_link(path):
+                continue
+            stored = os.readlink(path)
+            resolved = os.path.realpath(path)
+            if os.path.isabs(stored) or os.path.commonpath([real_root, resolved]) != real_root:
+                raise BadArchive(
+                    f"{archive_file.name} holds a link {os.path.relpath(path, root)!r} to {stored!r}, outside its own folder; it was not installed and has been removed.",
+                    fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the public bucket.",
+                )
 
 
 def _check_space(archive_file: Path, entries: list[Entry], folder: Path) -> None:
