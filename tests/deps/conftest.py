@@ -20,7 +20,7 @@ MAGMA_PY7ZR = "magma_2.4.0_cuda90_release.7z"  # CUDA 9.0: written by py7zr
 MAGMA_BCJ2 = "magma_2.5.4_cuda101_release.7z"  # CUDA 10.1: written by 7-Zip -mx=9 (BCJ2)
 
 # Small timeouts and waits so fault tests take seconds, not minutes.
-FAST = DownloadSettings(connect_timeout=2.0, read_timeout=0.5, attempts=3, backoff=0.05, max_backoff=0.2, chunk_size=256 * 1024)
+FAST = DownloadSettings(connect_timeout=2.0, read_timeout=0.5, attempts=3, backoff=0.05, max_backoff=0.2, chunk_size=64 * 1024)
 
 
 @dataclass(frozen=True)

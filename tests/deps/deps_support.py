@@ -8,6 +8,7 @@ import random
 import re
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -98,7 +99,7 @@ class Request:
 class FaultServer:
     """A threaded http.server on 127.0.0.1 serving `files` (name → path) with per-file faults."""
 
-    def __init__(self, files: dict[str, Path]) -> None:
+    def __init__(self, files: dict[str, Path], tls: ssl.SSLContext | None = None) -> None:
         self.files = dict(files)
         self.faults: dict[str, Fault] = {}
         self.requests: list[Request] = []
@@ -115,11 +116,15 @@ class FaultServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+        return f"{self.scheme}://127.0.0.1:{self._server.server_address[1]}/"
 
     def start(self) -> FaultServer:
         self._thread.start()
@@ -220,3 +225,16 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [sys.executable, "-m", "invoke", *args], cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", timeout=timeout
     )
+
+
+def self_signed_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server TLS context for 127.0.0.1 with a fresh self-signed certificate, and that certificate's file."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert
