@@ -280,7 +280,7 @@ def fetch_deps(
     result = fetch_archives(
         archives,
         cache_dir=_cache_dir(c, cache_dir),
-        mirror=None if from_dir else _setting(c, "mirror", mirror),
+        mirror=mirror or (None if from_dir else _setting(c, "mirror", None)),  # a configured mirror gives way to --from-dir
         from_dir=from_dir,
         update_lock=update_lock,
         lock_path=Path(lock_file) if lock_file else None,

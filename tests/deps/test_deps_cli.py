@@ -1,0 +1,184 @@
+"""`invoke fetch-deps` and `invoke clean` as a user runs them: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import py7zr
+import pytest
+from conftest import MAGMA_BCJ2, MKL, Made
+from deps_support import REPO_ROOT, FaultServer, make_tree, pack_py7zr, run_cli
+
+pytestmark = pytest.mark.network
+
+
+def fetch_deps(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("fetch-deps", "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock"), *args)
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], code: int, *phrases: str) -> None:
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    for phrase in phrases:
+        assert phrase in result.stderr
+
+
+def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_path: Path) -> None:
+    cold = fetch_deps(tmp_path, "--cuda", "10.1", "--magma-version", "2.5.4", "--mirror", server.url)
+    assert cold.returncode == 0, cold.stderr
+    mkl = tmp_path / "cache" / "deps" / "mkl_2020.2.254"
+    magma = tmp_path / "cache" / "deps" / "magma_2.5.4_cuda101_release"
+    assert f"MKL 2020.2.254: {mkl} (downloaded" in cold.stdout
+    assert f"MAGMA 2.5.4 cuda101 release: {magma} (downloaded" in cold.stdout
+    assert f'set "CMAKE_INCLUDE_PATH={mkl / "include"}"' in cold.stdout
+    assert f'set "LIB={mkl / "lib"};%LIB%"' in cold.stdout
+    assert f'set "MAGMA_HOME={magma}"' in cold.stdout
+    served = len(server.requests)
+
+    started = time.perf_counter()
+    warm = fetch_deps(tmp_path, "--cuda", "10.1", "--magma-version", "2.5.4", "--mirror", server.url)
+    elapsed = time.perf_counter() - started
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.count("already in the cache") == 2 and warm.stderr == ""
+    assert len(server.requests) == served  # zero bytes, zero requests
+    assert elapsed < 1.0, f"a warm fetch-deps took {elapsed:.2f} s including Python's start-up"
+
+
+def test_without_cuda_only_mkl_and_a_note_that_magma_needs_it(server: FaultServer, tmp_path: Path) -> None:
+    result = fetch_deps(tmp_path, "--mirror", server.url)
+    assert result.returncode == 0, result.stderr
+    assert "MAGMA was not fetched" in result.stdout and "--cuda X.Y" in result.stdout
+    assert [r.name for r in server.requests] == [MKL]
+    cpu = fetch_deps(tmp_path, "--cuda", "cpu", "--mirror", server.url)
+    assert cpu.returncode == 0 and "MAGMA" not in cpu.stdout
+
+
+def test_mirror_from_invoke_configuration_environment(server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INVOKE_WINBUILD_MIRROR", server.url)
+    result = fetch_deps(tmp_path, "--cuda", "9.0", "--no-magma")
+    assert result.returncode == 0, result.stderr
+    assert [r.name for r in server.requests] == [MKL]
+
+
+@pytest.mark.parametrize(
+    ("args", "phrases"),
+    [
+        (["--cuda", "9.1"], ["configuration error: no MAGMA release archive for CUDA 9.1", "--no-magma"]),
+        (["--cuda", "9.0", "--magma-debug"], ["no MAGMA debug archive for CUDA 9.0", "2.4.0 release"]),
+        (["--mkl-version", "2019.0"], ["unknown MKL version '2019.0'"]),
+        (["--cuda", "ten"], ["'ten' is not a CUDA version"]),
+        (["--mirror", "ftp://mirror.example/"], ["is not an http://, https:// or file:// URL"]),
+        (["--mirror", "http://127.0.0.1:9/", "--from-dir", "."], ["--mirror and --from-dir were both given"]),
+    ],
+)
+def test_bad_options_exit_2(tmp_path: Path, args: list[str], phrases: list[str]) -> None:
+    assert_user_error(fetch_deps(tmp_path, *args), 2, *phrases)
+    assert not (tmp_path / "cache" / "deps").exists()
+
+
+def test_missing_file_on_the_mirror_exits_4(server: FaultServer, tmp_path: Path) -> None:
+    del server.files[MAGMA_BCJ2]
+    result = fetch_deps(tmp_path, "--cuda", "10.1", "--mirror", server.url)
+    assert_user_error(result, 4, "dependency error:", "HTTP 404", "Fix: a mirror is a flat folder")
+    assert not (tmp_path / "cache" / "deps" / "magma_2.5.4_cuda101_release").exists()
+    assert (tmp_path / "cache" / "deps" / "mkl_2020.2.254").is_dir()
+
+
+def test_checksum_mismatch_exits_4_and_update_lock_accepts(server: FaultServer, made: Made, tmp_path: Path) -> None:
+    size = made.files[MKL].stat().st_size
+    (tmp_path / "deps.lock").write_text(f'["{MKL}"]\nsha256 = "{"f" * 64}"\nsize = {size}\n', encoding="utf-8")
+    result = fetch_deps(tmp_path, "--mirror", server.url)
+    assert_user_error(result, 4, f"checksum mismatch for {MKL}", "--update-lock")
+    assert not (tmp_path / "cache" / "deps" / "mkl_2020.2.254").exists()
+    accepted = fetch_deps(tmp_path, "--mirror", server.url, "--update-lock")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "f" * 64 not in (tmp_path / "deps.lock").read_text(encoding="utf-8")
+
+
+def test_unsafe_entry_exits_4_and_writes_nothing(server: FaultServer, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "tree", "mkl", 50_000)
+    (tmp_path / "payload.txt").write_text("escaped")
+    evil = pack_py7zr(tree, tmp_path / "evil" / MKL)
+    with py7zr.SevenZipFile(evil, "a") as archive:
+        archive.write(tmp_path / "payload.txt", arcname="../../escaped.txt")
+    server.files[MKL] = evil
+    result = fetch_deps(tmp_path, "--mirror", server.url)
+    assert_user_error(result, 4, "'../../escaped.txt' with a '..' component", "not a genuine MKL/MAGMA archive")
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "cache" / "escaped.txt").exists()
+    assert not (tmp_path / "cache" / "deps").exists()  # refused before any folder was made
+    assert not (tmp_path / "cache" / "downloads" / MKL).exists()
+
+
+def test_clean_removes_what_it_says(server: FaultServer, tmp_path: Path) -> None:
+    assert fetch_deps(tmp_path, "--mirror", server.url).returncode == 0
+    cache = tmp_path / "cache"
+    assert_user_error(run_cli("clean", "--cache-dir", str(cache)), 2, "--deps", "--downloads")
+
+    deps = run_cli("clean", "--deps", "--cache-dir", str(cache))
+    assert deps.returncode == 0, deps.stderr
+    assert f"removed {cache / 'deps'}" in deps.stdout
+    assert not (cache / "deps").exists() and (cache / "downloads" / MKL).is_file()
+
+    again = fetch_deps(tmp_path, "--mirror", server.url)
+    assert "extracted from downloads/" in again.stdout and len(server.requests) == 1
+
+    downloads = run_cli("clean", "--downloads", "--cache-dir", str(cache))
+    assert downloads.returncode == 0 and not (cache / "downloads").exists() and (cache / "deps").is_dir()
+    assert "nothing to remove" in run_cli("clean", "--downloads", "--cache-dir", str(cache)).stdout
+
+
+def test_two_fetch_deps_at_once_download_each_file_once(server: FaultServer, tmp_path: Path) -> None:
+    for name in (MKL, MAGMA_BCJ2):
+        server.fault(name).seconds_per_chunk = 0.05
+    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    runs = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert len(server.gets(MKL)) == 1 and len(server.gets(MAGMA_BCJ2)) == 1
+    assert sum("waiting for another pytorch-winbuild run" in err for _, err in outputs) == 1
+    assert sum(out.count("already in the cache") for out, _ in outputs) == 2
+
+
+def _full_disk_session(tmp_path: Path, server: FaultServer, size: str) -> tuple[str, list[str]]:
+    """Run fetch-deps twice with the cache on a tmpfs of `size` (grown to 200 MB in between), in a private mount namespace."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    fetch = [sys.executable, "-m", "invoke", "fetch-deps", "--mirror", server.url, "--cache-dir", str(cache), "--lock-file", str(tmp_path / "deps.lock")]
+    script = "\n".join(
+        [
+            f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(cache))} || exit 90",
+            f"{shlex.join(fetch)} >{tmp_path}/out1 2>{tmp_path}/err1; echo rc1=$?",
+            f"echo deps: $(ls -A {shlex.quote(str(cache))}/deps 2>/dev/null)",
+            f"echo downloads: $(ls -A {shlex.quote(str(cache))}/downloads 2>/dev/null)",
+            f"mount -o remount,size=200m {shlex.quote(str(cache))} || exit 91",
+            f"{shlex.join(fetch)} >{tmp_path}/out2 2>{tmp_path}/err2; echo rc2=$?",
+        ]
+    )
+    result = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout, [(tmp_path / name).read_text() for name in ("out1", "err1", "out2", "err2")]
+
+
+def test_full_disk_while_downloading_exits_4_and_the_next_run_resumes(server: FaultServer, tmp_path: Path) -> None:
+    listing, (out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "256k")
+    assert "rc1=4" in listing, err1
+    assert "dependency error: the disk holding" in err1 and "is full" in err1 and "Traceback" not in err1
+    assert "deps:\n" in listing  # nothing extracted
+    assert f"downloads: {MKL}.part\n" in listing  # only the partial download, kept to resume
+    assert "rc2=0" in listing, err2
+    first, second = server.gets(MKL)
+    assert second.range is not None and second.status == 206  # the partial download was kept and resumed
+    assert "(downloaded" in out2
+
+
+def test_disk_too_small_to_extract_exits_4_and_keeps_the_download(server: FaultServer, tmp_path: Path) -> None:
+    listing, (out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "8m")
+    assert "rc1=4" in listing, err1
+    assert f"extracting {MKL} needs" in err1 and "MB free" in err1
+    assert "deps:\n" in listing and f"downloads: {MKL}\n" in listing
+    assert "rc2=0" in listing, err2
+    assert "(extracted from downloads/" in out2 and len(server.gets(MKL)) == 1
