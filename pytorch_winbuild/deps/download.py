@@ -164,7 +164,7 @@ def download(
                             received_now += len(chunk)
                             progress.advance(len(chunk))
                 finally:
-                    progress.close()
+                    progress.close(complete=total is None or have == total)
                 if total is not None and have > total:
                     raise _Restart(f"the server sent {have} bytes of a {total}-byte file")
                 if total is not None and have < total:
@@ -204,12 +204,16 @@ def copy_local(
     missing_fix: str,
 ) -> Received:
     """Copy an archive from a folder (`--from-dir`, `file://` mirror) into `part`, hashing it."""
+    try:
+        total = source.stat().st_size
+    except OSError:
+        raise DependencyError(f"{source} does not exist or cannot be read.", fix=missing_fix) from None
     if not source.is_file():
-        raise DependencyError(f"{source} does not exist.", fix=missing_fix)
+        raise DependencyError(f"{source} is not a file.", fix=missing_fix)
     digest = hashlib.sha256()
     size = 0
+    progress.start(total, 0)
     try:
-        progress.start(source.stat().st_size, 0)
         with source.open("rb") as src, part.open("wb") as out:
             while chunk := src.read(settings.chunk_size):
                 if cancel.is_set():
@@ -223,5 +227,5 @@ def copy_local(
             raise DependencyError(f"cannot read {source} ({exc.strerror or exc}).", fix=missing_fix) from None
         raise write_error(exc, part) from None
     finally:
-        progress.close()
+        progress.close(complete=size == total)
     return Received(sha256=digest.hexdigest(), size=size, transferred=size)

@@ -25,11 +25,11 @@ class Progress(Protocol):
 
     def advance(self, count: int) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, complete: bool) -> None: ...
 
 
 class LogProgress:
-    """One line when a download starts, one every `interval` seconds, one at the end."""
+    """One line when a download starts, one every `interval` seconds, one when it completes."""
 
     def __init__(self, name: str, log: Callable[[str], None], interval: float = 30.0) -> None:
         self.name = name
@@ -57,7 +57,9 @@ class LogProgress:
             share = f" ({100 * self.done // self.total}%)" if self.total else ""
             self.log(f"{self.name}: {human_size(self.done)}{share}")
 
-    def close(self) -> None:
+    def close(self, complete: bool) -> None:
+        if not complete:
+            return  # the retry or error message says what happened
         elapsed = max(time.monotonic() - self.started, 1e-6)
         self.log(f"{self.name}: received {human_size(self.received)} in {elapsed:.1f} s ({human_size(self.received / elapsed)}/s)")
 
@@ -81,7 +83,7 @@ class BarProgress:
         if self.bar is not None:
             self.bar.update(count)
 
-    def close(self) -> None:
+    def close(self, complete: bool) -> None:
         if self.bar is not None:
             self.bar.close()
 

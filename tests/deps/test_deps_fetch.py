@@ -225,7 +225,7 @@ def test_from_dir_missing_a_file_says_where_to_download_it(fetch: Fetcher, made:
     folder = copy_files({MKL: made.files[MKL]}, tmp_path / "by hand")
     with pytest.raises(DependencyError) as caught:
         fetch(cuda101, from_dir=folder)
-    assert f"{folder / MAGMA_BCJ2} does not exist" in caught.value.message
+    assert f"{folder / MAGMA_BCJ2} does not exist or cannot be read" in caught.value.message
     assert f"download https://s3.amazonaws.com/ossci-windows/{MAGMA_BCJ2} by hand into {folder}" in caught.value.fix
     assert_installed(fetch, made, by_name(cuda101, MKL))
 
