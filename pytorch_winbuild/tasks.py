@@ -188,6 +188,13 @@ BUILD_HELP = {
     "dry_run": "Show the plan (Visual Studio, toolset, vcvars call, CUDA, generator, cache, every variable with its reason, the commands) and stop.",
     "format": "Output format of --dry-run: table (default), json, bat, ps1 or sh.",
     "mode": "install (python setup.py install, the seeds' default), develop, or wheel (bdist_wheel into dist/).",
+    "source": "PyTorch checkout to build (default: the current folder when it holds PyTorch's setup.py). With --repo: the folder to clone into (default: <cache>/src/<name>).",
+    "clean": "Remove the source's build/ folder first (a full rebuild; the compiler cache still helps).",
+    "repo": "Git URL to clone (recursive submodules) or, when the clone exists, fetch; then check out --ref.",
+    "ref": "With --repo: branch, tag or commit to check out (default: the remote's default branch).",
+    "libtorch": "Build LibTorch only (python tools/build_libtorch.py) instead of the --mode command.",
+    "log_dir": "Folder for this run's log and JSON report (default: <cache>/logs).",
+    "no_verify": "Skip the check that imports the result in a fresh Python outside the source tree.",
 }
 
 
@@ -209,19 +216,47 @@ def build(
     mode: str = "install",
     dry_run: bool = False,
     format: str = "table",
+    clean: bool = False,
+    repo: str | None = None,
+    ref: str | None = None,
+    libtorch: bool = False,
+    log_dir: str | None = None,
+    no_verify: bool = False,
 ) -> None:
     """Build PyTorch from source in the planned environment (--dry-run: show the plan only)."""
+    from .builder import BuildRequest, acquire_source, clone_destination, default_log_dir, existing_checkout, run_build
     from .render import render
 
-    plan = _make_plan(c, host=host, source=source, mode=mode, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=cache_dir)
+    if host and not dry_run:
+        raise ConfigurationError("--host plans for another machine; a real build runs on this one.", fix="add --dry-run to see that machine's plan, or leave --host out.")
+    if ref and not repo:
+        raise ConfigurationError("--ref needs --repo: it names what to check out of that repository.", fix="add --repo URL, or check out the ref yourself and pass --source.")
+    folder = _cache_dir(c, cache_dir)
+    checkout = None
+    if repo:
+        destination = clone_destination(repo, Path(source) if source else None, folder)
+        if not dry_run:
+            checkout = acquire_source(repo=repo, ref=ref, destination=destination)
+        source = str(destination) if destination.is_dir() else None  # --dry-run before the first clone plans without a source
+    plan = _make_plan(c, host=host, source=source, mode=mode, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=str(folder))
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
-    if host:
-        raise ConfigurationError("--host plans for another machine; a real build runs on this one.", fix="add --dry-run to see that machine's plan, or leave --host out.")
-    from .builder import run_build
+    if checkout is None:
+        source_dir = Path(source) if source else _default_source()
+        checkout = existing_checkout(source_dir)
+    request = BuildRequest(checkout=checkout, cache_dir=folder, log_dir=Path(log_dir) if log_dir else default_log_dir(folder), mode=mode, libtorch=libtorch, clean=clean, verify=not no_verify)
+    run_build(plan, request)
 
-    run_build(c, plan)
+
+def _default_source() -> Path:
+    """The current folder when it is a PyTorch checkout; a real build needs one."""
+    from .source_tree import default_source
+
+    found = default_source(Path.cwd())
+    if found is None:
+        raise ConfigurationError(f"there is nothing to build: {Path.cwd()} is not a PyTorch checkout.", fix="pass --source DIR (a PyTorch checkout) or --repo URL [--ref TAG] to clone one.")
+    return found
 
 
 namespace.add_task(doctor)
@@ -316,3 +351,73 @@ def clean(c: Context, deps: bool = False, downloads: bool = False, cache_dir: st
 
 namespace.add_task(fetch_deps)
 namespace.add_task(clean)
+
+
+# build-ext and verify: a PyTorch extension in the planned environment, and the post-build check.
+
+BUILD_EXT_HELP = {
+    **{name: PLAN_HELP[name] for name in ("cuda", "vs", "toolset", "compiler_cache", "arch_list", "jobs", "cache_dir")},
+    "path": "Folder of the extension (the one holding its setup.py).",
+    "pytorch_version": "PyTorch version the extension builds against (chooses the era's variables). Default: the installed torch's version.",
+    "mode": "inplace (python setup.py build_ext --inplace; default), develop, or install.",
+    "clean": "Remove the extension's build/ folder first (a full rebuild; the compiler cache still helps).",
+    "log_dir": "Folder for this run's log and JSON report (default: <cache>/logs).",
+}
+
+
+def _installed_torch_version() -> str:
+    """The torch an extension builds against, read from its metadata (importing torch takes seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        raise ToolchainError(f"torch is not installed in {sys.executable}, and an extension builds against the installed torch.", fix="install PyTorch into this Python first (pip install torch==<version>, or `invoke build`).") from None
+
+
+@task(help=BUILD_EXT_HELP)
+@reports_errors
+def build_ext(
+    c: Context,
+    path: str,
+    mode: str = "inplace",
+    clean: bool = False,
+    cuda: str | None = None,
+    vs: str | None = None,
+    toolset: str | None = None,
+    compiler_cache: str | None = None,
+    arch_list: str | None = None,
+    jobs: str | None = None,
+    pytorch_version: str | None = None,
+    cache_dir: str | None = None,
+    log_dir: str | None = None,
+) -> None:
+    """Build a PyTorch C++/CUDA extension's setup.py in the planned environment (vcvars, CUDA, compiler cache)."""
+    from .builder import ExtensionRequest, default_log_dir, run_build_ext
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
+    cache = _cache_dir(c, cache_dir)
+    version = _setting(c, "pytorch_version", pytorch_version) or _installed_torch_version()
+    plan = _make_plan(c, host=None, source=str(folder), cuda=cuda, vs=vs, toolset=toolset, generator=None, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=version, cache_dir=str(cache))
+    request = ExtensionRequest(path=folder, cache_dir=cache, log_dir=Path(log_dir) if log_dir else default_log_dir(cache), mode=mode, clean=clean)
+    run_build_ext(plan, request)
+
+
+@task(help={"python": "The Python whose torch to check (default: the one running this task)."})
+@reports_errors
+def verify(c: Context, python: str | None = None) -> None:
+    """Import torch in a fresh Python outside the source tree and print what it has, as JSON (exit 6 on failure)."""
+    import json
+
+    from .verify import check_torch, failure_error
+
+    result = check_torch(python)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    if not result["ok"]:
+        raise failure_error(result)
+
+
+namespace.add_task(build_ext)
+namespace.add_task(verify)

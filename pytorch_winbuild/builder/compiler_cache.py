@@ -1,0 +1,200 @@
+"""The compiler cache around a build: reset before, statistics after, and reaching extension builds.
+
+Statistics are zeroed before the build so the numbers after it are this build's alone (a warm
+rebuild shows its hits, a cold one its misses). sccache's server is restarted with the build's
+environment first, because a server that is already running keeps the configuration it started
+with (cache folder, idle timeout), whatever the build's variables say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToolchainError
+from ..redact import redact_text
+from .settings import CacheCommands, ExtensionCache, StatsCommand
+
+COMMAND_TIMEOUT_SECONDS = 120
+LAUNCHERS_FOLDER = "launchers"
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    name: str
+    hits: int | None
+    misses: int | None
+    command: str | None
+    raw: Any  # the parsed JSON, the key/value table or the text the tool printed
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "hits": self.hits, "misses": self.misses, "command": self.command, "raw": self.raw, "error": self.error}
+
+    def describe(self) -> str:
+        if self.error:
+            return f"{self.name}: statistics unavailable ({self.error})"
+        if self.hits is None or self.misses is None:
+            return f"{self.name}: statistics read, but no hit/miss counts found"
+        total = self.hits + self.misses
+        rate = f" ({100 * self.hits / total:.0f}% hits)" if total else ""
+        return f"{self.name}: {self.hits} hits, {self.misses} misses{rate}"
+
+
+def _json_count(data: Any, path: str) -> int | None:
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    if isinstance(data, dict):
+        return sum(value for value in data.values() if isinstance(value, int))
+    return data if isinstance(data, int) else None
+
+
+def _sum(values: list[int | None]) -> int | None:
+    found = [value for value in values if value is not None]
+    return sum(found) if found else None
+
+
+def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, Any]:
+    """(hits, misses, raw) from what a stats command printed, in the spec's format."""
+    if spec.format == "json":
+        data = json.loads(text)
+        return _sum([_json_count(data, p) for p in spec.hits]), _sum([_json_count(data, p) for p in spec.misses]), data
+    if spec.format == "tsv":
+        table: dict[str, int] = {}
+        for line in text.splitlines():
+            key, _, value = line.partition("\t")
+            if value.strip().isdigit():
+                table[key.strip()] = int(value)
+        return _sum([table.get(k) for k in spec.hits]), _sum([table.get(k) for k in spec.misses]), table
+
+    def count(patterns: tuple[str, ...]) -> int | None:
+        matches = [re.search(p, text, re.MULTILINE) for p in patterns]
+        return _sum([int(m.group(1)) if m else None for m in matches])
+
+    return count(spec.hits), count(spec.misses), text
+
+
+class CacheSession:
+    """One compiler cache, driven with the build's own environment."""
+
+    def __init__(self, commands: CacheCommands, env: Mapping[str, str]) -> None:
+        self.commands = commands
+        self.env = dict(env)
+        path = next((value for key, value in env.items() if key.upper() == "PATH"), None)
+        executable = shutil.which(commands.name, path=path)
+        if executable is None:
+            raise ToolchainError(f"the plan uses the compiler cache {commands.name}, but it is not on the build's PATH.", fix=f"install {commands.name} (or pass --compiler-cache none), then run again.")
+        self.executable = executable
+
+    def _run(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+        # stdout/stderr to files, not pipes: `sccache --start-server` leaves a server behind that
+        # inherits them, and a pipe would then never reach end-of-file.
+        with open(os.devnull, "rb") as stdin, _Capture() as out, _Capture() as err:
+            try:
+                status = subprocess.run([self.executable, *args], env=self.env, stdin=stdin, stdout=out.file, stderr=err.file, timeout=COMMAND_TIMEOUT_SECONDS, check=False).returncode
+            except subprocess.TimeoutExpired:
+                status = -1
+            return subprocess.CompletedProcess([self.executable, *args], status, out.text(), err.text())
+
+    def start(self) -> None:
+        """Reset the cache's statistics (restarting its server where it has one)."""
+        for args in self.commands.before:
+            completed = self._run(args)
+            if completed.returncode != 0 and args not in self.commands.may_fail:
+                output = (completed.stderr or completed.stdout).strip().splitlines()
+                message = redact_text(output[-1]) if output else "no output"
+                raise ToolchainError(f"`{self.commands.name} {' '.join(args)}` failed with exit status {completed.returncode}: {message}", fix="run the same command by hand to see why, or pass --compiler-cache none.")
+
+    def finish(self) -> CacheStats:
+        """This build's statistics, then the cache's closing steps; never fails the build."""
+        stats = self._stats()
+        for args in self.commands.after:
+            self._run(args)
+        return stats
+
+    def _stats(self) -> CacheStats:
+        problems = []
+        for spec in (self.commands.stats, self.commands.stats_fallback):
+            if spec is None:
+                continue
+            completed = self._run(spec.args)
+            command = f"{self.commands.name} {' '.join(spec.args)}"
+            if completed.returncode != 0:
+                problems.append(f"`{command}` exited with status {completed.returncode}")
+                continue
+            try:
+                hits, misses, raw = parse_stats(completed.stdout, spec)
+            except ValueError as exc:
+                problems.append(f"`{command}` printed something unreadable ({exc})")
+                continue
+            return CacheStats(self.commands.name, hits, misses, command, raw)
+        return CacheStats(self.commands.name, None, None, None, None, "; ".join(problems))
+
+
+class _Capture:
+    """A temporary file that collects a command's output."""
+
+    def __enter__(self) -> "_Capture":
+        self.file = tempfile.TemporaryFile()
+        return self
+
+    def text(self) -> str:
+        self.file.seek(0)
+        return self.file.read().decode("utf-8", errors="replace")
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+
+def _wrapper_text(launcher: str, compiler: str) -> str:
+    return f"#!/bin/sh\n# Written by pytorch-winbuild: runs {os.path.basename(compiler)} through {os.path.basename(launcher)}.\nexec {shlex.quote(launcher)} {shlex.quote(compiler)} \"$@\"\n"
+
+
+def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_dir: Path, settings: ExtensionCache) -> tuple[dict[str, str], str]:
+    """Variables that put the plan's cache in front of an extension's compiler, and what was done.
+
+    Setuptools and torch.utils.cpp_extension call $CC/$CXX and never read CMake's launcher
+    variables; torch (Linux) would also pick ccache by itself when it is installed, so its
+    own wrapper is switched off and the plan's choice is the only one.
+    """
+    variables = {settings.disable_torch_wrapper: "1"} if os_name != "windows" else {}
+    if cache == "none":
+        return variables, "no compiler cache (--compiler-cache none or none installed)"
+    method = settings.methods.get(cache, {}).get(os_name)
+    if method is None:
+        return variables, f"{cache} does not reach extension builds on {os_name} (torch.utils.cpp_extension calls the compiler directly), so this build is not cached"
+    if method == "plan":
+        return variables, f"{cache} through the plan's CC/CXX"
+    path = next((value for key, value in env.items() if key.upper() == "PATH"), None)
+    launcher = shutil.which(cache, path=path)
+    if launcher is None:
+        raise ToolchainError(f"the plan uses the compiler cache {cache}, but it is not on the build's PATH.", fix=f"install {cache} (or pass --compiler-cache none), then run again.")
+    folder = cache_dir / LAUNCHERS_FOLDER / cache
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapped = []
+    for variable, default in settings.compilers.items():
+        wanted = env.get(variable) or default
+        compiler = shutil.which(wanted, path=path)
+        if compiler is None:
+            raise ToolchainError(f"the compiler {wanted} (${variable}) is not on the build's PATH.", fix="install a C/C++ compiler (e.g. `apt-get install g++`), then run again.")
+        real = os.path.realpath(compiler)
+        # Named after the real compiler: torch checks that the name says gcc/g++/clang.
+        wrapper = folder / os.path.basename(real)
+        text = _wrapper_text(launcher, real)
+        if not wrapper.is_file() or wrapper.read_text(encoding="utf-8") != text:
+            wrapper.write_text(text, encoding="utf-8")
+            wrapper.chmod(0o755)
+        variables[variable] = str(wrapper)
+        wrapped.append(f"{variable}={wrapper.name}")
+    return variables, f"{cache} through wrapper scripts in {folder} ({', '.join(wrapped)})"

@@ -1,0 +1,62 @@
+"""The environment a build runs in: vcvars first (Windows), then the plan's changes in order.
+
+The order matters: CUDA's bin folder and MKL's lib folder must end up in front of what vcvars
+put on PATH and LIB, exactly as the plan's .bat rendering does it. Windows treats variable
+names case-insensitively (PATH is Path), so changes there find the existing spelling.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..plan import EnvChange, Plan
+from .settings import RunEnv
+
+VCVARS_CACHE_FOLDER = "vcvars"
+
+
+@dataclass(frozen=True)
+class BuildEnvironment:
+    env: dict[str, str]
+    vcvars: dict[str, Any] | None  # how vcvars was entered: command line, from cache, seconds
+    added: tuple[RunEnv, ...]  # what the runner itself added, with reasons
+
+
+def _key(env: Mapping[str, str], name: str, windows: bool) -> str:
+    if windows:
+        return next((key for key in env if key.upper() == name.upper()), name)
+    return name
+
+
+def apply_change(env: dict[str, str], change: EnvChange, separator: str, *, windows: bool) -> None:
+    """One planned change: set, prepend (onto the current value, when there is one) or unset."""
+    key = _key(env, change.name, windows)
+    if change.action == "set":
+        env[key] = change.value
+    elif change.action == "unset":
+        env.pop(key, None)
+    else:
+        current = env.get(key)
+        env[key] = change.value + separator + current if current else change.value
+
+
+def build_environment(plan: Plan, cache_dir: Path, run_env: tuple[RunEnv, ...], base: Mapping[str, str] | None = None) -> BuildEnvironment:
+    """This process's environment, through the plan's vcvars call and changes, plus the runner's own."""
+    env = dict(os.environ if base is None else base)
+    windows = plan.os == "windows"
+    vcvars = None
+    if plan.vcvars is not None:
+        from ..vcvars import capture_vcvars
+
+        result = capture_vcvars(plan.vcvars.script, list(plan.vcvars.args), base_env=env, cache_dir=cache_dir / VCVARS_CACHE_FOLDER)
+        env = dict(result.env)
+        vcvars = {"command_line": result.command_line, "cl": result.cl, "from_cache": result.from_cache, "seconds": round(result.seconds, 3), "changed": sorted(result.changes)}
+    for change in plan.changes:
+        apply_change(env, change, plan.path_separator, windows=windows)
+    for extra in run_env:
+        env[_key(env, extra.name, windows)] = extra.value
+    return BuildEnvironment(env, vcvars, run_env)

@@ -1,0 +1,240 @@
+"""A build from plan to verdict: prepare the folder, enter the environment, run, explain, verify, report.
+
+Each phase is timed into the report, and the report is written whatever happens (success, a
+compile error, a failed verification, Ctrl-C), because a failed build is exactly when a user
+needs it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
+from ..plan import MODES, Plan
+from ..render import plan_to_dict
+from ..report import BuildRecord, run_paths, summary
+from .build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
+from .compiler_cache import CacheSession, extension_cache_env
+from .environment import build_environment
+from .process import BuildInterrupted, run_streamed
+from .progress import ProgressDisplay
+from .settings import RunnerSettings, load_settings
+from .source import SourceCheckout, old_era_prep
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What `invoke build` asks for beyond the plan."""
+
+    checkout: SourceCheckout
+    cache_dir: Path
+    log_dir: Path
+    mode: str = "install"
+    libtorch: bool = False
+    clean: bool = False
+    verify: bool = True
+
+
+@dataclass(frozen=True)
+class ExtensionRequest:
+    """What `invoke build-ext` asks for beyond the plan."""
+
+    path: Path
+    cache_dir: Path
+    log_dir: Path
+    mode: str = "inplace"
+    clean: bool = False
+
+
+def _python_command(arguments: tuple[str, ...] | list[str]) -> list[str]:
+    """The build runs with this interpreter: the one whose site-packages receives the result."""
+    return [sys.executable, *arguments]
+
+
+def _stream(record: BuildRecord, command: list[str], cwd: Path, env: dict[str, str], settings: RunnerSettings) -> int:
+    display = ProgressDisplay(settings.progress)
+    with record.log.open("w", encoding="utf-8", newline="\n") as log:
+        log.write(f"pytorch-winbuild {record.kind}: `{' '.join(command)}` in {cwd}, started {record.started}\n")
+        try:
+            result = run_streamed(command, cwd=cwd, env=env, log=log, on_line=display.line, grace_seconds=settings.stop_grace_seconds)
+        finally:
+            display.close()
+            if display.last_step is not None:
+                record.progress = {"done": display.last_step.done, "total": display.last_step.total}
+    return result.exit_code
+
+
+def _run_command(record: BuildRecord, session: CacheSession | None, cwd: Path, env: dict[str, str], settings: RunnerSettings) -> int:
+    """Reset the cache, run the command, read the cache's numbers (also after a failure or Ctrl-C)."""
+    if session is not None:
+        with record.phase("cache reset"):
+            session.start()
+    try:
+        with record.phase("build"):
+            return _stream(record, record.command, cwd, env, settings)
+    finally:
+        if session is not None:
+            with record.phase("cache stats"):
+                stats = session.finish()
+            record.cache = {**stats.to_dict(), "summary": stats.describe()}
+
+
+def _build_failed(record: BuildRecord, exit_code: int) -> BuildError:
+    """Triage the log: print the first real error and the diagnosis, and say it in one paragraph."""
+    from ..triage import triage_log
+
+    triage = triage_log(record.log)
+    record.first_error = triage.first_error.to_dict() if triage.first_error else None
+    record.diagnosis = [match.to_dict() for match in triage.matches]
+    print(triage.to_text(), flush=True)
+    command = " ".join(Path(record.command[0]).name if i == 0 else part for i, part in enumerate(record.command))
+    message = f"`{command}` exited with status {exit_code}."
+    if triage.first_error is not None:
+        first = triage.first_error.summary
+        message += f" The first error is on line {first.number} of the log {record.log}: {first.text.strip()}"
+    else:
+        message += f" No error line was recognised; read the end of the log {record.log}."
+    if triage.matches:
+        message += " Diagnosis: " + "; ".join(f"[{m.rule.id}] {m.rule.title}" for m in triage.matches) + "."
+        return BuildError(message, fix=triage.matches[0].rule.fix)
+    return BuildError(message, fix=f"fix the first error shown above; `invoke diagnose {record.log}` shows it again.")
+
+
+def _verify_build(record: BuildRecord, request: BuildRequest, started: float) -> None:
+    """Check what the mode produced: the installed torch, or the wheel unpacked into a temporary folder."""
+    from ..verify import check_torch, failure_error
+
+    if request.libtorch:
+        record.verification = {"skipped": "a LibTorch build installs no Python package to import"}
+        return
+    if request.mode == "wheel":
+        wheels = sorted((request.checkout.path / "dist").glob("*.whl"), key=lambda p: p.stat().st_mtime)
+        fresh = [wheel for wheel in wheels if wheel.stat().st_mtime >= started - 1]
+        if not fresh:
+            raise VerificationError(f"the build succeeded but wrote no new wheel to {request.checkout.path / 'dist'}.", fix="read the end of the log for where bdist_wheel put it.")
+        with tempfile.TemporaryDirectory(prefix="pytorch-winbuild-wheel-") as folder:
+            with zipfile.ZipFile(fresh[-1]) as wheel:
+                wheel.extractall(folder)
+            result = check_torch(extra_paths=[Path(folder)])
+        result["wheel"] = str(fresh[-1])
+    else:
+        result = check_torch()
+    record.verification = result
+    if not result["ok"]:
+        raise failure_error(result)
+
+
+def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
+    """Run the phases; whatever happens, record the outcome, write the report, print the summary."""
+    try:
+        body()
+        record.result, record.exit_code = "success", 0
+    except (BuildInterrupted, KeyboardInterrupt) as stop:
+        stopped = f"the build's {stop.stopped} processes were stopped ({stop.killed} of them had to be killed)" if isinstance(stop, BuildInterrupted) else "no build process was running yet"
+        error = InterruptedByUser(
+            f"stopped by Ctrl-C: {stopped}. The log so far is {record.log}.",
+            fix="run the same command again to continue: compiled objects are kept, so the build picks up where it stopped.",
+        )
+        record.result, record.exit_code, record.error = "interrupted", error.exit_code, error.paragraph()
+        raise error from None
+    except WinbuildError as error:
+        record.result = {BuildError: "failed", VerificationError: "verification failed"}.get(type(error), "error")
+        record.exit_code, record.error = error.exit_code, error.paragraph()
+        raise
+    finally:
+        record.write()
+        print(summary(record), flush=True)
+    return record
+
+
+def _cache_session(plan: Plan, env: dict[str, str], settings: RunnerSettings) -> CacheSession | None:
+    return None if plan.compiler_cache == "none" else CacheSession(settings.caches[plan.compiler_cache], env)
+
+
+def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
+    """Build PyTorch (or LibTorch) from `request.checkout` in the plan's environment."""
+    settings = load_settings()
+    log, report = run_paths(request.log_dir, "build")
+    record = BuildRecord("build", log, report, plan=plan_to_dict(plan), source=request.checkout.to_dict())
+    if request.checkout.seconds:
+        record.phases["source"] = round(request.checkout.seconds, 3)
+    source = request.checkout.path
+    record.command = _python_command(settings.libtorch_command if request.libtorch else MODES[request.mode].split()[1:])
+    record.cwd = str(source)
+    identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
+    started = time.time()
+
+    def body() -> None:
+        with record.phase("prepare"):
+            prep = old_era_prep(source, plan.era)
+            if prep:
+                record.note(prep)
+            if request.clean:
+                removed = clean_build_folder(source)
+                record.note(f"--clean: removed {removed}." if removed else f"--clean: {source / 'build'} did not exist.")
+            cleared = reconcile_build_folder(source, identity)
+            if cleared:
+                record.note(cleared)
+            remember_build_folder(source, identity)
+        with record.phase("environment"):
+            environment = build_environment(plan, request.cache_dir, settings.run_env)
+        record.set_environment(environment.env)
+        record.vcvars = environment.vcvars
+        record.runner_env = [{"name": e.name, "value": e.value, "reason": e.reason} for e in environment.added]
+        exit_code = _run_command(record, _cache_session(plan, environment.env, settings), source, environment.env, settings)
+        if exit_code != 0:
+            raise _build_failed(record, exit_code)
+        if request.verify:
+            with record.phase("verify"):
+                _verify_build(record, request, started)
+        else:
+            record.verification = {"skipped": "--no-verify"}
+
+    return _conclude(record, body)
+
+
+def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
+    """Build a PyTorch C++/CUDA extension's setup.py in the plan's environment."""
+    settings = load_settings()
+    path = request.path
+    if not (path / "setup.py").is_file():
+        raise ConfigurationError(f"{path} has no setup.py, so it is not an extension build-ext can build.", fix="pass the folder that holds the extension's setup.py.")
+    if request.mode not in settings.extension_commands:
+        raise ConfigurationError(f"--mode {request.mode!r} is not one of {', '.join(settings.extension_commands)}.")
+    log, report = run_paths(request.log_dir, "build-ext", path.resolve().name)
+    record = BuildRecord("build-ext", log, report, plan=plan_to_dict(plan), source={"path": str(path), "origin": "extension", "commit": None})
+    record.command = _python_command(settings.extension_commands[request.mode])
+    record.cwd = str(path)
+
+    def body() -> None:
+        with record.phase("prepare"):
+            if request.clean:
+                removed = clean_build_folder(path)
+                record.note(f"--clean: removed {removed}." if removed else f"--clean: {path / 'build'} did not exist.")
+        with record.phase("environment"):
+            environment = build_environment(plan, request.cache_dir, settings.run_env)
+            env = dict(environment.env)
+            variables, how = extension_cache_env(plan.compiler_cache, plan.os, env, request.cache_dir, settings.extension_cache)
+            env.update(variables)
+        record.note(f"Compiler cache for the extension: {how}.")
+        record.set_environment(env)
+        record.vcvars = environment.vcvars
+        record.runner_env = [{"name": e.name, "value": e.value, "reason": e.reason} for e in environment.added]
+        record.runner_env += [{"name": name, "value": value, "reason": "compiler cache for extension builds"} for name, value in variables.items()]
+        reaches = settings.extension_cache.methods.get(plan.compiler_cache, {}).get(plan.os) is not None
+        exit_code = _run_command(record, _cache_session(plan, env, settings) if reaches else None, path, env, settings)
+        if exit_code != 0:
+            raise _build_failed(record, exit_code)
+
+    return _conclude(record, body)
+
+
+def default_log_dir(cache_dir: Path) -> Path:
+    """Logs and reports live in the cache folder unless --log-dir says otherwise."""
+    return cache_dir / "logs"

@@ -1,0 +1,124 @@
+"""Run one build command: output to the console and the log, and Ctrl-C stops the whole tree.
+
+The command starts in its own process group (a new session on Linux, CREATE_NEW_PROCESS_GROUP on
+Windows), so a Ctrl-C reaches only this process, which then stops the build deliberately:
+first the signal a console would send (SIGINT to the group; CTRL_BREAK_EVENT on Windows, the
+only console signal a group can be sent), so Ninja and setup.py end their compilers and clean
+up; then, after a grace period, every process of the tree that is still there is killed (what
+`taskkill /T /F` does). The tree is read before the signal, because a child whose parent died
+is no longer listed under it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import psutil
+
+from ..errors import ToolchainError
+from ..redact import redact_text
+
+
+class BuildInterrupted(Exception):
+    """Ctrl-C arrived while the command ran; its process tree has been stopped."""
+
+    def __init__(self, stopped: int, killed: int) -> None:
+        super().__init__(f"{stopped} processes stopped, {killed} of them killed")
+        self.stopped = stopped
+        self.killed = killed
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int
+    seconds: float
+
+
+def _group_options() -> dict[str, Any]:
+    if os.name == "nt":
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+def _signal_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        if os.name == "nt":
+            process.send_signal(signal.CTRL_BREAK_EVENT)
+        else:
+            os.killpg(process.pid, signal.SIGINT)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass  # the group is already gone
+
+
+def stop_tree(process: subprocess.Popen[bytes], grace_seconds: float) -> tuple[int, int]:
+    """Stop `process` and all its descendants; (how many there were, how many had to be killed)."""
+    try:
+        root = psutil.Process(process.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    _signal_group(process)
+    for member in tree[1:]:
+        if os.name != "nt":
+            try:
+                member.send_signal(signal.SIGINT)  # also those that left the group (setsid)
+            except psutil.Error:
+                pass
+    _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
+    for member in alive:
+        try:
+            member.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_seconds)
+    process.wait()
+    return len(tree), len(alive)
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def run_streamed(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log: TextIO,
+    on_line: Callable[[str], None],
+    grace_seconds: float,
+) -> CommandResult:
+    """Run `command`, writing each output line (credentials redacted) to `log` and to `on_line`.
+
+    Raises BuildInterrupted after stopping the tree when Ctrl-C arrives.
+    """
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_group_options())
+    except OSError as exc:
+        raise ToolchainError(f"could not start `{' '.join(command)}` in {cwd}: {exc}.", fix="check that the program exists and the folder is readable.") from None
+    assert process.stdout is not None
+    try:
+        for raw in process.stdout:
+            text = redact_text(_decode(raw))
+            log.write(text + "\n")
+            on_line(text)
+        process.wait()
+    except KeyboardInterrupt:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        try:
+            stopped, killed = stop_tree(process, grace_seconds)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        raise BuildInterrupted(stopped, killed) from None
+    finally:
+        process.stdout.close()
+        log.flush()
+    return CommandResult(process.returncode, time.monotonic() - started)
