@@ -138,7 +138,8 @@ def doctor_checks(facts: Facts, knowledge: Knowledge) -> list[Check]:
     return checks + _tools(facts, knowledge) + _paths(facts)
 
 
-def render_doctor(facts: Facts, checks: list[Check]) -> str:
+def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()) -> str:
+    """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…)."""
     title = f"pytorch-winbuild doctor — {facts.os}" + (f" ({facts.description})" if facts.description else "")
     width = max(len(c.topic) for c in checks)
     lines = [title, ""]
@@ -146,6 +147,8 @@ def render_doctor(facts: Facts, checks: list[Check]) -> str:
         lines.append(f"  [{_MARK[check.status]:>7}] {check.topic:<{width}}  {check.detail}")
         if check.fix:
             lines.append(f"  {'':>9} {'':<{width}}  fix: {check.fix}")
+    if notes:
+        lines += ["", "Probe notes:"] + [f"  - {note}" for note in notes]
     missing = [c for c in checks if c.status == "missing"]
     lines += ["", f"{len(missing)} missing, {sum(c.status == 'warning' for c in checks)} warnings." + (" Fix the MISSING lines before building." if missing else " Ready to plan: invoke build --dry-run")]
     return redact_text("\n".join(lines)) + "\n"

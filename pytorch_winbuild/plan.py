@@ -561,8 +561,10 @@ def make_plan(
     *,
     source_version: tuple[str, str] | None = None,
     locate_archive: ArchiveLocator | None = None,
+    caller_warnings: tuple[str, ...] = (),
 ) -> Plan:
-    """Decide everything a build needs. `source_version` is (version, where it was read)."""
+    """Decide everything a build needs. `source_version` is (version, where it was read);
+    `caller_warnings` are what the caller knows and the facts cannot (e.g. a cross-OS cache path)."""
     options.validate(knowledge)
     if options.pytorch_version:
         pytorch_version, version_source = options.pytorch_version, "--pytorch-version"
@@ -572,7 +574,7 @@ def make_plan(
         pytorch_version, version_source = "latest", "default (no --pytorch-version and no source tree)"
     era = knowledge.era_for(pytorch_version)
     check_python(facts, era)
-    plan = _Builder()
+    plan = _Builder(warnings=list(caller_warnings))
     plan.decisions.append(f"PyTorch {pytorch_version} (from {version_source}) → era {era.name}.")
     windows = facts.os == "windows"
     if not windows and (options.vs != "auto" or options.toolset):

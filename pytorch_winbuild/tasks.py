@@ -7,6 +7,7 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,8 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
     source_dir = Path(source) if source else default_source(Path.cwd())
     if source and not source_dir.is_dir():
         raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
-    cache_dir = _cache_dir(c, flags.pop("cache_dir"))
+    cache_dir_flag = flags.pop("cache_dir")
+    cache_dir = _cache_dir(c, cache_dir_flag)
     options = Options(
         cuda=str(_setting(c, "cuda", flags["cuda"])),
         vs=str(_setting(c, "vs", flags["vs"])),
@@ -121,7 +123,10 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
         return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
 
     source_version = read_source_version(source_dir) if source_dir else None
-    return make_plan(options, facts, knowledge, source_version=source_version, locate_archive=locate)
+    warnings = ()
+    if host and facts.os != ("windows" if os.name == "nt" else "linux") and not _setting(c, "cache_dir", cache_dir_flag):
+        warnings = (f"This plan is for a {facts.os} machine, but its cache paths are this machine's ({cache_dir}); pass --cache-dir with that machine's folder.",)
+    return make_plan(options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_warnings=warnings)
 
 
 def _write(text: str, output: str | None) -> None:
@@ -140,12 +145,18 @@ def doctor(c: Context, host: str | None = None, json: bool = False) -> None:
     from .doctor import doctor_checks, render_doctor
     from .knowledge import load_knowledge
 
-    facts = _facts(host)
+    if host:
+        facts, notes = _facts(host), ()
+    else:
+        from .probe import probe_report
+
+        report = probe_report()
+        facts, notes = report.facts, report.notes
     if json:
         sys.stdout.write(facts.to_json())
         return
     checks = doctor_checks(facts, load_knowledge())
-    sys.stdout.write(render_doctor(facts, checks))
+    sys.stdout.write(render_doctor(facts, checks, notes))
     missing = [check.topic for check in checks if check.status == "missing"]
     if missing:
         raise ToolchainError(f"missing: {', '.join(missing)}.", fix="see the fix lines above.")

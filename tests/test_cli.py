@@ -1,0 +1,165 @@
+"""The foundation's commands as a user runs them: output, exit codes, one paragraph per error, no traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import HOSTS_DIR, REPO_ROOT, run_invoke
+
+VS2017 = str(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
+
+
+def _assert_one_paragraph(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert text in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("host", sorted(p.name for p in HOSTS_DIR.glob("*.json")))
+def test_doctor_on_every_shipped_host(host: str):
+    result = run_invoke("doctor", "--host", str(HOSTS_DIR / host))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "pytorch-winbuild doctor — windows" in result.stdout
+    assert "0 missing" in result.stdout
+
+
+def test_doctor_names_what_is_missing_and_exits_3(tmp_path: Path):
+    data = json.loads(Path(VS2017).read_text(encoding="utf-8"))
+    data["visual_studio"][0]["toolsets"] = ["14.16.27023"]
+    data["cuda"][0]["nvtx"] = None
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps(data), encoding="utf-8")
+    result = run_invoke("doctor", "--host", str(host))
+    assert result.returncode == 3
+    assert "[MISSING] CUDA 9.0 " in result.stdout and "VC++ 2017 version 15.4 v14.11 toolset" in result.stdout
+    assert "[MISSING] CUDA 9.0 NVTX" in result.stdout
+    assert "toolchain error: missing: CUDA 9.0, CUDA 9.0 NVTX." in result.stderr
+
+
+def test_doctor_on_this_machine_and_its_json_round_trips(tmp_path: Path):
+    result = run_invoke("doctor")
+    assert "pytorch-winbuild doctor — linux" in result.stdout
+    assert "not applicable on Linux" in result.stdout
+    facts = run_invoke("doctor", "--json")
+    assert facts.returncode == 0
+    path = tmp_path / "facts.json"
+    path.write_text(facts.stdout, encoding="utf-8")
+    assert json.loads(facts.stdout)["os"] == "linux"
+    again = run_invoke("doctor", "--host", str(path))
+    assert "pytorch-winbuild doctor — linux" in again.stdout
+
+
+def test_build_dry_run_shows_the_plan():
+    result = run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Toolset         14.11.25503 (_MSC_VER 1911)" in out
+    assert 'vcvarsall.bat" x64 -vcvars_ver=14.11' in out
+    assert "CUDA_PATH" in out and "python setup.py install" in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "bat", "ps1", "table"])
+def test_env_formats_write_files(tmp_path: Path, fmt: str):
+    output = tmp_path / f"env.{fmt}"
+    result = run_invoke("env", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0", "--format", fmt, "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    text = output.read_bytes().decode("utf-8")
+    if fmt == "json":
+        data = json.loads(text)
+        assert data["env"]["CUDA_PATH"].endswith("v9.0") and data["changes"][0]["reason"]
+    if fmt == "bat":
+        assert '\r\nset "CUDA_PATH=C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0"\r\n' in text
+    if fmt == "ps1":
+        assert "$env:CUDA_PATH = 'C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0'" in text
+
+
+def test_sh_format_is_for_linux_plans():
+    _assert_one_paragraph(run_invoke("env", "--host", VS2017, "--pytorch-version", "1.0.1", "--format", "sh"), 2, "the sh format is for Linux plans")
+    linux = run_invoke("env", "--cuda", "cpu", "--format", "sh")
+    assert linux.returncode == 0 and "export USE_CUDA='0'" in linux.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--cuda", "9.7"], 2, "configuration error: CUDA 9.7 is not a CUDA release pytorch-winbuild knows."),
+        (["--cuda", "12.4"], 2, "PyTorch 1.0-1.4 does not build with CUDA 12.4"),
+        (["--cuda", "9.2"], 3, "toolchain error: CUDA 9.2 is not installed"),
+        (["--jobs", "many"], 2, "--jobs 'many' is not a number"),
+        (["--format", "xml"], 2, "--format 'xml' is not one of table, json, bat, ps1, sh"),
+    ],
+)
+def test_bad_input_exits_with_one_paragraph(args: list[str], code: int, text: str):
+    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "1.0.1", *args), code, text)
+
+
+def test_malformed_facts_file(tmp_path: Path):
+    host = tmp_path / "host.json"
+    host.write_text('{"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": "64", "executable": "py"}}', encoding="utf-8")
+    _assert_one_paragraph(run_invoke("env", "--host", str(host)), 2, "python.bits: expected int, got '64'")
+
+
+def test_32_bit_python_from_a_facts_file(tmp_path: Path):
+    data = json.loads(Path(VS2017).read_text(encoding="utf-8"))
+    data["python"]["bits"] = 32
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps(data), encoding="utf-8")
+    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", str(host), "--pytorch-version", "1.0.1"), 3, "is 32-bit; PyTorch builds and runs only with 64-bit Python")
+
+
+def test_python_older_than_the_era(tmp_path: Path):
+    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"), 3, "Python 3.6.8 is older than PyTorch 2.5+ needs")
+
+
+def _repo_copy(tmp_path: Path) -> Path:
+    """A copy of the repo's task layout so a project invoke.yaml can be placed next to tasks.py."""
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(".git", "cache", "tests", "__pycache__", "*.egg-info"))
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('winbuild:\n  cuda: "9.0\n', "invoke.yaml: not valid YAML (line 3 column 1"),
+        ("winbuild:\n  cuda_version: '9.0'\n", "unknown winbuild option(s) cuda_version"),
+        ("winbuild: 9.0\n", "'winbuild' must be a mapping"),
+    ],
+)
+def test_malformed_config_file(tmp_path: Path, text: str, message: str):
+    copy = _repo_copy(tmp_path)
+    (copy / "invoke.yaml").write_text(text, encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017], cwd=copy, capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(copy)})
+    _assert_one_paragraph(result, 2, message)
+
+
+def test_config_file_and_environment_give_defaults(tmp_path: Path):
+    copy = _repo_copy(tmp_path)
+    (copy / "invoke.yaml").write_text("winbuild:\n  cuda: '9.0'\n  pytorch_version: '1.0.1'\n", encoding="utf-8")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    from_file = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json"], cwd=copy, capture_output=True, text=True, env=env)
+    assert json.loads(from_file.stdout)["cuda"]["version"] == "9.0"
+    from_env = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json"], cwd=copy, capture_output=True, text=True, env={**env, "INVOKE_WINBUILD_CUDA": "10.0"})
+    assert json.loads(from_env.stdout)["cuda"]["version"] == "10.0"
+    from_flag = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json", "--cuda", "cpu"], cwd=copy, capture_output=True, text=True, env={**env, "INVOKE_WINBUILD_CUDA": "10.0"})
+    assert json.loads(from_flag.stdout)["cuda"] is None
+
+
+def test_console_script_runs_the_same_tasks(tmp_path: Path):
+    script = shutil.which("pytorch-winbuild")
+    assert script, "pytorch-winbuild is installed by `pip install -e .` (see .ci/run)"
+    result = subprocess.run([script, "env", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0", "--format", "json"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["vcvars"]["args"] == ["x64", "-vcvars_ver=14.11"]
+    listing = subprocess.run([script, "--list"], cwd=tmp_path, capture_output=True, text=True)
+    for name in ("doctor", "env", "build", "fetch-deps"):
+        assert name in listing.stdout
