@@ -74,7 +74,8 @@ class Pipeline:
     def run(self, archives: list[Archive]) -> dict[Archive, FetchedArchive]:
         """Fetch every archive; failures of some do not stop the others, and are raised together at the end."""
         jobs = max(1, min(self.jobs or 4, len(archives)))
-        extract_workers = max(1, min(len(archives), (os.cpu_count() or 2) // 2))
+        # LZMA decoding is single-threaded per archive: one extraction per core is the fast path.
+        extract_workers = max(1, min(len(archives), os.cpu_count() or 1))
         results: dict[Archive, FetchedArchive] = {}
         errors: list[tuple[Archive, DependencyError]] = []
         if self.source.folder is None:

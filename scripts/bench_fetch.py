@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Benchmark `invoke fetch-deps` against what the old batch scripts did: `curl` + `7z x`.
+
+Makes two archives shaped like the real MKL and MAGMA ones (include/ and lib/ of library-like
+data that compresses about 2.5×, tens to hundreds of MB), serves them from a real HTTP server on
+127.0.0.1, and runs, side by side in alternating rounds:
+
+  baseline   curl -o each file, then 7z x each file (one after the other, as the scripts did)
+  cold       python -m invoke fetch-deps --cuda 10.1 --mirror http://127.0.0.1:PORT/ (empty cache)
+  warm       the same command again (everything cached)
+
+and times py7zr against the native 7-Zip programs on the MKL archive, which is how
+build_config/deps.toml's `[extract] prefer` was chosen. Targets: cold ≤ 1.15 × baseline;
+warm ≤ 0.5 s with zero bytes served. Exits 1 when a target is missed.
+
+    python scripts/bench_fetch.py [--mkl-mb 300] [--magma-mb 200] [--rounds 3] [--workdir DIR]
+
+The archives are kept in --workdir (default: a folder in the system temp dir) and reused by the
+next run with the same sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MKL = "mkl_2020.2.254.7z"
+MAGMA = "magma_2.5.4_cuda101_release.7z"
+BLOCK = 1024
+
+
+def library_like(size: int, rng: random.Random) -> bytes:
+    """Bytes that compress like compiled libraries: recurring blocks (code and tables that repeat
+    across object files) with small edits, mixed with incompressible ones (constants, relocations)."""
+    pool = [rng.randbytes(BLOCK) for _ in range(4096)]
+    out = bytearray(b"MZ\x90\x00" + bytes(60))
+    while len(out) < size:
+        if rng.random() < 0.15:
+            out += rng.randbytes(BLOCK)
+        else:
+            block = bytearray(rng.choice(pool))
+            for _ in range(4):
+                block[rng.randrange(BLOCK)] = rng.randrange(256)
+            out += block
+    return bytes(out[:size])
+
+
+def make_tree(root: Path, kind: str, megabytes: int, seed: int) -> None:
+    """include/ with headers and lib/ with a few big .lib files and one .dll, like the real archives."""
+    rng = random.Random(seed)
+    (root / "include").mkdir(parents=True)
+    (root / "lib").mkdir()
+    for index in range(20):
+        name = f"{kind}.h" if index == 0 else f"{kind}_{index}.h"
+        lines = [f"#define {kind.upper()}_SYMBOL_{index}_{i} 0x{rng.getrandbits(32):08x}\n" for i in range(2000)]
+        (root / "include" / name).write_text("".join(lines))
+    total = megabytes * 1024 * 1024
+    sizes = [total * share // 100 for share in (40, 25, 15, 10)]
+    for index, size in enumerate(sizes):
+        (root / "lib" / f"{kind}_part{index}.lib").write_bytes(library_like(size, rng))
+    (root / "lib" / f"{kind}_rt.dll").write_bytes(library_like(total - sum(sizes), rng))
+
+
+def make_archives(workdir: Path, mkl_mb: int, magma_mb: int) -> Path:
+    served = workdir / f"served-{mkl_mb}-{magma_mb}"
+    if (served / MKL).is_file() and (served / MAGMA).is_file():
+        return served
+    shutil.rmtree(served, ignore_errors=True)
+    served.mkdir(parents=True)
+    for file_name, kind, megabytes, seed in ((MKL, "mkl", mkl_mb, 1), (MAGMA, "magma", magma_mb, 2)):
+        tree = workdir / "tree"
+        shutil.rmtree(tree, ignore_errors=True)
+        print(f"making {file_name} from {megabytes} MB of library-like data ...", flush=True)
+        make_tree(tree, kind, megabytes, seed)
+        subprocess.run(["7z", "a", "-bso0", "-bsp0", str(served / (file_name + ".tmp")), "."], cwd=tree, check=True)
+        (served / (file_name + ".tmp")).rename(served / file_name)
+        shutil.rmtree(tree)
+    return served
+
+
+class CountingHandler(SimpleHTTPRequestHandler):
+    """Serves the folder and counts the body bytes it sends."""
+
+    sent = 0
+    lock = threading.Lock()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def copyfile(self, source, outputfile) -> None:  # type: ignore[no-untyped-def]
+        while chunk := source.read(1 << 20):
+            outputfile.write(chunk)
+            with CountingHandler.lock:
+                CountingHandler.sent += len(chunk)
+
+
+def timed(command: list[str], cwd: Path = REPO_ROOT) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return elapsed
+
+
+def baseline(url: str, out: Path) -> float:
+    """What the batch scripts did: download each file, then extract each file."""
+    out.mkdir(parents=True)
+    started = time.perf_counter()
+    for name in (MKL, MAGMA):
+        timed(["curl", "-sS", "--fail", "--noproxy", "*", "-o", str(out / name), url + name])
+        timed(["7z", "x", "-y", "-bso0", "-bsp0", f"-o{out / name.removesuffix('.7z')}", str(out / name)])
+    return time.perf_counter() - started
+
+
+def fetch_deps(url: str, cache: Path, lock: Path) -> float:
+    return timed([sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--magma-version", "2.5.4", "--mirror", url, "--cache-dir", str(cache), "--lock-file", str(lock)])
+
+
+def compare_extractors(archive: Path, scratch: Path) -> dict[str, float]:
+    """Extraction time of one archive by py7zr and by each native 7-Zip on PATH."""
+    import py7zr
+
+    times: dict[str, float] = {}
+    target = scratch / "extract"
+    shutil.rmtree(target, ignore_errors=True)
+    started = time.perf_counter()
+    with py7zr.SevenZipFile(archive) as opened:
+        opened.extractall(target)
+    times["py7zr"] = time.perf_counter() - started
+    for program in ("7zz", "7z", "7za"):
+        if shutil.which(program):
+            shutil.rmtree(target)
+            times[program] = timed([program, "x", "-y", "-bso0", "-bsp0", f"-o{target}", str(archive)])
+    shutil.rmtree(target)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mkl-mb", type=int, default=300, help="extracted size of the MKL-like archive (MB)")
+    parser.add_argument("--magma-mb", type=int, default=200, help="extracted size of the MAGMA-like archive (MB)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating baseline/cold rounds; medians are compared")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "pytorch-winbuild-bench")
+    args = parser.parse_args()
+    for tool in ("curl", "7z"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not on PATH; install it (apt-get install curl 7zip p7zip-full).")
+
+    workdir = args.workdir.resolve()
+    served = make_archives(workdir, args.mkl_mb, args.magma_mb)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(CountingHandler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    runs = workdir / "runs"
+    print(f"archives: {MKL} {(served / MKL).stat().st_size / 2**20:.1f} MB ({args.mkl_mb} MB extracted), "
+          f"{MAGMA} {(served / MAGMA).stat().st_size / 2**20:.1f} MB ({args.magma_mb} MB extracted); served from {url}")
+
+    base_times: list[float] = []
+    cold_times: list[float] = []
+    try:
+        for round_number in range(1, args.rounds + 1):
+            shutil.rmtree(runs, ignore_errors=True)
+            base_times.append(baseline(url, runs / "baseline"))
+            shutil.rmtree(runs / "baseline")
+            cold_times.append(fetch_deps(url, runs / "cache", runs / "deps.lock"))
+            print(f"round {round_number}: curl + 7z x {base_times[-1]:.2f} s | fetch-deps cold {cold_times[-1]:.2f} s", flush=True)
+        before = CountingHandler.sent
+        warm = min(fetch_deps(url, runs / "cache", runs / "deps.lock") for _ in range(3))
+        warm_bytes = CountingHandler.sent - before
+        extractors = compare_extractors(served / MKL, runs)
+    finally:
+        server.shutdown()
+        shutil.rmtree(runs, ignore_errors=True)
+
+    ratio = statistics.median(cold_times) / statistics.median(base_times)
+    cold_ok = ratio <= 1.15
+    warm_ok = warm <= 0.5 and warm_bytes == 0
+    print(f"cold: fetch-deps {statistics.median(cold_times):.2f} s vs curl + 7z x {statistics.median(base_times):.2f} s (medians) "
+          f"= {ratio:.2f}× (target ≤ 1.15×) {'OK' if cold_ok else 'MISSED'}")
+    print(f"warm: fetch-deps {warm:.3f} s wall, Python start-up included, {warm_bytes} bytes served (target ≤ 0.5 s, 0 bytes) {'OK' if warm_ok else 'MISSED'}")
+    print("extracting " + MKL + ": " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in extractors.items()))
+    return 0 if cold_ok and warm_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
