@@ -1,0 +1,130 @@
+"""The emitted build_env.bat, run by Windows' command interpreter (Wine's cmd.exe).
+
+The plan is made for a Windows machine whose Visual Studio, CUDA and cache folders live in a
+real folder tree visible to Wine, with `(x86)`, spaces, `&` and `%` in the paths. Running
+`call build_env.bat && set` must give exactly the plan's final environment.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytorch_winbuild.facts import facts_from_dict
+from pytorch_winbuild.knowledge import load_knowledge
+from pytorch_winbuild.plan import Options, make_plan
+from pytorch_winbuild.render import render_bat
+
+from conftest import WINE_DEFAULT_PATH  # tests/cmd/conftest.py
+from support import HOSTS_DIR
+
+pytestmark = pytest.mark.cmd
+
+# A stand-in for VS 2017's vcvarsall.bat: takes the architecture and -vcvars_ver, prepends the
+# toolset's bin folder to PATH and sets what the real one leaves behind for these checks.
+STAND_IN_VCVARSALL = r"""@echo off
+rem cmd splits "-vcvars_ver=14.11" at the "=": the toolset is the third argument
+set "__VCVARS_TOOLSET=%~3"
+set "VCToolsVersion=%__VCVARS_TOOLSET%"
+set "VSCMD_ARG_TGT_ARCH=x64"
+set "VSCMD_ARG_HOST_ARCH=%~1"
+set "INCLUDE=%~dp0..\..\Tools\MSVC\%__VCVARS_TOOLSET%\include"
+set "LIB=%~dp0..\..\Tools\MSVC\%__VCVARS_TOOLSET%\lib\x64"
+set "PATH=%~dp0..\..\Tools\MSVC\%__VCVARS_TOOLSET%\bin\Hostx64\x64;%PATH%"
+set "__VCVARS_TOOLSET="
+exit /b 0
+"""
+
+
+def _parse_set(output: str) -> dict[str, str]:
+    env = {}
+    for line in output.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name:
+            env[name.upper()] = value
+    return env
+
+
+@pytest.fixture
+def windows_machine(tmp_path: Path, wine_path) -> dict:
+    """A facts document for the shipped VS 2017 machine, moved under a Wine-visible tree."""
+    root = tmp_path / "C drive"
+    vs = root / "Program Files (x86)" / "Microsoft Visual Studio" / "2017" / "BuildTools"
+    build_dir = vs / "VC" / "Auxiliary" / "Build"
+    build_dir.mkdir(parents=True)
+    (build_dir / "vcvarsall.bat").write_bytes(STAND_IN_VCVARSALL.replace("\n", "\r\n").encode("ascii"))
+    cuda = root / "Program Files" / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v9.0"
+    (cuda / "bin").mkdir(parents=True)
+    data = json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))
+    data["visual_studio"][0]["path"] = wine_path(vs)
+    data["visual_studio"][0]["vcvars"] = {"vcvarsall.bat": wine_path(build_dir / "vcvarsall.bat")}
+    data["cuda"][0]["path"] = wine_path(cuda)
+    return data
+
+
+def _run_bat(tmp_path: Path, run_cmd, wine_path, text: str) -> dict[str, str]:
+    script = tmp_path / "build env" / "build_env.bat"
+    script.parent.mkdir()
+    script.write_bytes(text.encode("utf-8"))
+    result = run_cmd(f'call "{wine_path(script)}" && set')
+    assert result.exit_code == 0, result.stdout + result.stderr
+    return _parse_set(result.stdout)
+
+
+def test_bat_gives_exactly_the_planned_environment(tmp_path: Path, windows_machine: dict, run_cmd, wine_path):
+    cache_dir = wine_path(tmp_path / "R&D 100% (x86) cache")
+    plan = make_plan(
+        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, arch_list="6.1;7.0+PTX", jobs=3),
+        facts_from_dict(windows_machine),
+        load_knowledge(),
+        locate_archive=lambda archive: (cache_dir + "\\deps\\" + archive.file_name[:-3], False),
+    )
+    env = _run_bat(tmp_path, run_cmd, wine_path, render_bat(plan))
+
+    vs_path = windows_machine["visual_studio"][0]["path"]
+    toolset_bin = vs_path + "\\VC\\Auxiliary\\Build\\..\\..\\Tools\\MSVC\\14.11\\bin\\Hostx64\\x64"
+    after_vcvars = {"PATH": toolset_bin + ";" + WINE_DEFAULT_PATH, "LIB": vs_path + "\\VC\\Auxiliary\\Build\\..\\..\\Tools\\MSVC\\14.11\\lib\\x64"}
+    assert env["VCTOOLSVERSION"] == "14.11" and env["VSCMD_ARG_HOST_ARCH"] == "x64"
+    for change in plan.changes:
+        name = change.name.upper()
+        if change.action == "set":
+            assert env.get(name) == change.value, name
+        elif change.action == "unset":
+            assert name not in env, name
+    final = plan.final_env()
+    for name, value in final.items():
+        expected = value.replace(f"%{name}%", after_vcvars.get(name.upper(), ""))
+        assert env.get(name.upper()) == expected, name
+    # the values that need quoting came through intact
+    assert env["CMAKE_INCLUDE_PATH"] == cache_dir + "\\deps\\mkl_2018.2.185\\include"
+    assert "R&D 100% (x86) cache" in env["CMAKE_INCLUDE_PATH"]
+    assert env["TORCH_CUDA_ARCH_LIST"] == "6.1;7.0+PTX"
+    assert env["PATH"].startswith(windows_machine["cuda"][0]["path"] + "\\bin;" + toolset_bin)
+
+
+def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(tmp_path: Path, windows_machine: dict, run_cmd, wine_path, wine_prefix):
+    plan = make_plan(Options(cuda="cpu", pytorch_version="0.4.1", cache_dir="C:\\c"), facts_from_dict({**windows_machine, "python": {**windows_machine["python"]}}), load_knowledge())
+    env = _run_bat(tmp_path, run_cmd, wine_path, render_bat(plan))
+    assert env["NO_CUDA"] == "1" and env["NO_DISTRIBUTED"] == "1"
+    plan = make_plan(Options(cuda="9.0", pytorch_version="0.4.1", cache_dir="C:\\c"), facts_from_dict(windows_machine), load_knowledge())
+    script = tmp_path / "leftover" / "env.bat"
+    script.parent.mkdir()
+    script.write_bytes(render_bat(plan).encode("utf-8"))
+    result = run_cmd(f'set "NO_CUDA=1" && call "{wine_path(script)}" && set', env=wine_prefix.windows_env())
+    assert result.exit_code == 0
+    assert "NO_CUDA" not in _parse_set(result.stdout)
+
+
+def test_bat_stops_when_vcvars_fails(tmp_path: Path, windows_machine: dict, run_cmd, wine_path):
+    script = Path(windows_machine["visual_studio"][0]["vcvars"]["vcvarsall.bat"].replace("Z:", "").replace("\\", "/"))
+    script.write_bytes(b"@echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\n@exit /b 1\r\n")
+    plan = make_plan(Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"), facts_from_dict(windows_machine), load_knowledge())
+    bat = tmp_path / "failing" / "env.bat"
+    bat.parent.mkdir()
+    bat.write_bytes(render_bat(plan).encode("utf-8"))
+    result = run_cmd(f'call "{wine_path(bat)}" && set')
+    assert result.exit_code == 1
+    assert "Toolset directory for version '14.11' was not found" in result.stdout
+    assert "CUDA_PATH=" not in result.stdout
