@@ -120,6 +120,8 @@ class PlannedArchive:
     file_name: str
     folder: str
     present: bool
+    set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) from the catalog
+    prepend_vars: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -477,13 +479,14 @@ def _compiler_cache_changes(knowledge: Knowledge, facts: Facts, options: Options
 
 
 def _archive_changes(archives: list[PlannedArchive], facts: Facts, plan: _Builder) -> None:
+    """The variables build_config/deps.toml names for each archive (CMAKE_INCLUDE_PATH, LIB, MAGMA_HOME)."""
     path_type = _paths(facts.os)
     for archive in archives:
-        if archive.name == "mkl":
-            plan.set("CMAKE_INCLUDE_PATH", str(path_type(archive.folder) / "include"), f"MKL {archive.version} headers")
-            plan.prepend("LIB", str(path_type(archive.folder) / "lib"), f"MKL {archive.version} libraries for the linker")
-        elif archive.name == "magma":
-            plan.set("MAGMA_HOME", archive.folder, f"MAGMA {archive.version}")
+        label = f"{archive.name.upper()} {archive.version}"
+        for name, sub_path in archive.set_vars:
+            plan.set(name, str(path_type(archive.folder) / sub_path) if sub_path else archive.folder, f"{label}: {sub_path or 'its folder'}")
+        for name, sub_path in archive.prepend_vars:
+            plan.prepend(name, str(path_type(archive.folder) / sub_path), f"{label}: {sub_path} first")
         if not archive.present:
             plan.warnings.append(f"{archive.file_name} is not in the cache yet: `invoke fetch-deps` (or `invoke build`) downloads it.")
 
@@ -497,17 +500,28 @@ def plan_archives(era: Era, facts: Facts, options: Options, cuda: CudaInstall | 
         return []
     from .deps.catalog import select_archives
 
-    archives = select_archives(
-        cuda=cuda.version if cuda else None,
-        mkl_version=options.mkl_version or era.mkl,
-        magma_versions=[options.magma_version] if options.magma_version else list(era.magma),
-        magma_debug=options.magma_debug,
-        no_magma=options.no_magma,
-    )
+    def select(no_magma: bool) -> list[Any]:
+        return select_archives(
+            cuda=cuda.version if cuda else None,
+            mkl_version=options.mkl_version or era.mkl,
+            magma_versions=[options.magma_version] if options.magma_version else list(era.magma),
+            magma_debug=options.magma_debug,
+            no_magma=no_magma,
+        )
+
+    archives = select(no_magma=True)  # MKL; validates the versions
+    if cuda is not None and not options.no_magma:
+        try:
+            archives = select(no_magma=False)
+        except ConfigurationError as error:
+            if options.magma_version or options.magma_debug:
+                raise
+            plan.warnings.append(f"{error.message} This build goes on without MAGMA (GPU linear algebra falls back to slower paths); --no-magma says so explicitly.")
     planned = []
     for archive in archives:
         folder, present = locate(archive)
-        planned.append(PlannedArchive(archive.name, archive.version, archive.file_name, folder, present))
+        planned.append(PlannedArchive(archive.name, archive.version, archive.file_name, folder, present, archive.set_vars, archive.prepend_vars))
+        plan.decisions.append(f"{archive.name.upper()}: {archive.file_name} → {folder} ({'in the cache' if present else 'to fetch'}).")
     return planned
 
 

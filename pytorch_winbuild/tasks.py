@@ -58,6 +58,10 @@ PLAN_HELP = {
     "source": "PyTorch source folder (default: the current folder when it holds PyTorch's setup.py). Used for its version and path checks.",
     "cache_dir": "pytorch-winbuild cache folder (downloads, MKL/MAGMA, compiler caches). Default: cache/ of the repo, or the user cache folder.",
     "host": "Plan for the machine described by this facts file (written by `invoke doctor --json`) instead of probing this one.",
+    "mkl_version": "MKL archive version (default: the era's: 2018.2.185 for PyTorch 0.3–1.4, 2020.2.254 later).",
+    "magma_version": "MAGMA version (default: the newest the era uses that exists for the CUDA).",
+    "magma_debug": "Use MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
+    "no_magma": "Build without MAGMA even for CUDA builds.",
 }
 
 
@@ -117,6 +121,10 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
         mode=mode,
         cache_dir=str(cache_dir),
         source_dir=str(source_dir) if source_dir else None,
+        mkl_version=flags.get("mkl_version"),
+        magma_version=flags.get("magma_version"),
+        magma_debug=bool(flags.get("magma_debug")),
+        no_magma=bool(flags.get("no_magma")),
     )
 
     def locate(archive: Any) -> tuple[str, bool]:
@@ -169,7 +177,7 @@ ENV_HELP = {
 }
 
 
-@task(help=ENV_HELP)
+@task(help=ENV_HELP, auto_shortflags=False)
 @reports_errors
 def env(
     c: Context,
@@ -186,11 +194,15 @@ def env(
     host: str | None = None,
     format: str = "table",
     output: str | None = None,
+    mkl_version: str | None = None,
+    magma_version: str | None = None,
+    magma_debug: bool = False,
+    no_magma: bool = False,
 ) -> None:
     """Print the build environment the plan composes: every variable with its reason, or as a script."""
     from .render import render
 
-    plan = _make_plan(c, host=host, source=source, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=cache_dir)
+    plan = _make_plan(c, host=host, source=source, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=cache_dir, mkl_version=mkl_version, magma_version=magma_version, magma_debug=magma_debug, no_magma=no_magma)
     _write(render(plan, format), output)
 
 
@@ -209,7 +221,7 @@ BUILD_HELP = {
 }
 
 
-@task(help=BUILD_HELP)
+@task(help=BUILD_HELP, auto_shortflags=False)
 @reports_errors
 def build(
     c: Context,
@@ -233,6 +245,10 @@ def build(
     libtorch: bool = False,
     log_dir: str | None = None,
     no_verify: bool = False,
+    mkl_version: str | None = None,
+    magma_version: str | None = None,
+    magma_debug: bool = False,
+    no_magma: bool = False,
 ) -> None:
     """Build PyTorch from source in the planned environment (--dry-run: show the plan only)."""
     from .builder import BuildRequest, acquire_source, clone_destination, default_log_dir, existing_checkout, run_build
@@ -249,7 +265,7 @@ def build(
         if not dry_run:
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
         source = str(destination) if destination.is_dir() else None  # --dry-run before the first clone plans without a source
-    plan = _make_plan(c, host=host, source=source, mode=mode, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=str(folder))
+    plan = _make_plan(c, host=host, source=source, mode=mode, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=str(folder), mkl_version=mkl_version, magma_version=magma_version, magma_debug=magma_debug, no_magma=no_magma)
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
