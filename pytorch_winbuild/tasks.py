@@ -448,3 +448,29 @@ def verify(c: Context, python: str | None = None) -> None:
 
 namespace.add_task(build_ext)
 namespace.add_task(verify)
+
+
+# diagnose: first-error triage and the diagnosis rules of build_config/diagnosis.toml, on any saved log.
+
+
+@task(
+    help={
+        "logfile": "The saved log to explain: a build log, pip or conda output, a failed import or verify run (UTF-8, UTF-16 or a console code page).",
+        "json": "Print the result as JSON (first error block and matching rules, as the build report stores them) instead of text.",
+        "rules": "Diagnosis rules file to use instead of build_config/diagnosis.toml.",
+    }
+)
+@reports_errors
+def diagnose(c: Context, logfile: str, json: bool = False, rules: str | None = None) -> None:
+    """Show the first real error in LOGFILE and what each matching diagnosis rule says to do (exit 0 when the log could be read)."""
+    from .diagnosis import load_rules
+    from .triage import triage_log
+
+    result = triage_log(logfile, rules=load_rules(rules) if rules else None)
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure:  # a log's stray characters must not crash the report on a code-page console
+        reconfigure(errors="replace")
+    print(result.to_json() if json else result.to_text())
+
+
+namespace.add_task(diagnose)

@@ -332,7 +332,7 @@ def _clean(text: str) -> str:
     """A line as it may appear in a report: no credentials, bounded length."""
     text = redact_text(text.rstrip())
     if len(text) > MAX_LINE_CHARS:
-        text = f"{text[:MAX_LINE_CHARS]} … [{len(text) - MAX_LINE_CHARS} more characters]"
+        text = f"{text[:MAX_LINE_CHARS]} ... [{len(text) - MAX_LINE_CHARS} more characters]"
     return text
 
 
