@@ -251,7 +251,6 @@ def build(
     no_magma: bool = False,
 ) -> None:
     """Build PyTorch from source in the planned environment (--dry-run: show the plan only)."""
-    from .builder import BuildRequest, acquire_source, clone_destination, default_log_dir, existing_checkout, run_build
     from .render import render
 
     if host and not dry_run:
@@ -261,6 +260,8 @@ def build(
     folder = _cache_dir(c, cache_dir)
     checkout = None
     if repo:
+        from .builder import acquire_source, clone_destination
+
         destination = clone_destination(repo, Path(source) if source else None, folder)
         if not dry_run:
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
@@ -269,6 +270,8 @@ def build(
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
+    from .builder import BuildRequest, default_log_dir, existing_checkout, run_build  # not needed for --dry-run
+
     if checkout is None:
         source_dir = Path(source) if source else _default_source()
         checkout = existing_checkout(source_dir)
