@@ -165,6 +165,8 @@ def _extract_native(program: str, archive_file: Path, work: Path) -> None:
     result = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     if result.returncode == 0:
         return
+    if result.returncode < 0 or result.returncode == 255:  # killed, or 7-Zip's "stopped by the user" (Ctrl-C reaches it too)
+        raise DependencyError(f"{Path(program).name} was stopped while extracting {archive_file.name}.", fix="run the command again; the downloaded archive was kept.")
     output = " ".join(line.strip() for line in (result.stderr + result.stdout).splitlines() if line.strip())
     if any(marker in output.lower() for marker in _NO_SPACE):
         raise write_error(OSError(28, "No space left on device"), work / archive_file.name)

@@ -55,7 +55,7 @@ def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
             path = "//" + parsed.netloc + path  # a UNC share: file://server/share/
         folder = Path(path)
         if not folder.is_dir():
-            raise ConfigurationError(f"--mirror {mirror}: the folder {folder} does not exist.", fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.")
+            raise ConfigurationError(f"--mirror {redact_text(mirror)}: the folder {folder} does not exist.", fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.")
         return Source(folder=folder)
     if parsed.scheme in ("http", "https") and parsed.netloc:
         return Source(base_url=mirror.rstrip("/") + "/")
@@ -183,6 +183,6 @@ def _fetch_missing(
     extract_settings = (catalog or load_catalog()).extract
     pipeline = Pipeline(
         cache_dir=cache_dir, source=source, lock=lock, update_lock=update_lock, settings=download_settings or DownloadSettings(),
-        extract_settings=extract_settings, prefer=prefer, native=native_7zip or find_native_7zip(extract_settings), jobs=jobs, log=log,
+        prefer=prefer or extract_settings.prefer, native=native_7zip or find_native_7zip(extract_settings), jobs=jobs, log=log,
     )
     return pipeline.run(archives)

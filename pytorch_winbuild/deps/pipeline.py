@@ -20,13 +20,14 @@ from pathlib import Path
 import requests
 
 from ..errors import DependencyError
+from ..redact import redact_text
 from . import cache
-from .catalog import Archive, ExtractSettings
+from .catalog import Archive
 from .download import DownloadSettings, Received, copy_local, download, new_session, sha256_of
 from .extract import BadArchive, install_archive
+from .fetch import FetchedArchive, Source
 from .lockfile import LockEntry, LockFile
 from .progress import make_progress
-from .fetch import FetchedArchive, Source
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,7 @@ class Pipeline:
         lock: LockFile,
         update_lock: bool,
         settings: DownloadSettings,
-        extract_settings: ExtractSettings,
-        prefer: str | None,
+        prefer: str,
         native: str | None,
         jobs: int,
         log: Callable[[str], None],
@@ -63,7 +63,7 @@ class Pipeline:
         self.lock = lock
         self.update_lock = update_lock
         self.settings = settings
-        self.prefer = prefer or extract_settings.prefer
+        self.prefer = prefer  # "native" or "py7zr" (see build_config/deps.toml [extract])
         self.native = native
         self.jobs = jobs
         self.log = log
@@ -186,7 +186,7 @@ class Pipeline:
             return
         part.unlink(missing_ok=True)
         raise DependencyError(
-            f"checksum mismatch for {archive.file_name} from {self._where(archive)}: expected {conflict}, got SHA-256 {received.sha256} "
+            f"checksum mismatch for {archive.file_name} from {redact_text(self._where(archive))}: expected {conflict}, got SHA-256 {received.sha256} "
             f"({received.size} bytes). The file was deleted; nothing was extracted.",
             fix="run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror differs from the one recorded: "
             "accept it with `invoke fetch-deps --update-lock` only if you trust where it comes from.",
