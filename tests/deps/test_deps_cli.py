@@ -37,6 +37,7 @@ def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_pa
     assert f'set "CMAKE_INCLUDE_PATH={mkl / "include"}"' in cold.stdout
     assert f'set "LIB={mkl / "lib"};%LIB%"' in cold.stdout
     assert f'set "MAGMA_HOME={magma}"' in cold.stdout
+    assert cold.stderr.count(": downloading (") == 2 and "%|" not in cold.stderr  # not a terminal: plain lines
     served = len(server.requests)
 
     started = time.perf_counter()
@@ -182,3 +183,33 @@ def test_disk_too_small_to_extract_exits_4_and_keeps_the_download(server: FaultS
     assert "deps:\n" in listing and f"downloads: {MKL}\n" in listing
     assert "rc2=0" in listing, err2
     assert "(extracted from downloads/" in out2 and len(server.gets(MKL)) == 1
+
+
+def test_progress_bar_on_a_terminal(server: FaultServer, tmp_path: Path) -> None:
+    """With stderr on a terminal, tqdm draws a bar per download (in CI logs: plain lines, tested above)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    main_fd, terminal_fd = pty.openpty()
+    fcntl.ioctl(terminal_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a 120-column terminal
+    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=terminal_fd, text=True)
+    os.close(terminal_fd)
+    screen = b""
+    while True:
+        try:
+            data = os.read(main_fd, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        screen += data
+    run.wait(timeout=60)
+    os.close(main_fd)
+    text = screen.decode("utf-8", "replace")
+    assert run.returncode == 0, text
+    assert "100%" in text and "B/s" in text and MKL in text and MAGMA_BCJ2 in text
+    assert "extracted with" in text  # log lines go through tqdm.write, above the bars

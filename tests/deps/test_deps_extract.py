@@ -189,3 +189,16 @@ def test_truncated_and_corrupted_archives_are_damaged(made: Made, tmp_path: Path
         flipped[i] ^= 0x5A
     corrupted.write_bytes(bytes(flipped))
     _refused(corrupted, tmp_path, "damaged or incomplete", prefer=prefer)
+
+
+def test_an_interrupted_native_7zip_keeps_the_archive(made: Made, tmp_path: Path) -> None:
+    """Ctrl-C reaches 7-Zip too: a stopped extraction is not a damaged archive, so the download must stay."""
+    interrupted = tmp_path / "7z-interrupted"
+    interrupted.write_text("#!/bin/sh\nkill -INT $$\n")
+    interrupted.chmod(0o755)
+    archive_file = tmp_path / MKL
+    shutil.copyfile(made.files[MKL], archive_file)
+    with pytest.raises(DependencyError, match="was stopped while extracting") as caught:
+        install(archive_file, mkl(), tmp_path / "deps" / "mkl", native=str(interrupted))
+    assert not isinstance(caught.value, BadArchive)
+    assert leftovers(tmp_path / "deps") == []

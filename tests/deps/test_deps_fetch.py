@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,10 +19,10 @@ from conftest import MAGMA_BCJ2, MKL, Fetcher, Made
 from deps_support import FaultServer, copy_files, self_signed_tls
 from test_deps_extract import same_tree
 
-from pytorch_winbuild.deps.cache import MARKER_NAME, deps_dir, download_path, installed_path, read_marker
+from pytorch_winbuild.deps.cache import MARKER_NAME, clean, deps_dir, download_path, installed_path, read_marker
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
-from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.errors import BusyError, DependencyError
 
 pytestmark = pytest.mark.network
 
@@ -294,3 +296,30 @@ def test_tls_is_verified_and_a_ca_bundle_from_the_environment_is_used(made: Made
         assert_installed(fetch, made, cuda101[0])
     finally:
         tls_server.stop()
+
+
+def test_a_run_holding_the_cache_too_long_is_reported_busy(server: FaultServer, fetch: Fetcher, cuda101: list[Archive]) -> None:
+    fetch.cache_dir.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(30)", str(fetch.cache_dir / ".lock")],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(BusyError) as caught:
+            fetch(cuda101, mirror=server.url, lock_timeout=0.3)
+        assert caught.value.exit_code == 7 and "has held the cache" in caught.value.message
+        with pytest.raises(BusyError):
+            clean(fetch.cache_dir, deps=True, downloads=False, timeout=0.3, log=fetch.lines.append)
+        assert server.requests == []
+    finally:
+        holder.kill()
+        holder.wait()
+    fetch(cuda101, mirror=server.url)  # the lock is released when its process ends
+
+
+def test_sparse_log_lines_without_a_terminal(server: FaultServer, fetch: Fetcher, cuda101: list[Archive]) -> None:
+    fetch(cuda101, mirror=server.url)
+    for archive in cuda101:
+        lines = [line for line in fetch.lines if line.startswith(archive.file_name)]
+        assert [line.split(": ")[1].split(" ")[0] for line in lines] == ["downloading", "received", "extracted", "recorded"]
