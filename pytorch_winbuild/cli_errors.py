@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from typing import Any, Callable, TypeVar
@@ -25,6 +26,10 @@ def reports_errors(task_body: F) -> F:
             raise
         except WinbuildError as exc:
             raise Exit(exc.paragraph(), code=exc.exit_code) from None
+        except BrokenPipeError:
+            # the reader went away (`invoke diagnose x.log | head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return None
         except KeyboardInterrupt:
             error = InterruptedByUser("stopped by Ctrl-C.")
             raise Exit(error.paragraph(), code=error.exit_code) from None
