@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+from requests.adapters import HTTPAdapter
 
 from .. import __version__
 from ..errors import DependencyError
@@ -63,7 +64,7 @@ def new_session(pool_size: int) -> requests.Session:
     """A session that takes proxies and CA bundles from the environment (trust_env) and verifies TLS."""
     session = requests.Session()
     session.headers["User-Agent"] = f"pytorch-winbuild/{__version__}"
-    adapter = requests.adapters.HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
+    adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     return session

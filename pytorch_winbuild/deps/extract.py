@@ -9,6 +9,7 @@ scripts/bench_fetch.py) and the only way for BCJ2 archives, which py7zr cannot d
 
 from __future__ import annotations
 
+import errno
 import lzma
 import os
 import re
@@ -169,7 +170,7 @@ def _extract_native(program: str, archive_file: Path, work: Path) -> None:
         raise DependencyError(f"{Path(program).name} was stopped while extracting {archive_file.name}.", fix="run the command again; the downloaded archive was kept.")
     output = " ".join(line.strip() for line in (result.stderr + result.stdout).splitlines() if line.strip())
     if any(marker in output.lower() for marker in _NO_SPACE):
-        raise write_error(OSError(28, "No space left on device"), work / archive_file.name)
+        raise write_error(OSError(errno.ENOSPC, "No space left on device"), work / archive_file.name)
     raise damaged(archive_file, f"{Path(program).name} exit code {result.returncode}: {output[-400:]}")
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
 import shlex
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -187,12 +192,6 @@ def test_disk_too_small_to_extract_exits_4_and_keeps_the_download(server: FaultS
 
 def test_progress_bar_on_a_terminal(server: FaultServer, tmp_path: Path) -> None:
     """With stderr on a terminal, tqdm draws a bar per download (in CI logs: plain lines, tested above)."""
-    import fcntl
-    import os
-    import pty
-    import struct
-    import termios
-
     main_fd, terminal_fd = pty.openpty()
     fcntl.ioctl(terminal_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a 120-column terminal
     command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
