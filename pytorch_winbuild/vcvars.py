@@ -212,8 +212,9 @@ def _all_path_edits(base: Mapping[str, str], changes: Mapping[str, str]) -> tupl
 
 
 def _code_page() -> str:
-    """What cmd writes when /u is not honoured: the console (OEM) code page on Windows."""
-    return "oem" if os.name == "nt" else "utf-8"
+    """What cmd writes without /u: the console (OEM) code page on Windows; under Wine in a C or
+    English locale, code page 1252."""
+    return "oem" if os.name == "nt" else "cp1252"
 
 
 def decode_output(data: bytes) -> str:
@@ -402,9 +403,13 @@ def run_command_line(interpreter_arguments: str, *, env: Mapping[str, str], laun
 # Failures
 
 
-def _toolchain_error(command_line: str, status: int, stdout: bytes, stderr: bytes, script_output: str) -> ToolchainError | None:
-    """The one-paragraph error for a vcvars run that did not work, or None if it did."""
-    errors = error_lines(stdout) + error_lines(stderr)
+def _toolchain_error(command_line: str, status: int, script_bytes: bytes, stderr: bytes) -> ToolchainError | None:
+    """The one-paragraph error for a vcvars run that did not work, or None if it did.
+
+    `script_bytes` is what the script printed (not the `set` listings, whose values may hold
+    any text); `stderr` is cmd's error stream.
+    """
+    errors = error_lines(script_bytes) + error_lines(stderr)
     if errors:
         extra = f" (and {len(errors) - 1} more [ERROR] lines)" if len(errors) > 1 else ""
         message = f"`{command_line}` reported \"{redact_text(errors[0])}\"{extra} and exited with status {status}, so the Visual Studio environment is incomplete."
@@ -420,7 +425,7 @@ def _toolchain_error(command_line: str, status: int, stdout: bytes, stderr: byte
             fix = "run the same command in a new Command Prompt after `set VSCMD_DEBUG=1` to see the details, then repair the instance in the Visual Studio Installer (More → Repair)."
         return ToolchainError(message, fix=fix)
     if status != 0:
-        text = (script_output + "\n" + decode_output(stderr)).strip().splitlines()
+        text = (decode_output(script_bytes) + "\n" + decode_output(stderr)).strip().splitlines()
         last = f" Its last line was \"{redact_text(text[-1].strip())}\"." if text else ""
         return ToolchainError(f"`{command_line}` exited with status {status}.{last}", fix="run the same command in a Command Prompt to see the full message; check that the script belongs to a complete Visual Studio installation.")
     return None
@@ -552,8 +557,8 @@ def _capture(script: str, args: Sequence[str], command_line: str, base: dict[str
     """Run the script for real; the result in the cache entry's shape, or ToolchainError."""
     completed = run_command_line(_interpreter_arguments(script, args), env=base, launcher=launcher)
     sections = _split_sections(completed.stdout)
-    script_output = decode_output(sections[1] if sections else completed.stdout)
-    error = _toolchain_error(command_line, completed.returncode, completed.stdout, completed.stderr, script_output)
+    script_bytes = sections[1] if sections else completed.stdout
+    error = _toolchain_error(command_line, completed.returncode, script_bytes, completed.stderr)
     if error is not None:
         raise error
     if sections is None or sections[2] is None:
@@ -576,7 +581,7 @@ def _capture(script: str, args: Sequence[str], command_line: str, base: dict[str
         "changes": changes,
         "removed": list(removed),
         "cl": cl,
-        "output": redact_text(script_output.strip()),
+        "output": redact_text(decode_output(script_bytes).strip()),
         "command_line": command_line,
     }
 
