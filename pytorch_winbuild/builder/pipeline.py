@@ -39,6 +39,7 @@ class BuildRequest:
     libtorch: bool = False
     clean: bool = False
     verify: bool = True
+    python: str | None = None  # the interpreter that runs setup.py and the check (default: this one); the nightly's per-entry Python
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ class ExtensionRequest:
     clean: bool = False
 
 
-def _python_command(arguments: tuple[str, ...] | list[str]) -> list[str]:
-    """The build runs with this interpreter: the one whose site-packages receives the result."""
-    return [sys.executable, *arguments]
+def _python_command(arguments: tuple[str, ...] | list[str], python: str | None = None) -> list[str]:
+    """The build runs with this interpreter (or `python`): the one whose site-packages receives the result."""
+    return [python or sys.executable, *arguments]
 
 
 def _stream(record: BuildRecord, command: list[str], cwd: Path, env: dict[str, str], settings: RunnerSettings) -> int:
@@ -121,10 +122,10 @@ def _verify_build(record: BuildRecord, request: BuildRequest, started: float) ->
         with tempfile.TemporaryDirectory(prefix="pytorch-winbuild-wheel-") as folder:
             with zipfile.ZipFile(fresh[-1]) as wheel:
                 wheel.extractall(folder)
-            result = check_torch(extra_paths=[Path(folder)])
+            result = check_torch(request.python, extra_paths=[Path(folder)])
         result["wheel"] = str(fresh[-1])
     else:
-        result = check_torch()
+        result = check_torch(request.python)
     record.verification = result
     if not result["ok"]:
         raise failure_error(result)
@@ -165,7 +166,7 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     if request.checkout.seconds:
         record.phases["source"] = round(request.checkout.seconds, 3)
     source = request.checkout.path
-    record.command = _python_command(settings.libtorch_command if request.libtorch else MODES[request.mode].split()[1:])
+    record.command = _python_command(settings.libtorch_command if request.libtorch else MODES[request.mode].split()[1:], request.python)
     record.cwd = str(source)
     identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
