@@ -477,3 +477,58 @@ def diagnose(c: Context, logfile: str, json: bool = False, rules: str | None = N
 
 
 namespace.add_task(diagnose)
+
+
+# nightly: wheels over the matrix of build_config/nightly.toml (pytorch_winbuild/nightly).
+
+NIGHTLY_HELP = {
+    "matrix": "Matrix file (default: build_config/nightly.toml): the entries to build and the nightly's settings.",
+    "only": "Build only this entry (repeat the flag for several). Default: every entry of the matrix.",
+    "force": "Build entries even when their source revision and configuration are unchanged since their last success.",
+    "output_dir": "Folder for wheels, logs, reports and summaries, as <dir>/<YYYY-MM-DD>/<entry>/ (default: the matrix's output_dir, dist/nightly).",
+    "keep_days": "Retention: remove date folders older than this many days, except each entry's newest wheel (default: the matrix's keep_days).",
+    "min_free_gb": "Free disk space, in GB, every entry needs before it starts (default: each entry's min_free_gb, else the matrix's).",
+    "cache_dir": PLAN_HELP["cache_dir"] + " Holds the entries' clones (nightly/src) and the nightly lock.",
+    "mirror": FETCH_DEPS_HELP["mirror"],
+}
+
+
+def _optional_number(value: Any, kind: type, flag: str) -> Any:
+    if value in (None, ""):
+        return None
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{flag} {value!r} is not a number.", fix=f"pass e.g. {flag} 14.") from None
+
+
+@task(help=NIGHTLY_HELP, iterable=["only"], auto_shortflags=False)
+@reports_errors
+def nightly(
+    c: Context,
+    matrix: str | None = None,
+    only: list[str] | None = None,
+    force: bool = False,
+    output_dir: str | None = None,
+    keep_days: str | None = None,
+    min_free_gb: str | None = None,
+    cache_dir: str | None = None,
+    mirror: str | None = None,
+) -> None:
+    """Build every matrix entry into a wheel (unchanged ones are skipped), one run at a time; write the summary; exit 5 when an entry failed."""
+    from .nightly import NightlyOptions, run_nightly
+
+    options = NightlyOptions(
+        matrix=Path(matrix) if matrix else None,
+        cache_dir=_cache_dir(c, cache_dir),
+        only=tuple(only or ()),
+        force=force,
+        output_dir=Path(output_dir) if output_dir else None,
+        keep_days=_optional_number(keep_days, int, "--keep-days"),
+        min_free_gb=_optional_number(min_free_gb, float, "--min-free-gb"),
+        mirror=mirror or _setting(c, "mirror", None),
+    )
+    run_nightly(options)
+
+
+namespace.add_task(nightly)

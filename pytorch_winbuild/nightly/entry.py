@@ -1,0 +1,282 @@
+"""One matrix entry, stage by stage: disk → source → plan → (skip?) → deps → build → collect.
+
+A stage that fails ends the entry with the error's paragraph and the stage's name, and the
+nightly goes on with the next entry. The build itself is `invoke build`'s runner in wheel mode
+(verification included); its report gives the first error, the diagnosis and the cache's
+numbers, for failures as well as successes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..builder import BuildRequest, SourceCheckout, acquire_source, run_build
+from ..deps.cache import deps_dir, installed_path
+from ..errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
+from ..facts import Facts
+from ..knowledge import Knowledge
+from ..plan import EnvChange, Plan, make_plan
+from ..redact import redact_text
+from ..render import plan_to_dict
+from ..source_tree import read_source_version
+from .disk import check_free_space
+from .interpreter import resolve_python
+from .matrix import Entry, Matrix
+from .retention import WHEEL_RECORD_SUFFIX
+from .shared_cache import shared_cache
+from .state import LastSuccess, NightlyState
+
+SOURCES_FOLDER = Path("nightly") / "src"  # under the cache folder: one clone per entry
+# The plan's fields that decide the wheel; decisions, warnings and whether archives are cached yet do not.
+PLAN_IDENTITY_KEYS = ("os", "pytorch_version", "era", "python", "visual_studio", "cuda_host_toolset", "vcvars", "cuda", "generator", "compiler_cache", "changes")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every entry of one nightly run shares."""
+
+    matrix: Matrix
+    facts: Facts
+    knowledge: Knowledge
+    cache_dir: Path
+    run_dir: Path  # <output_dir>/<date>
+    date: str
+    state: NightlyState
+    force: bool
+    mirror: str | None
+
+
+@dataclass
+class EntryResult:
+    """What happened to one entry; the summary is made of these."""
+
+    name: str
+    repo: str
+    ref: str | None
+    cuda: str
+    result: str = "not run"  # success | failed | skipped | interrupted | not run
+    stage: str | None = None  # the stage running, or the one that failed
+    revision: str | None = None
+    config_hash: str | None = None
+    python: str | None = None
+    compiler_cache: dict[str, Any] | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    wheel: str | None = None
+    log: str | None = None
+    report: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    first_error: dict[str, Any] | None = None
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_entry(cls, entry: Entry) -> EntryResult:
+        return cls(entry.name, redact_text(entry.repo), entry.ref, entry.cuda)
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        self.stage = stage
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages[stage] = round(time.monotonic() - started, 3)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"-- [{self.name}] {text}", flush=True)
+
+    def hit_rate(self) -> float | None:
+        cache = self.compiler_cache or {}
+        hits, misses = cache.get("hits"), cache.get("misses")
+        if hits is None or misses is None or hits + misses == 0:
+            return None
+        return hits / (hits + misses)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: value for name, value in vars(self).items()}
+        data["hit_rate"] = None if self.hit_rate() is None else round(self.hit_rate(), 4)  # type: ignore[arg-type]
+        return data
+
+
+def plan_identity(plan: Plan) -> dict[str, Any]:
+    data = plan_to_dict(plan)
+    identity = {key: data[key] for key in PLAN_IDENTITY_KEYS}
+    identity["changes"] = [{k: change[k] for k in ("name", "value", "action")} for change in data["changes"]]
+    return identity
+
+
+def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Path) -> Plan:
+    """The plan `invoke build` would make for this entry, plus the entry's own variables last."""
+    cache_dir = context.cache_dir
+
+    def locate(archive: Any) -> tuple[str, bool]:
+        return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
+
+    options = entry.options(cache_dir=cache_dir, source_dir=source_dir)
+    plan = make_plan(options, facts, context.knowledge, source_version=read_source_version(source_dir), locate_archive=locate)
+    extra = tuple(EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}") for name, value in entry.env)
+    return replace(plan, changes=plan.changes + extra)
+
+
+def _fetch_deps(plan: Plan, context: RunContext) -> bool:
+    """Fetch the plan's MKL/MAGMA archives that are not in the cache yet; whether anything was missing."""
+    if all(archive.present for archive in plan.archives):
+        return False
+    from ..deps.catalog import load_catalog
+    from ..deps.fetch import fetch_archives, format_summary
+
+    catalog = load_catalog()
+    by_file = {archive.file_name: archive for archive in (*catalog.mkl.values(), *catalog.magma.values())}
+    result = fetch_archives([by_file[archive.file_name] for archive in plan.archives], cache_dir=context.cache_dir, mirror=context.mirror)
+    print(format_summary(result), flush=True)
+    return True
+
+
+def _new_report(folder: Path, before: set[Path]) -> dict[str, Any] | None:
+    """The report the builder wrote in `folder` during this entry (it names its files itself)."""
+    fresh = sorted(set(folder.glob("build-*.json")) - before, key=lambda path: path.stat().st_mtime)
+    if not fresh:
+        return None
+    return json.loads(fresh[-1].read_text(encoding="utf-8"))
+
+
+def _take_report(result: EntryResult, report: dict[str, Any]) -> None:
+    result.log, result.report = report.get("log"), report.get("report")
+    result.first_error, result.diagnosis = report.get("first_error"), report.get("diagnosis") or []
+    cache = report.get("cache")
+    if cache and result.compiler_cache is not None:
+        raw = cache.get("raw")
+        reported = raw.get("cache_location") if isinstance(raw, dict) else None
+        result.compiler_cache.update({"hits": cache.get("hits"), "misses": cache.get("misses"), "stats": cache.get("summary"), "reported_location": redact_text(reported) if reported else None})
+    build_seconds = (report.get("phases") or {}).get("build")
+    if build_seconds is not None:
+        result.stages["compile"] = build_seconds
+
+
+def _build(plan: Plan, checkout: SourceCheckout, python: str, context: RunContext, folder: Path, result: EntryResult) -> dict[str, Any]:
+    """Run the builder in wheel mode; its report, also taken into `result` when the build fails."""
+    folder.mkdir(parents=True, exist_ok=True)
+    before = set(folder.glob("build-*.json"))
+    request = BuildRequest(checkout=checkout, cache_dir=context.cache_dir, log_dir=folder, mode="wheel", python=python)
+    try:
+        record = run_build(plan, request)
+    except WinbuildError:
+        report = _new_report(folder, before)
+        if report is not None:
+            _take_report(result, report)
+        raise
+    report = record.to_dict()
+    _take_report(result, report)
+    return report
+
+
+def _collect(report: dict[str, Any], folder: Path, result: EntryResult, context: RunContext) -> Path:
+    """Copy the verified wheel into the entry's folder, with a record of where it came from."""
+    built = (report.get("verification") or {}).get("wheel")
+    if not built or not Path(built).is_file():
+        raise VerificationError(f"the build of '{result.name}' succeeded, but its report names no wheel ({built}).", fix=f"read the report {result.report}.")
+    wheel = folder / Path(built).name
+    shutil.copy2(built, wheel)
+    record = {
+        "entry": result.name,
+        "wheel": wheel.name,
+        "repo": result.repo,
+        "ref": result.ref,
+        "revision": result.revision,
+        "config_hash": result.config_hash,
+        "python": result.python,
+        "cuda": result.cuda,
+        "date": context.date,
+        "report": Path(result.report).name if result.report else None,
+        "log": Path(result.log).name if result.log else None,
+    }
+    wheel.with_name(wheel.name + WHEEL_RECORD_SUFFIX).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return wheel
+
+
+def _unchanged(entry: Entry, result: EntryResult, context: RunContext) -> LastSuccess | None:
+    """The last success when this entry can be skipped: same revision, same configuration, wheel still there."""
+    if context.force:
+        return None
+    last = context.state.last_success(entry.name)
+    if last is None or last.revision != result.revision or last.config_hash != result.config_hash:
+        return None
+    if not Path(last.wheel).is_file():
+        result.note(f"unchanged since {last.finished}, but its wheel {last.wheel} is gone: building again.")
+        return None
+    return last
+
+
+def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
+    folder = context.run_dir / entry.name
+    source_dir = context.cache_dir / SOURCES_FOLDER / entry.name
+    with result.timed("disk"):
+        free = check_free_space([source_dir, context.run_dir, context.cache_dir], entry.min_free_gb, entry.name)
+        print(f"-- [{entry.name}] {free:.1f} GB free (needs {entry.min_free_gb:g} GB).", flush=True)
+    with result.timed("source"):
+        checkout = acquire_source(repo=entry.repo, ref=entry.ref, destination=source_dir)
+        result.revision = checkout.commit
+    with result.timed("plan"):
+        python = resolve_python(entry.python)
+        result.python = python.version
+        facts = replace(context.facts, python=python)
+        plan = _entry_plan(entry, context, facts, source_dir)
+        result.config_hash = entry.config_hash(plan_identity(plan))
+    last = _unchanged(entry, result, context)
+    if last is not None:
+        result.result, result.stage, result.wheel = "skipped", None, last.wheel
+        result.note(f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the success of {last.finished} (--force builds it anyway).")
+        return
+    with result.timed("deps"):
+        if _fetch_deps(plan, context):
+            plan = _entry_plan(entry, context, facts, source_dir)
+    with result.timed("cache"):
+        build_env = {**os.environ, **{change.name: change.value for change in plan.changes if change.action == "set"}}
+        cache = shared_cache(plan.compiler_cache, build_env, context.matrix.shared_cache_env, context.matrix.source, str(source_dir))
+        plan = replace(plan, changes=plan.changes + cache.changes)
+        result.compiler_cache = cache.to_dict()
+        print(f"-- [{entry.name}] compiler cache: {cache.describe()}", flush=True)
+        if cache.fallback:
+            result.note(f"warning: {cache.fallback}.")
+    with result.timed("build"):
+        report = _build(plan, checkout, python.executable, context, folder, result)
+    with result.timed("collect"):
+        wheel = _collect(report, folder, result, context)
+    result.wheel = str(wheel)
+    context.state.record(entry.name, LastSuccess(result.revision or "", result.config_hash or "", str(wheel), context.date, datetime.now(timezone.utc).isoformat(timespec="seconds")))
+    result.result, result.stage = "success", None
+
+
+def run_entry(entry: Entry, context: RunContext, result: EntryResult) -> None:
+    """Run one entry into `result`; only Ctrl-C gets out (as InterruptedByUser), every failure stays in `result`."""
+    started = time.monotonic()
+    print(f"\n==== nightly entry {entry.name}: {redact_text(entry.repo)} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, Python {entry.python} ====", flush=True)
+    try:
+        _stages(entry, context, result)
+    except (InterruptedByUser, KeyboardInterrupt) as stop:
+        error = stop if isinstance(stop, InterruptedByUser) else InterruptedByUser(f"stopped by Ctrl-C during the {result.stage} stage of '{entry.name}'.")
+        result.result, result.error, result.exit_code = "interrupted", error.paragraph(), error.exit_code
+        raise error from None
+    except WinbuildError as error:
+        result.result, result.error, result.exit_code = "failed", error.paragraph(), error.exit_code
+    except Exception as exc:  # a bug must not cost the other entries their wheels
+        traceback.print_exc()
+        error = InternalError(f"{type(exc).__name__}: {exc}", fix="this is a bug in pytorch-winbuild; please report it with the traceback printed above.")
+        result.result, result.error, result.exit_code = "failed", error.paragraph(), error.exit_code
+    finally:
+        result.seconds = round(time.monotonic() - started, 3)
+    if result.error:
+        print(f"-- [{entry.name}] FAILED at {result.stage}: {result.error}", flush=True)

@@ -1,0 +1,222 @@
+"""build_config/nightly.toml: the nightly's settings and its matrix of entries, checked on load.
+
+Every entry is validated before anything runs (a typo found at 3 a.m. after two hours of
+building is a wasted night), with errors that name the file, the entry and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..config_files import load_toml, optional, require
+from ..errors import ConfigurationError
+from ..knowledge import Knowledge
+from ..plan import Options
+from ..redact import is_secret_name, redact_text
+
+DEFAULT_MATRIX = "nightly.toml"
+MODES = ("wheel",)
+PYTHON_CURRENT = "current"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.
+PLAN_KEYS: dict[str, type] = {"vs": str, "toolset": str, "generator": str, "compiler_cache": str, "arch_list": str, "jobs": int}
+ENTRY_KEYS = {"name", "repo", "ref", "cuda", "python", "mode", "env", "min_free_gb", *PLAN_KEYS}
+SETTINGS_KEYS = {"output_dir", "keep_days", "min_free_gb"}
+SHARED_CACHE_KEYS = {"env"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    output_dir: Path
+    keep_days: int
+    min_free_gb: float
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One configuration built every night."""
+
+    name: str
+    repo: str
+    ref: str | None
+    cuda: str
+    python: str  # "current", "X.Y" or a path
+    mode: str
+    env: tuple[tuple[str, str], ...]
+    min_free_gb: float
+    plan_options: tuple[tuple[str, Any], ...]  # (Options field, value) from PLAN_KEYS
+
+    def options(self, *, cache_dir: Path, source_dir: Path) -> Options:
+        """The plan's options for this entry: its own values, the plan's defaults for the rest."""
+        return Options(cuda=self.cuda, mode=self.mode, cache_dir=str(cache_dir), source_dir=str(source_dir), **dict(self.plan_options))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repo": redact_text(self.repo),
+            "ref": self.ref,
+            "cuda": self.cuda,
+            "python": self.python,
+            "mode": self.mode,
+            "env": dict(self.env),
+            "min_free_gb": self.min_free_gb,
+            **dict(self.plan_options),
+        }
+
+    def config_hash(self, plan_identity: dict[str, Any]) -> str:
+        """What decides the wheel besides the source: the entry's table and the plan made for it."""
+        text = json.dumps({"entry": self.to_dict(), "plan": plan_identity}, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Matrix:
+    source: str
+    settings: Settings
+    shared_cache_env: tuple[tuple[str, str], ...]
+    entries: tuple[Entry, ...]
+
+    def select(self, names: tuple[str, ...]) -> tuple[Entry, ...]:
+        """The entries --only names (all of them without --only), in the matrix's order."""
+        if not names:
+            return self.entries
+        known = {entry.name for entry in self.entries}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise ConfigurationError(f"--only {', '.join(unknown)}: no such entry in {self.source}.", fix=f"pass one of {', '.join(sorted(known))}.")
+        return tuple(entry for entry in self.entries if entry.name in names)
+
+    def with_overrides(self, *, output_dir: Path | None, keep_days: int | None, min_free_gb: float | None) -> Matrix:
+        """Command-line flags win over [settings]; an explicit --min-free-gb applies to every entry."""
+        settings = Settings(
+            output_dir=output_dir if output_dir is not None else self.settings.output_dir,
+            keep_days=_positive_days(keep_days, "--keep-days") if keep_days is not None else self.settings.keep_days,
+            min_free_gb=_free_gb(min_free_gb, "--min-free-gb") if min_free_gb is not None else self.settings.min_free_gb,
+        )
+        entries = self.entries if min_free_gb is None else tuple(replace(entry, min_free_gb=settings.min_free_gb) for entry in self.entries)
+        return replace(self, settings=settings, entries=entries)
+
+
+def _positive_days(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{where}: expected a whole number of days, 1 or more, got {value!r}.")
+    return value
+
+
+def _free_gb(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigurationError(f"{where}: expected a number of GB, 0 or more, got {value!r}.")
+    return float(value)
+
+
+def _unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown key(s) {', '.join(unknown)}.", fix=f"the keys are {', '.join(sorted(known))}.")
+
+
+def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    """A table of environment variables; credentials are refused (they come from the runner's secrets)."""
+    variables = optional(table, key, dict, where, {})
+    checked = []
+    for name, value in variables.items():
+        if not _VARIABLE.match(name):
+            raise ConfigurationError(f"{where}.{key}.{name}: not a valid environment variable name.")
+        if not isinstance(value, str):
+            raise ConfigurationError(f"{where}.{key}.{name}: expected a string, got {type(value).__name__} {value!r}.", fix=f'quote it: {name} = "{value}".')
+        if is_secret_name(name) or redact_text(value) != value:
+            raise ConfigurationError(
+                f"{where}.{key}.{name}: looks like a credential, and credentials never go in a file in the repo.",
+                fix=f"set {name} in the runner's environment instead (a GitHub Actions secret passed as env, or the scheduled task's user environment).",
+            )
+        checked.append((name, value))
+    return tuple(checked)
+
+
+def _plan_options(table: dict[str, Any], where: str, knowledge: Knowledge) -> tuple[tuple[str, Any], ...]:
+    """The entry's `invoke build` options, each checked by the plan's own rules, one key at a time."""
+    chosen = []
+    for key, kind in PLAN_KEYS.items():
+        if key not in table:
+            continue
+        value = require(table, key, kind, where)
+        try:
+            Options(**{key: value}).validate(knowledge)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{where}.{key}: {error.message}", fix=error.fix) from None
+        chosen.append((key, value))
+    return tuple(chosen)
+
+
+def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledge: Knowledge) -> Entry:
+    where = f"{source}: entry[{index}]"
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{where}: expected a table ([[entry]]).")
+    name = require(table, "name", str, where)
+    if not _NAME.match(name):
+        raise ConfigurationError(f"{where}.name: {name!r} must be letters, digits, '.', '_' and '-' (it names the entry's folders).")
+    where = f"{source}: entry '{name}'"
+    _unknown_keys(table, ENTRY_KEYS, where)
+    cuda = require(table, "cuda", str, where)
+    try:
+        Options(cuda=cuda).validate(knowledge)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{where}.cuda: {error.message}", fix="use X.Y (e.g. 12.4) or cpu.") from None
+    if cuda == "auto":
+        raise ConfigurationError(f"{where}.cuda: 'auto' would let the runner's installs decide what a nightly entry builds.", fix="name the CUDA version (e.g. 12.4) or cpu.")
+    mode = optional(table, "mode", str, where, MODES[0])
+    if mode not in MODES:
+        raise ConfigurationError(f"{where}.mode: {mode!r}; the nightly builds wheels (mode = \"wheel\"): install or develop would change the runner's own Python.")
+    python = optional(table, "python", str, where, PYTHON_CURRENT).strip()
+    if not python:
+        raise ConfigurationError(f"{where}.python: empty.", fix="use \"current\", a version such as \"3.11\", or a path to python.exe.")
+    ref = optional(table, "ref", str, where, "") or None
+    return Entry(
+        name=name,
+        repo=require(table, "repo", str, where),
+        ref=ref,
+        cuda=cuda,
+        python=python,
+        mode=mode,
+        env=_variables(table, "env", where),
+        min_free_gb=_free_gb(table["min_free_gb"], f"{where}.min_free_gb") if "min_free_gb" in table else default_free_gb,
+        plan_options=_plan_options(table, where, knowledge),
+    )
+
+
+def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Matrix:
+    """Check every key of a matrix file, naming the file, entry and key on any problem."""
+    _unknown_keys(data, {"settings", "shared_cache", "entry"}, source)
+    settings_table = require(data, "settings", dict, source)
+    where = f"{source}: settings"
+    _unknown_keys(settings_table, SETTINGS_KEYS, where)
+    settings = Settings(
+        output_dir=Path(require(settings_table, "output_dir", str, where)),
+        keep_days=_positive_days(require(settings_table, "keep_days", int, where), f"{where}.keep_days"),
+        min_free_gb=_free_gb(require(settings_table, "min_free_gb", (int, float), where), f"{where}.min_free_gb"),
+    )
+    shared = optional(data, "shared_cache", dict, source, {})
+    _unknown_keys(shared, SHARED_CACHE_KEYS, f"{source}: shared_cache")
+    tables = require(data, "entry", list, source)
+    if not tables:
+        raise ConfigurationError(f"{source}: the matrix has no [[entry]].", fix="add at least one [[entry]] with name, repo and cuda.")
+    entries = [_entry(table, index, source, settings.min_free_gb, knowledge) for index, table in enumerate(tables)]
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.name in seen:
+            raise ConfigurationError(f"{source}: entry '{entry.name}' appears twice.", fix="give every entry its own name (it names the entry's folders).")
+        seen.add(entry.name)
+    return Matrix(source, settings, _variables(shared, "env", f"{source}: shared_cache"), tuple(entries))
+
+
+def load_matrix(path: Path | str | None, knowledge: Knowledge) -> Matrix:
+    """The matrix file (default: build_config/nightly.toml), checked."""
+    path = Path(path) if path else Path(DEFAULT_MATRIX)
+    label = str(path) if path.exists() else f"build_config/{path}"
+    return parse_matrix(load_toml(path), label, knowledge)

@@ -1,0 +1,183 @@
+"""The night's summary: JSON for tools, Markdown for people (and GitHub's job summary).
+
+Both say, per entry, what was built from which revision, how long it took, how much the
+compiler cache served, where the wheel is, and for a failure the stage, the first error and the
+diagnosis. Everything written passes through redaction once more: an error paragraph may quote
+a URL or a command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..redact import redact_text
+from ..report import _duration
+from .entry import EntryResult
+from .retention import RetentionResult
+
+SUMMARY_FORMAT = 1
+ICONS = {"success": "✅", "failed": "❌", "skipped": "⏭️", "interrupted": "⏹️", "not run": "⏸️"}
+FIRST_ERROR_LINES = 12  # of the first error block, in the Markdown
+
+
+@dataclass
+class NightlySummary:
+    started: str
+    date: str
+    host: str
+    matrix: str
+    run_dir: Path
+    stamp: str  # names this run's summary files
+    forced: bool
+    entries: list[EntryResult] = field(default_factory=list)
+    seconds: float = 0.0
+    retention: RetentionResult | None = None
+
+    def count(self, result: str) -> int:
+        return sum(1 for entry in self.entries if entry.result == result)
+
+    @property
+    def failed(self) -> list[EntryResult]:
+        return [entry for entry in self.entries if entry.result in ("failed", "interrupted")]
+
+    def cache_totals(self) -> tuple[int, int]:
+        hits = sum((entry.compiler_cache or {}).get("hits") or 0 for entry in self.entries)
+        misses = sum((entry.compiler_cache or {}).get("misses") or 0 for entry in self.entries)
+        return hits, misses
+
+    def hit_rate(self) -> float | None:
+        hits, misses = self.cache_totals()
+        return hits / (hits + misses) if hits + misses else None
+
+    def headline(self) -> str:
+        total = len(self.entries)
+        parts = [f"{self.count('success')} of {total} built"]
+        for result in ("skipped", "failed", "interrupted", "not run"):
+            if self.count(result):
+                parts.append(f"{self.count(result)} {result}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        hits, misses = self.cache_totals()
+        rate = self.hit_rate()
+        return {
+            "format": SUMMARY_FORMAT,
+            "started": self.started,
+            "date": self.date,
+            "host": self.host,
+            "matrix": self.matrix,
+            "run_dir": str(self.run_dir),
+            "forced": self.forced,
+            "seconds": round(self.seconds, 3),
+            "result": "failed" if self.failed else "success",
+            "counts": {result: self.count(result) for result in ICONS},
+            "compiler_cache": {"hits": hits, "misses": misses, "hit_rate": None if rate is None else round(rate, 4)},
+            "entries": [entry.to_dict() for entry in self.entries],
+            "retention": self.retention.to_dict() if self.retention else None,
+        }
+
+    @property
+    def json_path(self) -> Path:
+        return self.run_dir / f"nightly-{self.stamp}.json"
+
+    @property
+    def markdown_path(self) -> Path:
+        return self.run_dir / f"nightly-{self.stamp}.md"
+
+    def write(self) -> None:
+        """Write both files through temporary ones, so a reader never sees half of one."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for path, text in ((self.json_path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"), (self.markdown_path, render_markdown(self))):
+            temporary = path.with_name(path.name + ".tmp")
+            temporary.write_text(redact_text(text), encoding="utf-8")
+            os.replace(temporary, path)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _cache_cell(entry: EntryResult) -> str:
+    cache = entry.compiler_cache or {}
+    rate = entry.hit_rate()
+    if rate is None:
+        return "–"
+    where = "/".join(cache.get("backends") or []) or "local"
+    return f"{cache['hits']}/{cache['hits'] + cache['misses']} ({100 * rate:.0f}%, {cache['engine']} {where})"
+
+
+def _result_cell(entry: EntryResult) -> str:
+    text = f"{ICONS[entry.result]} {entry.result}"
+    return text + (f" at {entry.stage}" if entry.result in ("failed", "interrupted") and entry.stage else "")
+
+
+def _failure_section(entry: EntryResult) -> list[str]:
+    lines = ["", f"### {ICONS[entry.result]} {entry.name}: {entry.result} at {entry.stage}", "", entry.error or "(no message)"]
+    first = entry.first_error
+    if first:
+        block = [line["text"] for line in first.get("lines", [])][:FIRST_ERROR_LINES]
+        lines += ["", f"First error (line {first['summary']['number']} of `{entry.log}`):", "", "```", *block, "```"]
+    for match in entry.diagnosis:
+        lines += ["", f"**Diagnosis [{match['id']}] {match['title']}.** {match.get('fix', '')}"]
+    if entry.report:
+        lines += ["", f"Report: `{entry.report}`"]
+    return lines
+
+
+def render_markdown(summary: NightlySummary) -> str:
+    rate = summary.hit_rate()
+    lines = [
+        f"## PyTorch nightly {summary.date}: {summary.headline()}",
+        "",
+        f"Host `{summary.host}` · started {summary.started} · {_duration(summary.seconds)} · matrix `{summary.matrix}`"
+        + (f" · compiler cache {100 * rate:.0f}% hits" if rate is not None else "")
+        + (" · --force" if summary.forced else ""),
+        "",
+        "| Entry | Result | Revision | Python | CUDA | Time | Compile | Cache hits | Wheel |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in summary.entries:
+        compile_seconds = entry.stages.get("compile")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(value)
+                for value in (
+                    entry.name,
+                    _result_cell(entry),
+                    f"`{entry.revision[:12]}`" if entry.revision else "–",
+                    entry.python or "–",
+                    entry.cuda,
+                    _duration(entry.seconds),
+                    _duration(compile_seconds) if compile_seconds is not None else "–",
+                    _cache_cell(entry),
+                    Path(entry.wheel).name if entry.wheel else "–",
+                )
+            )
+            + " |"
+        )
+    notes = [(entry.name, note) for entry in summary.entries for note in entry.notes]
+    if notes:
+        lines += ["", *[f"- **{name}**: {_cell(note)}" for name, note in notes]]
+    for entry in summary.failed:
+        lines += _failure_section(entry)
+    if summary.retention and (summary.retention.removed_folders or summary.retention.kept_wheels):
+        retention = summary.retention
+        lines += ["", f"Retention ({retention.keep_days} days): removed {len(retention.removed_folders)} old folder(s); kept {len(retention.kept_wheels)} older wheel(s) as their entry's newest."]
+    return "\n".join(lines) + "\n"
+
+
+def publish_to_github(summary: NightlySummary, environ: dict[str, str]) -> None:
+    """Append the Markdown to the job summary, and name this run's files as step outputs (for upload-artifact)."""
+    step_summary = environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as handle:
+            handle.write(redact_text(render_markdown(summary)))
+    output = environ.get("GITHUB_OUTPUT")
+    if output:
+        with open(output, "a", encoding="utf-8") as handle:
+            handle.write(f"run-dir={summary.run_dir}\nsummary-json={summary.json_path}\nsummary-md={summary.markdown_path}\n")
