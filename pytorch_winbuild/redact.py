@@ -10,7 +10,7 @@ import re
 
 REDACTED = "***"
 
-_SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH)", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|CONNECTION_?STRING)", re.IGNORECASE)
 
 _SECRET_PATTERNS = [
     # scheme://user:password@host → scheme://user:***@host
@@ -21,6 +21,8 @@ _SECRET_PATTERNS = [
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"), REDACTED),
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"), REDACTED),
     (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
+    # Azure Storage connection strings (SCCACHE_AZURE_CONNECTION_STRING): AccountKey=…; SharedAccessSignature=…
+    (re.compile(r"(?P<head>\b(?:AccountKey|SharedAccessSignature|SharedAccessKey)=)[^;\s\"']+"), r"\g<head>" + REDACTED),
     # ?token=…, &sig=…, &X-Amz-Signature=… in URLs
     (re.compile(r"(?P<head>[?&](?:token|access_token|sig|signature|x-amz-signature|x-amz-credential|password|key)=)[^&\s\"']+", re.IGNORECASE), r"\g<head>" + REDACTED),
 ]
