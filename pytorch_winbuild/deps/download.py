@@ -128,6 +128,8 @@ def download(
             with session.get(url, headers=headers, stream=True, timeout=(settings.connect_timeout, settings.read_timeout)) as response:
                 status = response.status_code
                 if status == 416 and have:
+                    if response.headers.get("Content-Range") == f"bytes */{have}":
+                        return Received(sha256=digest.hexdigest(), size=have, transferred=transferred)  # the .part was already complete
                     raise _Restart("the server refused to resume (HTTP 416)")
                 if status >= 500 or status == 429:
                     raise _Retryable(f"HTTP {status} {response.reason}")

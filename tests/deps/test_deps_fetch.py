@@ -323,3 +323,24 @@ def test_sparse_log_lines_without_a_terminal(server: FaultServer, fetch: Fetcher
     for archive in cuda101:
         lines = [line for line in fetch.lines if line.startswith(archive.file_name)]
         assert [line.split(": ")[1].split(" ")[0] for line in lines] == ["downloading", "received", "extracted", "recorded"]
+
+
+def test_a_complete_partial_file_is_finished_without_a_body(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+    """A run stopped between the last byte and the rename: the server answers 416 for the range past the end."""
+    (fetch.cache_dir / "downloads").mkdir(parents=True)
+    shutil.copyfile(made.files[MKL], fetch.cache_dir / "downloads" / f"{MKL}.part")
+    result = fetch(cuda101[:1], mirror=server.url)
+    (request,) = server.gets(MKL)
+    assert request.status == 416 and request.range == f"bytes={made.files[MKL].stat().st_size}-"
+    assert result.downloaded_bytes == 0
+    assert_installed(fetch, made, cuda101[0])
+
+
+def test_a_partial_file_longer_than_the_archive_starts_over(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+    (fetch.cache_dir / "downloads").mkdir(parents=True)
+    size = made.files[MKL].stat().st_size
+    (fetch.cache_dir / "downloads" / f"{MKL}.part").write_bytes(b"\0" * (size + 10))
+    result = fetch(cuda101[:1], mirror=server.url)
+    assert [(r.status, r.range) for r in server.gets(MKL)] == [(416, f"bytes={size + 10}-"), (200, None)]
+    assert result.downloaded_bytes == size
+    assert_installed(fetch, made, cuda101[0])
