@@ -11,9 +11,10 @@ from ..redact import redact_text
 
 
 def human_size(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(size) < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    """1536 → '1.5 KB'."""
+    for unit in ("B", "KB", "MB"):
+        if abs(size) < 1024:
+            return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
 

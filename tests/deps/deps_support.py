@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import py7zr
 
@@ -92,6 +92,7 @@ class Fault:
 class Request:
     name: str
     range: str | None
+    target: str = ""  # the request line's target: "/file" from a client, "http://host/file" through a proxy
     status: int = 0
     sent: int = 0
 
@@ -151,8 +152,9 @@ class FaultServer:
             return values.pop(0) if values else None
 
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
-        name = unquote(handler.path.split("?")[0].lstrip("/"))
-        request = Request(name=name, range=handler.headers.get("Range"))
+        # A flat folder: the last path segment names the file (also when asked as a proxy, with a full URL).
+        name = unquote(urlparse(handler.path).path).rsplit("/", 1)[-1]
+        request = Request(name=name, range=handler.headers.get("Range"), target=handler.path)
         with self._lock:
             self.requests.append(request)
         fault = self.fault(name)

@@ -344,3 +344,12 @@ def test_a_partial_file_longer_than_the_archive_starts_over(server: FaultServer,
     assert [(r.status, r.range) for r in server.gets(MKL)] == [(416, f"bytes={size + 10}-"), (200, None)]
     assert result.downloaded_bytes == size
     assert_installed(fetch, made, cuda101[0])
+
+
+def test_proxy_from_the_environment_is_used(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test server doubles as an HTTP proxy; the mirror's host name does not even resolve."""
+    monkeypatch.setenv("HTTP_PROXY", server.url)
+    fetch(cuda101[:1], mirror="http://ossci-mirror.invalid/windows/")
+    (request,) = server.gets(MKL)
+    assert request.target == f"http://ossci-mirror.invalid/windows/{MKL}"
+    assert_installed(fetch, made, cuda101[0])
