@@ -36,7 +36,7 @@ class DownloadSettings:
     attempts: int = 6  # consecutive attempts that receive nothing before giving up
     backoff: float = 1.0  # first wait between attempts; doubles each time
     max_backoff: float = 30.0
-    chunk_size: int = 1 << 20
+    chunk_size: int = 128 * 1024  # urllib3 waits for a whole chunk: small enough for steady progress on slow links
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import fcntl
 import os
 import pty
 import shlex
+import signal
 import struct
 import subprocess
 import sys
@@ -212,3 +213,27 @@ def test_progress_bar_on_a_terminal(server: FaultServer, tmp_path: Path) -> None
     assert run.returncode == 0, text
     assert "100%" in text and "B/s" in text and MKL in text and MAGMA_BCJ2 in text
     assert "extracted with" in text  # log lines go through tqdm.write, above the bars
+
+
+def test_ctrl_c_stops_cleanly_and_the_next_run_resumes(server: FaultServer, made: Made, tmp_path: Path) -> None:
+    server.fault(MKL).seconds_per_chunk = 0.2
+    command = [sys.executable, "-m", "invoke", "fetch-deps", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not any(r.sent > 0 for r in server.gets(MKL)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=30)
+    assert run.returncode == 130, stderr
+    assert "interrupted: stopped by Ctrl-C" in stderr and "Traceback" not in stderr
+    partial = tmp_path / "cache" / "downloads" / f"{MKL}.part"
+    kept = partial.stat().st_size
+    assert 0 < kept < made.files[MKL].stat().st_size
+    assert not (tmp_path / "cache" / "deps" / "mkl_2020.2.254").exists()
+
+    server.fault(MKL).seconds_per_chunk = 0
+    again = fetch_deps(tmp_path, "--mirror", server.url)
+    assert again.returncode == 0, again.stderr
+    last = server.gets(MKL)[-1]
+    assert (last.range, last.status) == (f"bytes={kept}-", 206)
