@@ -75,8 +75,11 @@ class _Git:
                 fix="check the URL, the network and your access to the repository, then run again.",
             )
 
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.git, "-C", str(self.folder), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+
     def query(self, *args: str) -> str | None:
-        completed = subprocess.run([self.git, "-C", str(self.folder), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+        completed = self.run(*args)
         return completed.stdout.strip() if completed.returncode == 0 else None
 
 
@@ -87,13 +90,16 @@ def _resolve(git: _Git, ref: str | None) -> str:
         commit = git.query("rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}")
         if commit:
             return commit
+    said = ""
     if ref:
         # A commit no branch or tag of the fetched ones contains (a pull request's head): ask for it.
-        git.show("fetch", "--quiet", "origin", ref)
-        commit = git.query("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}")
+        fetched = git.run("fetch", "--quiet", "origin", ref)
+        commit = git.query("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}") if fetched.returncode == 0 else None
         if commit:
             return commit
-    raise ConfigurationError(f"--ref {ref} names no branch, tag or commit of the repository.", fix="pass an existing branch (e.g. main), tag (e.g. v2.4.0) or full commit SHA.")
+        lines = fetched.stderr.strip().splitlines()
+        said = f" (git: {redact_text(lines[-1])})" if lines else ""
+    raise ConfigurationError(f"--ref {ref} names no branch, tag or commit of the repository{said}.", fix="pass an existing branch (e.g. main), tag (e.g. v2.4.0) or full commit SHA.")
 
 
 def _check_existing(git: _Git, repo: str, folder: Path) -> None:

@@ -183,3 +183,28 @@ def test_ctrl_c_stops_the_whole_process_tree(venv_python: Path, mini_source: Pat
     assert Path(report["log"]).is_file()
     time.sleep(0.5)
     assert _processes_of(mini_source) == [], "no compiler, ninja or setup.py of the build may outlive it"
+
+
+def test_build_from_a_repository_clones_then_fetches(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(mini_source), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "mini torch 2.13")
+    git("tag", "v2.13.0")
+    (mini_source / "version.txt").write_text("2.14.0a0\n")
+    git("commit", "-q", "-am", "mini torch 2.14")
+    git("tag", "v2.14.0")
+    clone, cache = tmp_path / "clone", tmp_path / "cache"
+    first = build(venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.13.0", "--compiler-cache", "none")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    second = build(venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.14.0", "--compiler-cache", "none")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+
+    cloned, fetched = reports(cache / "logs")
+    assert (cloned["source"]["origin"], cloned["source"]["commit"]) == ("cloned", git("rev-parse", "v2.13.0"))
+    assert (fetched["source"]["origin"], fetched["source"]["commit"]) == ("fetched", git("rev-parse", "v2.14.0"))
+    assert cloned["verification"]["version"] == "2.13.0a0+mini" and fetched["verification"]["version"] == "2.14.0a0+mini"
+    assert fetched["plan"]["pytorch_version"] == "2.14.0a0", "the plan reads the version of the checked-out ref"
+    assert "source" in cloned["phases"]

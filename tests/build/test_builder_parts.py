@@ -1,0 +1,359 @@
+"""The build runner's parts, each against the real thing it drives: git repositories with a
+submodule, ccache and sccache with real compiles, build folders, the progress display, and the
+verification in fresh interpreters."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from build_support import run_invoke
+
+from pytorch_winbuild.builder.build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
+from pytorch_winbuild.builder.compiler_cache import CacheSession, extension_cache_env, parse_stats
+from pytorch_winbuild.builder.environment import apply_change
+from pytorch_winbuild.builder.progress import ProgressDisplay, Step, parse_progress
+from pytorch_winbuild.builder.settings import load_settings, parse_settings
+from pytorch_winbuild.builder.source import acquire_source, clone_destination, old_era_prep
+from pytorch_winbuild.config_files import load_toml
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge import load_knowledge
+from pytorch_winbuild.plan import EnvChange
+from pytorch_winbuild.report import BuildRecord, run_paths, summary
+
+pytestmark = pytest.mark.build
+
+SETTINGS = load_settings()
+
+
+# ---------------------------------------------------------------------------------------------
+# Source: clones with a submodule, made with real git
+
+
+def git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit_all(folder: Path, message: str) -> str:
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", message)
+    return git(folder, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def allow_file_submodules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Git refuses file:// submodules by default since 2.38; GitHub ones need no such setting."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+
+
+@pytest.fixture
+def upstream(tmp_path: Path, allow_file_submodules: None) -> dict[str, str]:
+    """A repository with a third_party submodule, tags v1 and v2 and a branch."""
+    third = tmp_path / "third_party_repo"
+    third.mkdir()
+    git(third, "init", "-q", "-b", "main")
+    (third / "library.h").write_text("int third_party(void);\n")
+    commit_all(third, "third party library")
+    main = tmp_path / "upstream"
+    main.mkdir()
+    git(main, "init", "-q", "-b", "main")
+    (main / "version.txt").write_text("1.0.0\n")
+    git(main, "submodule", "add", "-q", str(third), "third_party/library")
+    shas = {"v1": commit_all(main, "version 1")}
+    git(main, "tag", "v1")
+    (main / "version.txt").write_text("2.0.0\n")
+    shas["v2"] = commit_all(main, "version 2")
+    git(main, "tag", "v2")
+    git(main, "checkout", "-q", "-b", "feature")
+    (main / "feature.txt").write_text("a branch\n")
+    shas["feature"] = commit_all(main, "a feature")
+    git(main, "checkout", "-q", "main")
+    return {"url": str(main), **shas}
+
+
+def test_clone_checks_out_the_ref_with_its_submodules(upstream: dict[str, str], tmp_path: Path) -> None:
+    destination = tmp_path / "clone"
+    checkout = acquire_source(repo=upstream["url"], ref="v1", destination=destination)
+    assert (checkout.origin, checkout.commit, checkout.path) == ("cloned", upstream["v1"], destination)
+    assert (destination / "version.txt").read_text() == "1.0.0\n"
+    assert (destination / "third_party" / "library" / "library.h").is_file()
+
+
+def test_existing_clone_is_fetched_and_moved_to_each_kind_of_ref(upstream: dict[str, str], tmp_path: Path) -> None:
+    destination = tmp_path / "clone"
+    acquire_source(repo=upstream["url"], ref="v1", destination=destination)
+    by_tag = acquire_source(repo=upstream["url"] + "/", ref="v2", destination=destination)
+    assert (by_tag.origin, by_tag.commit) == ("fetched", upstream["v2"])
+    assert acquire_source(repo=upstream["url"], ref="feature", destination=destination).commit == upstream["feature"]
+    assert (destination / "feature.txt").is_file()
+    assert acquire_source(repo=upstream["url"], ref=upstream["v1"], destination=destination).commit == upstream["v1"]
+    assert acquire_source(repo=upstream["url"], ref=None, destination=destination).commit == upstream["v2"]  # the default branch
+    with pytest.raises(ConfigurationError, match="--ref no-such-ref names no branch, tag or commit"):
+        acquire_source(repo=upstream["url"], ref="no-such-ref", destination=destination)
+
+
+def test_a_clone_with_local_changes_or_another_origin_is_never_overwritten(upstream: dict[str, str], tmp_path: Path) -> None:
+    destination = tmp_path / "clone"
+    acquire_source(repo=upstream["url"], ref="v1", destination=destination)
+    (destination / "version.txt").write_text("1.0.0-patched\n")
+    with pytest.raises(ConfigurationError, match="has local changes \\(e.g. M version.txt\\)"):
+        acquire_source(repo=upstream["url"], ref="v2", destination=destination)
+    assert (destination / "version.txt").read_text() == "1.0.0-patched\n"
+    with pytest.raises(ConfigurationError, match="is a clone of .*upstream, not of /elsewhere/pytorch"):
+        acquire_source(repo="/elsewhere/pytorch", ref="v2", destination=destination)
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "notes.txt").write_text("mine\n")
+    with pytest.raises(ConfigurationError, match="is not empty and is not a git clone"):
+        acquire_source(repo=upstream["url"], ref="v1", destination=occupied)
+
+
+def test_clone_destination_defaults_to_the_cache() -> None:
+    assert clone_destination("https://github.com/pytorch/pytorch.git", None, Path("cache")) == Path("cache/src/pytorch")
+    assert clone_destination("https://github.com/pytorch/pytorch", Path("C:/src/pt"), Path("cache")) == Path("C:/src/pt")
+
+
+def test_old_era_prep_copies_cwrap_common_only_when_needed(tmp_path: Path) -> None:
+    eras = {era.name: era for era in load_knowledge().eras}
+    source = tmp_path / "pytorch-0.4"
+    (source / "aten/src/ATen").mkdir(parents=True)
+    (source / "aten/src/ATen/common_with_cwrap.py").write_text("def parse_arguments(): ...\n")
+    assert old_era_prep(source, eras["2.5+"]) is None
+    assert not (source / "tools/shared/cwrap_common.py").exists()
+    said = old_era_prep(source, eras["0.3-0.4"])
+    assert said == "Copied aten/src/ATen/common_with_cwrap.py to tools/shared/cwrap_common.py (PyTorch 0.3-0.4 sources need it there, the seeds' prep step)."
+    assert (source / "tools/shared/cwrap_common.py").read_text() == "def parse_arguments(): ...\n"
+    assert old_era_prep(source, eras["0.3-0.4"]) is None  # already there: left alone
+
+
+# ---------------------------------------------------------------------------------------------
+# Build folder
+
+
+def test_clean_build_folder_removes_it_and_says_what(tmp_path: Path) -> None:
+    assert clean_build_folder(tmp_path) is None
+    (tmp_path / "build" / "CMakeFiles").mkdir(parents=True)
+    (tmp_path / "build" / "CMakeFiles" / "object.o").write_bytes(b"\x7fELF")
+    (tmp_path / "build" / "CMakeFiles" / "object.o").chmod(0o444)
+    assert clean_build_folder(tmp_path) == tmp_path / "build"
+    assert not (tmp_path / "build").exists()
+
+
+def test_a_toolset_change_clears_cmake_configuration_but_keeps_objects(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    (build / "CMakeFiles").mkdir(parents=True)
+    (build / "CMakeCache.txt").write_text("CMAKE_GENERATOR:INTERNAL=Ninja\n")
+    (build / "object.obj").write_bytes(b"compiled")
+    remember_build_folder(tmp_path, FolderIdentity("Ninja", "14.11.25503"))
+    assert reconcile_build_folder(tmp_path, FolderIdentity("Ninja", "14.11.25503")) is None
+    said = reconcile_build_folder(tmp_path, FolderIdentity("Ninja", "14.16.27023"))
+    assert said is not None and said.startswith(f"The build folder {build} was configured for Ninja, toolset 14.11.25503, and this plan uses Ninja, toolset 14.16.27023: removed CMakeCache.txt and CMakeFiles")
+    assert not (build / "CMakeCache.txt").exists() and not (build / "CMakeFiles").exists()
+    assert (build / "object.obj").read_bytes() == b"compiled"
+
+
+def test_a_folder_configured_by_hand_is_judged_by_its_generator_only(tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "CMakeCache.txt").write_text("# This is the CMakeCache file.\nCMAKE_GENERATOR:INTERNAL=Visual Studio 15 2017\n")
+    assert reconcile_build_folder(tmp_path, FolderIdentity("Visual Studio 15 2017", "14.11.25503")) is None
+    assert "configured for Visual Studio 15 2017, and this plan uses Ninja" in (reconcile_build_folder(tmp_path, FolderIdentity("Ninja", None)) or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment
+
+
+def test_changes_apply_in_order_and_windows_names_ignore_case() -> None:
+    env = {"Path": r"C:\VS\bin", "NO_CUDA": "1"}
+    apply_change(env, EnvChange("PATH", r"C:\CUDA\v9.0\bin", "prepend", "nvcc first"), ";", windows=True)
+    apply_change(env, EnvChange("no_cuda", "", "unset", "CUDA on"), ";", windows=True)
+    apply_change(env, EnvChange("LIB", r"C:\mkl\lib", "prepend", "MKL"), ";", windows=True)
+    assert env == {"Path": r"C:\CUDA\v9.0\bin;C:\VS\bin", "LIB": r"C:\mkl\lib"}
+    linux = {"PATH": "/usr/bin", "path": "other"}
+    apply_change(linux, EnvChange("PATH", "/usr/local/cuda/bin", "prepend", "nvcc first"), ":", windows=False)
+    assert linux == {"PATH": "/usr/local/cuda/bin:/usr/bin", "path": "other"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+
+
+def test_progress_lines_of_ninja_and_make_are_read() -> None:
+    settings = SETTINGS.progress
+    assert parse_progress("[120/5000] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/x.cpp.obj", settings) == Step(120, 5000)
+    assert parse_progress("[ 45%] Building CXX object src/a.cpp.o", settings) == Step(45, 100)
+    assert parse_progress("FAILED: caffe2/x.obj", settings) is None
+    assert parse_progress("  [3/4] indented is compiler output, not progress", settings) is None
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_without_a_terminal_progress_is_sparse_with_an_eta() -> None:
+    out = io.StringIO()
+    clock = FakeClock()
+    display = ProgressDisplay(SETTINGS.progress, out, interactive=False, clock=clock)
+    display.line("-- Configuring done")
+    for done in range(1, 101):
+        clock.now += 6  # six seconds per step: 100 steps, ten minutes
+        display.line(f"[{done}/100] Building CXX object f{done}.o")
+        if done == 50:
+            display.line("warning: something the user should see")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "-- Configuring done"
+    assert lines[1] == "-- progress: 1/100 (1%), elapsed 0:00:06"
+    assert lines[2] == "-- progress: 10/100 (10%), elapsed 0:01:00, ETA 0:09:00"
+    assert "warning: something the user should see" in lines
+    assert lines[-1] == "-- progress: 100/100 (100%), elapsed 0:10:00, ETA 0:00:00"
+    assert len(lines) == 13  # 11 progress lines (1 %, every 10 %, 100 %) and 2 others, not 100
+
+
+def test_on_a_terminal_a_bar_replaces_the_step_lines() -> None:
+    out = io.StringIO()
+    display = ProgressDisplay(SETTINGS.progress, out, interactive=True)
+    display.line("[1/3] Building CXX object a.o")
+    display.line("a.cpp:1: warning: unused variable")
+    display.line("[3/3] Linking CXX shared module _C.so")
+    display.close()
+    text = out.getvalue()
+    assert "a.cpp:1: warning: unused variable\n" in text
+    assert "3/3" in text and "100%" in text
+    assert "[1/3] Building CXX object a.o\n" not in text
+    assert display.last_step == Step(3, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiler caches, with real compiles
+
+
+@pytest.fixture
+def hello(tmp_path: Path) -> Path:
+    source = tmp_path / "hello.cpp"
+    source.write_text("int hello() { return 42; }\n")
+    return source
+
+
+def compile_through(launcher: str, source: Path, env: dict[str, str]) -> None:
+    subprocess.run([launcher, "g++", "-c", str(source), "-o", str(source.with_suffix(".o"))], env=env, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("name", ["ccache", "sccache"])
+def test_cache_session_counts_one_build(name: str, hello: Path, tmp_path: Path) -> None:
+    variable = {"ccache": "CCACHE_DIR", "sccache": "SCCACHE_DIR"}[name]
+    env = {**os.environ, variable: str(tmp_path / name), "SCCACHE_IDLE_TIMEOUT": "0"}
+    session = CacheSession(SETTINGS.caches[name], env)
+    session.start()
+    compile_through(name, hello, env)  # a miss
+    compile_through(name, hello, env)  # the same compile again: a hit
+    stats = session.finish()
+    assert (stats.hits, stats.misses, stats.error) == (1, 1, None)
+    assert stats.describe() == f"{name}: 1 hits, 1 misses (50% hits)"
+    session.start()  # zeroed again for the next build
+    assert (session.finish().hits, session.finish().misses) == (0, 0)
+
+
+def test_older_tools_are_read_from_their_human_statistics(hello: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "CCACHE_DIR": str(tmp_path / "ccache")}
+    subprocess.run(["ccache", "-z"], env=env, check=True, capture_output=True)
+    compile_through("ccache", hello, env)
+    compile_through("ccache", hello, env)
+    text = subprocess.run(["ccache", "-s"], env=env, check=True, capture_output=True, text=True).stdout
+    assert SETTINGS.caches["ccache"].stats_fallback is not None
+    assert parse_stats(text, SETTINGS.caches["ccache"].stats_fallback)[:2] == (1, 1)
+    ccache3 = "cache directory                     /home/u/.ccache\ncache hit (direct)                     7\ncache hit (preprocessed)               2\ncache miss                             4\n"
+    assert parse_stats(ccache3, SETTINGS.caches["ccache"].stats_fallback)[:2] == (9, 4)
+    clcache = (
+        "clcache statistics:\n  current cache dir         : C:\\cache\\clcache\n  cache size                : 1,024 bytes\n"
+        "  maximum cache size        : 1,073,741,824 bytes\n  cache entries             : 3\n  cache hits                : 12\n"
+        "  cache misses\n    total                      : 5\n    evicted                    : 0\n"
+    )
+    assert parse_stats(clcache, SETTINGS.caches["clcache"].stats)[:2] == (12, 5)
+
+
+def test_extension_wrapper_runs_the_real_compiler_through_the_cache(hello: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "CCACHE_DIR": str(tmp_path / "ccache")}
+    env.pop("CXX", None)
+    variables, said = extension_cache_env("ccache", "linux", env, tmp_path / "cache", SETTINGS.extension_cache)
+    assert variables["TORCH_NO_COMPILER_WRAPPER"] == "1"
+    assert said.startswith(f"ccache through wrapper scripts in {tmp_path / 'cache' / 'launchers' / 'ccache'}")
+    subprocess.run(["ccache", "-z"], env=env, check=True, capture_output=True)
+    subprocess.run([variables["CXX"], "-c", str(hello), "-o", str(tmp_path / "hello.o")], env=env, check=True)
+    stats = subprocess.run(["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True).stdout
+    assert "\ncache_miss\t1\n" in stats
+    assert extension_cache_env("none", "linux", env, tmp_path, SETTINGS.extension_cache) == ({"TORCH_NO_COMPILER_WRAPPER": "1"}, "no compiler cache (--compiler-cache none or none installed)")
+    assert extension_cache_env("clcache", "windows", env, tmp_path, SETTINGS.extension_cache) == ({}, "clcache through the plan's CC/CXX")
+    assert "sccache does not reach extension builds on windows" in extension_cache_env("sccache", "windows", env, tmp_path, SETTINGS.extension_cache)[1]
+
+
+def test_runner_settings_are_checked_on_load() -> None:
+    data = load_toml("build_runner.toml")
+    data["cache"]["ccache"]["stats"]["format"] = "xml"
+    with pytest.raises(ConfigurationError, match="cache.ccache.stats.format: expected one of json, tsv, text, got 'xml'"):
+        parse_settings(data, "build_config/build_runner.toml")
+    data = load_toml("build_runner.toml")
+    data["cache"]["clcache"]["stats"]["hits"] = ["cache hits"]
+    with pytest.raises(ConfigurationError, match="needs a group that captures the count"):
+        parse_settings(data, "build_config/build_runner.toml")
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def test_reports_never_overwrite_and_summaries_name_the_files(tmp_path: Path) -> None:
+    log, report = run_paths(tmp_path / "logs", "build")
+    log.write_text("the first run\n")
+    second_log, second_report = run_paths(tmp_path / "logs", "build")
+    assert second_log != log and second_report != report
+    record = BuildRecord("build", log, report, command=["python", "setup.py", "install"])
+    record.set_environment({"SCCACHE_REDIS": "redis://:s3cret-pass@cache:6379", "GITHUB_TOKEN": "ghp_" + "a" * 36, "USE_CUDA": "0"})
+    record.result, record.exit_code = "success", 0
+    record.write()
+    written = report.read_text()
+    assert "s3cret-pass" not in written and "a" * 36 not in written
+    assert json.loads(written)["environment"] == {"GITHUB_TOKEN": "***", "SCCACHE_REDIS": "redis://:***@cache:6379", "USE_CUDA": "0"}
+    text = summary(record)
+    assert text.splitlines()[0].startswith("== pytorch-winbuild build succeeded in")
+    assert f"log      {log}" in text and f"report   {report}" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification and the tasks around it
+
+
+def test_invoke_verify_prints_what_the_installed_torch_has() -> None:
+    done = run_invoke(sys.executable, "verify")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["ok"] is True and result["version"] == "2.13.0+cpu"
+    assert result["mkl"] is True and result["cuda_available"] is False and result["magma"] is None
+    assert result["dataloader"] == {"num_workers": 2, "start_method": "spawn", "batches": 4, "ok": True}
+
+
+def test_invoke_verify_explains_a_python_without_torch(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = tmp_path / "bare" / "bin" / "python"
+    done = run_invoke(sys.executable, "verify", "--python", str(bare))
+    assert done.returncode == 6
+    assert json.loads(done.stdout)["failed_step"] == "import torch"
+    assert done.stderr.startswith(f"verification failed: a fresh `{bare}` outside the source tree failed at step 'import torch': ModuleNotFoundError: No module named 'torch'")
+    assert "[no-module-torch]" in done.stderr and "Fix: Run `where python`" in done.stderr
+
+
+def test_build_refuses_what_it_cannot_build(tmp_path: Path) -> None:
+    nothing = run_invoke(sys.executable, "build", "--cuda", "cpu", "--ref", "v2.4.0")
+    assert nothing.returncode == 2 and "--ref needs --repo" in nothing.stderr
+    no_setup = run_invoke(sys.executable, "build-ext", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"))
+    assert no_setup.returncode == 2 and f"{tmp_path} has no setup.py" in no_setup.stderr
