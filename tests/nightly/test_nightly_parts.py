@@ -1,0 +1,148 @@
+"""The nightly's parts on real things: TCP endpoints, folders and files, interpreters, the disk."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+from nightly_support import free_port
+
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.nightly.disk import check_free_space
+from pytorch_winbuild.nightly.interpreter import resolve_python
+from pytorch_winbuild.nightly.retention import apply_retention, newest_wheels
+from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
+from pytorch_winbuild.plan import EnvChange
+
+SOURCE = "/src/nightly/cpu"
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A real TCP listener on 127.0.0.1: what a reachable cache server looks like to a connect()."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def test_redis_from_the_runner_environment(listening: int) -> None:
+    env = {"SCCACHE_REDIS_ENDPOINT": f"redis://127.0.0.1:{listening}", "SCCACHE_REDIS_PASSWORD": "pw", "SCCACHE_DIR": "/c/sccache"}
+    cache = shared_cache("sccache", env, (), "nightly.toml", SOURCE)
+    assert cache.backends == ("redis",) and cache.location == f"redis://127.0.0.1:{listening}" and cache.fallback is None
+    assert cache.changes == (EnvChange("SCCACHE_BASEDIRS", SOURCE, "set", cache.changes[0].reason),)
+    assert cache.describe() == f"sccache → redis (redis://127.0.0.1:{listening})"
+
+
+def test_matrix_variables_apply_where_the_environment_is_silent(listening: int) -> None:
+    matrix_env = (("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}"), ("SCCACHE_REDIS_KEY_PREFIX", "winbuild"))
+    cache = shared_cache("sccache", {"SCCACHE_REDIS_KEY_PREFIX": "from-runner"}, matrix_env, "nightly.toml", SOURCE)
+    assert cache.backends == ("redis",)
+    assert [(c.name, c.value, c.action) for c in cache.changes] == [("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}", "set"), ("SCCACHE_BASEDIRS", SOURCE, "set")]
+    assert cache.changes[0].reason == "shared compiler cache (nightly.toml [shared_cache])"
+
+
+def test_an_unreachable_cache_falls_back_to_the_local_one() -> None:
+    port = free_port()  # nothing listens there
+    env = {"SCCACHE_REDIS": f"redis://:hunter2@127.0.0.1:{port}/0", "SCCACHE_DIR": "/c/sccache"}
+    cache = shared_cache("sccache", env, (), "nightly.toml", SOURCE)
+    assert cache.backends == () and cache.location == "SCCACHE_DIR=/c/sccache"
+    assert cache.fallback is not None and cache.fallback.startswith(f"the shared redis cache redis://:***@127.0.0.1:{port}/0 is unreachable (127.0.0.1:{port}: ")
+    assert "hunter2" not in cache.describe() + str(cache.to_dict())
+    assert [(c.name, c.action) for c in cache.changes] == [("SCCACHE_BASEDIRS", "set"), ("SCCACHE_REDIS", "unset")]
+
+
+def test_incomplete_backends_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match="the sccache azure cache is switched on by SCCACHE_AZURE_BLOB_CONTAINER, but SCCACHE_AZURE_CONNECTION_STRING is not set"):
+        shared_cache("sccache", {"SCCACHE_AZURE_BLOB_CONTAINER": "objects"}, (), "nightly.toml", SOURCE)
+    with pytest.raises(ConfigurationError, match="SCCACHE_GHA_ENABLED, but SCCACHE_GHA_RUNTIME_TOKEN or ACTIONS_RUNTIME_TOKEN is not set"):
+        shared_cache("sccache", {"SCCACHE_GHA_ENABLED": "on", "ACTIONS_RESULTS_URL": "https://results.example/"}, (), "nightly.toml", SOURCE)
+
+
+def test_cloud_backends_are_named_without_a_connection_check() -> None:
+    s3 = shared_cache("sccache", {"SCCACHE_BUCKET": "team-objects", "SCCACHE_REGION": "eu-west-1"}, (), "nightly.toml", SOURCE)
+    assert s3.backends == ("s3",) and s3.location == "team-objects"
+    gha = shared_cache("sccache", {"SCCACHE_GHA_ENABLED": "on", "ACTIONS_RESULTS_URL": "https://r.example/", "ACTIONS_RUNTIME_TOKEN": "t"}, (), "nightly.toml", SOURCE)
+    assert gha.backends == ("gha",)
+    off = shared_cache("sccache", {"SCCACHE_GHA_ENABLED": "off", "SCCACHE_DIR": "/c"}, (), "nightly.toml", SOURCE)
+    assert off.backends == () and off.location == "SCCACHE_DIR=/c"
+
+
+def test_clcache_memcached_and_engines_without_backends(listening: int) -> None:
+    clcache = shared_cache("clcache", {"CLCACHE_MEMCACHED": f"127.0.0.1:{listening}", "CLCACHE_DIR": "C:\\cache\\clcache"}, (), "nightly.toml", "C:\\src")
+    assert clcache.backends == ("memcached",) and clcache.changes == ()
+    ccache = shared_cache("ccache", {"CCACHE_DIR": "/c/ccache"}, (), "nightly.toml", SOURCE)
+    assert ccache.backends == () and ccache.location == "CCACHE_DIR=/c/ccache"
+    assert shared_cache("none", {}, (), "nightly.toml", SOURCE).describe() == "no compiler cache"
+
+
+def test_endpoint_forms() -> None:
+    assert endpoints("redis://user:pw@cache.example:6380/?db=1", 6379) == [("cache.example", 6380)]
+    assert endpoints("cache.example", 6379) == [("cache.example", 6379)]
+    assert endpoints("redis://a:7000, redis://b:7001", 6379) == [("a", 7000), ("b", 7001)]
+    assert endpoints("unix:///run/redis.sock", 6379) == []
+    assert endpoints("10.0.0.5:11211,10.0.0.6:11211", 11211) == [("10.0.0.5", 11211), ("10.0.0.6", 11211)]
+
+
+def _touch(path: Path, data: bytes = b"x", mtime: float | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_retention_keeps_recent_days_and_every_entry_s_newest_wheel(tmp_path: Path) -> None:
+    out = tmp_path / "nightly"
+    old_cpu = _touch(out / "2026-01-01" / "cpu" / "torch-1-cp311.whl")
+    _touch(out / "2026-01-01" / "cpu" / "build-1.log")
+    newer_cpu = _touch(out / "2026-01-05" / "cpu" / "torch-2-cp311.whl")
+    cuda_first = _touch(out / "2026-01-02" / "cu124" / "torch-a-cp311.whl", mtime=1_000)
+    cuda_last = _touch(out / "2026-01-02" / "cu124" / "torch-b-cp311.whl", mtime=2_000)
+    cuda_record = _touch(cuda_last.with_name(cuda_last.name + ".nightly.json"))
+    _touch(out / "2026-01-02" / "cu124" / "build-2.json")
+    _touch(out / "2026-01-02" / "nightly-20260102-030000.md")
+    recent_log = _touch(out / "2026-01-09" / "cpu" / "build-9.log")
+    state = _touch(out / "state.json", b"{}")
+    foreign = _touch(out / "notes" / "keep-me.txt")
+    not_a_date = _touch(out / "2026-13-45" / "x.whl")
+
+    assert newest_wheels(out) == {"cpu": newer_cpu, "cu124": cuda_last}
+    result = apply_retention(out, keep_days=3, today=date(2026, 1, 10))
+
+    assert result.oldest_kept == "2026-01-08"
+    assert not (out / "2026-01-01").exists() and not old_cpu.exists()
+    assert newer_cpu.is_file()  # the newest cpu wheel, four days past the window
+    assert cuda_last.is_file() and cuda_record.is_file() and not cuda_first.exists()
+    assert sorted(p.name for p in (out / "2026-01-02").rglob("*")) == ["cu124", cuda_last.name, cuda_record.name]
+    assert recent_log.is_file() and state.is_file() and foreign.is_file() and not_a_date.is_file()
+    assert result.removed_folders == (str(out / "2026-01-01"),)
+    assert result.kept_wheels == (str(cuda_last), str(newer_cpu))
+
+
+def test_free_space_is_checked_on_the_nearest_existing_folder(tmp_path: Path) -> None:
+    free = check_free_space([tmp_path / "not" / "yet" / "there", tmp_path], 0.001, "cpu")
+    assert free > 0.001
+    with pytest.raises(ToolchainError) as raised:
+        check_free_space([tmp_path / "clone"], 10_000_000, "cu124")
+    assert raised.value.message.startswith(f"entry 'cu124' needs 1e+07 GB free, and the drive of {tmp_path / 'clone'} has ")
+    assert "lower min_free_gb for this entry" in (raised.value.fix or "")
+
+
+def test_entry_pythons() -> None:
+    version = ".".join(map(str, sys.version_info[:3]))
+    assert resolve_python("current").executable == sys.executable
+    assert resolve_python(f"{sys.version_info.major}.{sys.version_info.minor}").version == version
+    asked = resolve_python(sys.executable)  # a path: the interpreter answers for itself
+    assert (asked.version, asked.bits, asked.implementation) == (version, 64, "CPython")
+    with pytest.raises(ToolchainError, match=r"python = '3\.1': no Python 3\.1 was found"):
+        resolve_python("3.1")
+    with pytest.raises(ToolchainError, match="could not be run"):
+        resolve_python("/no/such/python")
+    with pytest.raises(ToolchainError, match="did not answer like a Python interpreter"):
+        resolve_python("/bin/false")
