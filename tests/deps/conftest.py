@@ -4,31 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from deps_support import FaultServer, make_tree, methods, pack_py7zr, pack_ultra
+from deps_support import MAGMA_BCJ2, MAGMA_PY7ZR, MKL, FaultServer, Fetcher, Made, make_tree, methods, pack_py7zr, pack_ultra
 
 from pytorch_winbuild.deps.catalog import Archive, select_archives
-from pytorch_winbuild.deps.download import DownloadSettings
-from pytorch_winbuild.deps.fetch import FetchResult, fetch_archives
-
-MKL = "mkl_2020.2.254.7z"
-MAGMA_PY7ZR = "magma_2.4.0_cuda90_release.7z"  # CUDA 9.0: written by py7zr
-MAGMA_BCJ2 = "magma_2.5.4_cuda101_release.7z"  # CUDA 10.1: written by 7-Zip -mx=9 (BCJ2)
-
-# Small timeouts and waits so fault tests take seconds, not minutes.
-FAST = DownloadSettings(connect_timeout=2.0, read_timeout=0.5, attempts=3, backoff=0.05, max_backoff=0.2, chunk_size=64 * 1024)
-
-
-@dataclass(frozen=True)
-class Made:
-    files: dict[str, Path]  # catalog file name → archive
-    trees: dict[str, Path]  # catalog file name → the folder it was made from
-    work: Path
-
 
 @pytest.fixture(scope="session")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
@@ -65,27 +46,6 @@ def cuda101() -> list[Archive]:
 def cuda90() -> list[Archive]:
     """MKL and MAGMA 2.4.0 for CUDA 9.0, both py7zr-made."""
     return select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])
-
-
-class Fetcher:
-    """fetch_archives with this test's cache, lock file, fast timeouts and a captured log."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.cache_dir = tmp_path / "cache"
-        self.lock_path = tmp_path / "deps.lock"
-        self.lines: list[str] = []
-
-    def __call__(self, archives: list[Archive], **options: Any) -> FetchResult:
-        options.setdefault("download_settings", FAST)
-        return fetch_archives(archives, cache_dir=self.cache_dir, lock_path=self.lock_path, log=self.lines.append, **options)
-
-    @property
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def work_folders(self) -> list[str]:
-        deps = self.cache_dir / "deps"
-        return sorted(p.name for p in deps.iterdir() if p.name.startswith((".tmp-", ".trash-"))) if deps.is_dir() else []
 
 
 @pytest.fixture

@@ -1,9 +1,11 @@
-"""Real things for the fetch-deps tests: an HTTP server on 127.0.0.1 with injectable faults, and
-.7z archives with the MKL/MAGMA layouts made at test time (py7zr, and native 7-Zip -mx=9 so the
-BCJ2 filter is used on executable content)."""
+"""Real things for the fetch-deps tests: an HTTP server on 127.0.0.1 with injectable faults, .7z
+archives with the MKL/MAGMA layouts made at test time (py7zr, and native 7-Zip -mx=9 so the BCJ2
+filter is used on executable content), and a Fetcher bound to a test's own cache and lock file.
+Kept out of conftest.py so test modules import it by a name no other test folder uses."""
 
 from __future__ import annotations
 
+import filecmp
 import random
 import re
 import shutil
@@ -16,11 +18,31 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import py7zr
 
+from pytorch_winbuild.deps.cache import MARKER_NAME
+from pytorch_winbuild.deps.catalog import Archive
+from pytorch_winbuild.deps.download import DownloadSettings
+from pytorch_winbuild.deps.fetch import FetchResult, fetch_archives
+
 CHUNK = 64 * 1024
+
+MKL = "mkl_2020.2.254.7z"
+MAGMA_PY7ZR = "magma_2.4.0_cuda90_release.7z"  # CUDA 9.0: written by py7zr
+MAGMA_BCJ2 = "magma_2.5.4_cuda101_release.7z"  # CUDA 10.1: written by 7-Zip -mx=9 (BCJ2)
+
+# Small timeouts and waits so fault tests take seconds, not minutes.
+FAST = DownloadSettings(connect_timeout=2.0, read_timeout=0.5, attempts=3, backoff=0.05, max_backoff=0.2, chunk_size=64 * 1024)
+
+
+@dataclass(frozen=True)
+class Made:
+    files: dict[str, Path]  # catalog file name → archive
+    trees: dict[str, Path]  # catalog file name → the folder it was made from
+    work: Path
 
 
 def library_bytes(size: int, seed: int) -> bytes:
@@ -240,3 +262,32 @@ def self_signed_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context, cert
+
+
+class Fetcher:
+    """fetch_archives with this test's cache, lock file, fast timeouts and a captured log."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.cache_dir = tmp_path / "cache"
+        self.lock_path = tmp_path / "deps.lock"
+        self.lines: list[str] = []
+
+    def __call__(self, archives: list[Archive], **options: Any) -> FetchResult:
+        options.setdefault("download_settings", FAST)
+        return fetch_archives(archives, cache_dir=self.cache_dir, lock_path=self.lock_path, log=self.lines.append, **options)
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    def work_folders(self) -> list[str]:
+        deps = self.cache_dir / "deps"
+        return sorted(p.name for p in deps.iterdir() if p.name.startswith((".tmp-", ".trash-"))) if deps.is_dir() else []
+
+
+def same_tree(left: Path, right: Path) -> bool:
+    comparison = filecmp.dircmp(left, right, ignore=[MARKER_NAME])
+    if comparison.left_only or comparison.right_only or comparison.diff_files or comparison.funny_files:
+        return False
+    _, mismatch, errors = filecmp.cmpfiles(left, right, comparison.common_files, shallow=False)
+    return not mismatch and not errors and all(same_tree(left / d, right / d) for d in comparison.common_dirs)

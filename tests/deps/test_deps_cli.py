@@ -16,8 +16,7 @@ from pathlib import Path
 
 import py7zr
 import pytest
-from conftest import MAGMA_BCJ2, MKL, Made
-from deps_support import REPO_ROOT, FaultServer, make_tree, pack_py7zr, run_cli
+from deps_support import MAGMA_BCJ2, MKL, REPO_ROOT, FaultServer, Made, make_tree, pack_py7zr, run_cli
 
 pytestmark = pytest.mark.network
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import filecmp
 import os
 import shutil
 import subprocess
@@ -10,23 +9,14 @@ from pathlib import Path
 
 import py7zr
 import pytest
-from conftest import MAGMA_BCJ2, MAGMA_PY7ZR, MKL, Made
-from deps_support import make_tree, pack_py7zr
+from deps_support import MAGMA_BCJ2, MAGMA_PY7ZR, MKL, Made, make_tree, pack_py7zr, same_tree
 
-from pytorch_winbuild.deps.cache import MARKER_NAME, read_marker
+from pytorch_winbuild.deps.cache import read_marker
 from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.extract import BadArchive, install_archive, unsafe_reason
 from pytorch_winbuild.errors import DependencyError
 
 NATIVE = shutil.which("7z")
-
-
-def same_tree(left: Path, right: Path) -> bool:
-    comparison = filecmp.dircmp(left, right, ignore=[MARKER_NAME])
-    if comparison.left_only or comparison.right_only or comparison.diff_files or comparison.funny_files:
-        return False
-    _, mismatch, errors = filecmp.cmpfiles(left, right, comparison.common_files, shallow=False)
-    return not mismatch and not errors and all(same_tree(left / d, right / d) for d in comparison.common_dirs)
 
 
 def mkl() -> Archive:

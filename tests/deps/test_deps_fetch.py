@@ -15,9 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import MAGMA_BCJ2, MKL, Fetcher, Made
-from deps_support import FaultServer, copy_files, self_signed_tls
-from test_deps_extract import same_tree
+from deps_support import MAGMA_BCJ2, MKL, FaultServer, Fetcher, Made, copy_files, same_tree, self_signed_tls
 
 from pytorch_winbuild.deps.cache import MARKER_NAME, clean, deps_dir, download_path, installed_path, read_marker
 from pytorch_winbuild.deps.catalog import Archive
