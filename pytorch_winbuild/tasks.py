@@ -298,7 +298,7 @@ namespace.add_task(build)
 
 FETCH_DEPS_HELP = {
     "cuda": "CUDA version of the build, e.g. 9.0 or 10.1: adds the MAGMA built for it. 'cpu' for a CPU-only build. Without it only MKL is fetched.",
-    "mkl_version": "MKL archive version: 2020.2.254 (default, later PyTorch) or 2018.2.185 (the PyTorch 0.3–1.0 era).",
+    "mkl_version": "MKL archive version: 2018.2.185 (PyTorch 0.3–1.4) or 2020.2.254 (later). Default: the era's.",
     "magma_version": "MAGMA version, or a comma-separated preference list (the first one built for your CUDA wins). Default: the newest one for your CUDA.",
     "magma_debug": "Fetch MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
     "no_magma": "Build without MAGMA: fetch MKL only, even with --cuda.",
@@ -308,7 +308,22 @@ FETCH_DEPS_HELP = {
     "cache_dir": PLAN_HELP["cache_dir"],
     "jobs": "Archives downloaded in parallel (default 0: one per archive, at most 4).",
     "lock_file": "Checksum lock file to check and record (default: build_config/deps.lock).",
+    "pytorch_version": "PyTorch version to fetch for: its era chooses the default MKL and MAGMA versions (default: the source tree's version, else the newest era).",
+    "source": PLAN_HELP["source"],
 }
+
+
+def _era(c: Context, pytorch_version: str | None, source: str | None):
+    """The PyTorch era a command works for: --pytorch-version, else the source tree's version, else the newest."""
+    from .knowledge import load_knowledge
+    from .source_tree import default_source, read_source_version
+
+    version = _setting(c, "pytorch_version", pytorch_version)
+    if not version:
+        folder = Path(source) if source else default_source(Path.cwd())
+        found = read_source_version(folder) if folder else None
+        version = found[0] if found else None
+    return load_knowledge().era_for(version)
 
 
 @task(help=FETCH_DEPS_HELP)
@@ -326,19 +341,22 @@ def fetch_deps(
     cache_dir: str | None = None,
     jobs: int = 0,
     lock_file: str | None = None,
+    pytorch_version: str | None = None,
+    source: str | None = None,
 ) -> None:
     """Download, verify and extract MKL (and the MAGMA for --cuda) into the cache; print where they are and the variables a build needs."""
-    from .deps.catalog import load_catalog, select_archives
+    from .deps.catalog import select_archives
     from .deps.fetch import fetch_archives, format_summary
 
+    era = _era(c, pytorch_version, source)
     cuda_value = _setting(c, "cuda", cuda)
     cuda_given = cuda_value not in (None, "", "auto")
     if jobs < 0:
         raise ConfigurationError(f"--jobs {jobs}: expected 0 (automatic) or more.", fix="pass a positive number of parallel downloads, or leave it out.")
     archives = select_archives(
         cuda=str(cuda_value) if cuda_given and str(cuda_value).lower() != "cpu" else None,
-        mkl_version=mkl_version or load_catalog().mkl_default,
-        magma_versions=[v.strip() for v in (magma_version or "").split(",") if v.strip()],
+        mkl_version=mkl_version or era.mkl,
+        magma_versions=[v.strip() for v in (magma_version or "").split(",") if v.strip()] or list(era.magma),
         magma_debug=magma_debug,
         no_magma=no_magma,
     )
