@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from build_support import HOST_CONFIG_GUARD, REPO_ROOT, invoke_command, last_report, reports, run_invoke, slow_source
+from build_support import HOST_CONFIG_GUARD, REPO_ROOT, invoke_command, last_report, make_venv, reports, run_invoke, slow_source
 
 from pytorch_winbuild.triage import diagnose_text
 
@@ -208,3 +208,25 @@ def test_build_from_a_repository_clones_then_fetches(venv_python: Path, mini_sou
     assert cloned["verification"]["version"] == "2.13.0a0+mini" and fetched["verification"]["version"] == "2.14.0a0+mini"
     assert fetched["plan"]["pytorch_version"] == "2.14.0a0", "the plan reads the version of the checked-out ref"
     assert "source" in cloned["phases"]
+
+
+def test_libtorch_and_wheel_builds_install_nothing(mini_source: Path, tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "env")  # a fresh one: nothing of mini torch installed in it
+    cache = tmp_path / "cache"
+
+    libtorch = build(python, mini_source, cache, "--compiler-cache", "none", "--libtorch")
+    assert libtorch.returncode == 0, libtorch.stdout[-3000:] + libtorch.stderr
+    report = last_report(cache / "logs")
+    assert report["command"][1:] == ["tools/build_libtorch.py"]
+    assert report["verification"] == {"skipped": "a LibTorch build installs no Python package to import"}
+    assert list((mini_source / "build").glob("_C*.so")), "CMake built the library"
+
+    wheel = build(python, mini_source, cache, "--compiler-cache", "none", "--mode", "wheel")
+    assert wheel.returncode == 0, wheel.stdout[-3000:] + wheel.stderr
+    report = last_report(cache / "logs")
+    assert report["command"][1:] == ["setup.py", "bdist_wheel"]
+    wheels = list((mini_source / "dist").glob("mini_torch-2.13.0a0+mini-*.whl"))
+    assert len(wheels) == 1 and report["verification"]["wheel"] == str(wheels[0])
+    assert report["verification"]["ok"] is True and report["verification"]["version"] == "2.13.0a0+mini"
+    installed = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert installed.stdout.strip() == "2.13.0+cpu", "the wheel was checked unpacked, never installed"
