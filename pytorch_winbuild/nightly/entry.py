@@ -106,9 +106,8 @@ class EntryResult:
         return hits / (hits + misses)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {name: value for name, value in vars(self).items()}
-        data["hit_rate"] = None if self.hit_rate() is None else round(self.hit_rate(), 4)  # type: ignore[arg-type]
-        return data
+        rate = self.hit_rate()
+        return {**vars(self), "hit_rate": None if rate is None else round(rate, 4)}
 
 
 def plan_identity(plan: Plan) -> dict[str, Any]:

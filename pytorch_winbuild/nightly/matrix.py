@@ -70,8 +70,9 @@ class Entry:
         }
 
     def config_hash(self, plan_identity: dict[str, Any]) -> str:
-        """What decides the wheel besides the source: the entry's table and the plan made for it."""
-        text = json.dumps({"entry": self.to_dict(), "plan": plan_identity}, sort_keys=True, ensure_ascii=False, default=str)
+        """What decides the wheel besides the source: the entry's table (but its disk threshold) and the plan made for it."""
+        entry = {key: value for key, value in self.to_dict().items() if key != "min_free_gb"}
+        text = json.dumps({"entry": entry, "plan": plan_identity}, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

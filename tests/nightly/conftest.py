@@ -5,32 +5,16 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from nightly_support import free_port, make_repo, redis_command, wait_for_port
-
-REDIS_PASSWORD = "nightly-redis-pw-7f3a9c"  # must never appear in any output, report or summary
+from nightly_support import REDIS_PASSWORD, Redis, free_port, make_repo, wait_for_port
 
 
 @pytest.fixture
 def mini_repo(tmp_path: Path) -> Path:
     """A git repository of mini torch (branches main and broken), the matrix's "PyTorch repo"."""
     return make_repo(tmp_path / "pytorch-repo")
-
-
-@dataclass(frozen=True)
-class Redis:
-    port: int
-    password: str
-
-    @property
-    def endpoint(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def command(self, *words: str) -> str:
-        return redis_command(self.port, *words, password=self.password)
 
 
 @pytest.fixture

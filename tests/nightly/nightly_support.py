@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from build_support import slow_source  # noqa: E402,F401  (re-exported for the n
 NIGHTLY_TIMEOUT = 600
 GIT_IDENTITY = ["-c", "user.name=nightly test", "-c", "user.email=nightly@example.invalid"]
 IGNORED = "build/\ndist/\n*.egg-info/\ntorch/version.py\ntorch/*.so\n"
+REDIS_PASSWORD = "nightly-redis-pw-7f3a9c"  # the runners' secret: must never appear in any output, report or summary
 BROKEN_SOURCE = "// Added on the branch `broken`: a compile error.\nint broken( { return 1; }\n"
 
 
@@ -127,3 +129,18 @@ def redis_command(port: int, *words: str, password: str | None = None) -> str:
             stream.readline()
         connection.sendall(encode(words))
         return stream.readline().decode().strip()
+
+
+@dataclass(frozen=True)
+class Redis:
+    """A running redis-server on 127.0.0.1 that needs a password."""
+
+    port: int
+    password: str
+
+    @property
+    def endpoint(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def command(self, *words: str) -> str:
+        return redis_command(self.port, *words, password=self.password)

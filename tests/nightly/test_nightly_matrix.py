@@ -95,6 +95,8 @@ def test_configuration_hash_follows_the_entry_and_the_plan() -> None:
     assert entry.config_hash(plan) == entry.config_hash(dict(plan))
     assert entry.config_hash(plan) != other_env.config_hash(plan)
     assert entry.config_hash(plan) != entry.config_hash({**plan, "compiler_cache": "none"})
+    [roomier] = _parse({**ENTRY, "env": {"BUILD_TEST": "0"}, "min_free_gb": 99}).entries
+    assert roomier.config_hash(plan) == entry.config_hash(plan)  # the disk threshold does not change the wheel
 
 
 def test_the_cli_reports_a_broken_matrix_with_exit_2(tmp_path: Path) -> None:

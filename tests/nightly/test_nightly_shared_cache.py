@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REDIS_PASSWORD, Redis
-from nightly_support import entries_by_name, free_port, make_repo, run_nightly, slow_source, summaries, write_matrix
+from nightly_support import REDIS_PASSWORD, Redis, entries_by_name, free_port, make_repo, run_nightly, slow_source, summaries, write_matrix
 
 ENTRY = {"name": "cpu", "ref": "main", "cuda": "cpu", "compiler_cache": "sccache"}
 
