@@ -59,7 +59,7 @@ def test_the_second_runner_is_served_from_the_shared_redis(redis_server: Redis, 
     source = report["source"]["path"]
     assert source == str(tmp_path / "runner-2" / "cache" / "nightly" / "src" / "cpu")
     assert report["environment"]["SCCACHE_DIR"] == str(tmp_path / "runner-2" / "cache" / "sccache")
-    assert report["environment"]["SCCACHE_BASEDIRS"] == source
+    assert report["environment"]["SCCACHE_BASEDIRS"] == source and report["cache"]["raw"]["basedirs"] == [source + "/"]  # sccache took it
     assert report["environment"]["SCCACHE_REDIS_ENDPOINT"] == redis_server.endpoint
     assert report["environment"]["SCCACHE_REDIS_PASSWORD"] == "***"
     assert {"name": "SCCACHE_REDIS_ENDPOINT", "value": redis_server.endpoint, "action": "set", "reason": f"shared compiler cache ({tmp_path / 'runner-2' / 'matrix.toml'} [shared_cache])"} in report["plan"]["changes"]
