@@ -85,6 +85,21 @@ def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, 
     return count(spec.hits), count(spec.misses), text
 
 
+class _Capture:
+    """A temporary file that collects a command's output."""
+
+    def __enter__(self) -> "_Capture":
+        self.file = tempfile.TemporaryFile()
+        return self
+
+    def text(self) -> str:
+        self.file.seek(0)
+        return self.file.read().decode("utf-8", errors="replace")
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+
 class CacheSession:
     """One compiler cache, driven with the build's own environment."""
 
@@ -140,21 +155,6 @@ class CacheSession:
                 continue
             return CacheStats(self.commands.name, hits, misses, command, raw)
         return CacheStats(self.commands.name, None, None, None, None, "; ".join(problems))
-
-
-class _Capture:
-    """A temporary file that collects a command's output."""
-
-    def __enter__(self) -> "_Capture":
-        self.file = tempfile.TemporaryFile()
-        return self
-
-    def text(self) -> str:
-        self.file.seek(0)
-        return self.file.read().decode("utf-8", errors="replace")
-
-    def __exit__(self, *exc: object) -> None:
-        self.file.close()
 
 
 def _wrapper_text(launcher: str, compiler: str) -> str:

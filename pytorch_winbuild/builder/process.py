@@ -65,11 +65,12 @@ def stop_tree(process: subprocess.Popen[bytes], grace_seconds: float) -> tuple[i
     except psutil.NoSuchProcess:
         tree = []
     _signal_group(process)
-    for member in tree[1:]:
-        if os.name != "nt":
+    if os.name != "nt":
+        for member in tree[1:]:
             try:
-                member.send_signal(signal.SIGINT)  # also those that left the group (setsid)
-            except psutil.Error:
+                if os.getpgid(member.pid) != process.pid:
+                    member.send_signal(signal.SIGINT)  # one that left the group (setsid) gets it too
+            except (psutil.Error, ProcessLookupError):
                 pass
     _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
     for member in alive:
