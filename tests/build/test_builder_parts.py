@@ -355,5 +355,7 @@ def test_invoke_verify_explains_a_python_without_torch(tmp_path: Path) -> None:
 def test_build_refuses_what_it_cannot_build(tmp_path: Path) -> None:
     nothing = run_invoke(sys.executable, "build", "--cuda", "cpu", "--ref", "v2.4.0")
     assert nothing.returncode == 2 and "--ref needs --repo" in nothing.stderr
+    not_pytorch = run_invoke(sys.executable, "build", "--source", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"))
+    assert not_pytorch.returncode == 2 and f"{tmp_path} has no setup.py, so it is not a PyTorch checkout" in not_pytorch.stderr
     no_setup = run_invoke(sys.executable, "build-ext", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"))
     assert no_setup.returncode == 2 and f"{tmp_path} has no setup.py" in no_setup.stderr
