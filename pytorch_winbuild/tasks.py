@@ -275,7 +275,7 @@ def build(
     if checkout is None:
         source_dir = Path(source) if source else _default_source()
         checkout = existing_checkout(source_dir)
-    request = BuildRequest(checkout=checkout, cache_dir=folder, log_dir=Path(log_dir) if log_dir else default_log_dir(folder), mode=mode, libtorch=libtorch, clean=clean, verify=not no_verify)
+    request = BuildRequest(checkout=checkout, cache_dir=folder, log_dir=Path(log_dir) if log_dir else default_log_dir(folder), mode=mode, libtorch=libtorch, clean=clean, verify=not no_verify, mirror=_setting(c, "mirror", None))
     run_build(plan, request)
 
 

@@ -21,6 +21,7 @@ from ..render import plan_to_dict
 from ..report import BuildRecord, run_paths, summary
 from .build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
 from .compiler_cache import CacheSession, extension_cache_env
+from .deps import fetch_missing_archives
 from .environment import build_environment
 from .process import BuildInterrupted, run_streamed
 from .progress import ProgressDisplay
@@ -40,6 +41,7 @@ class BuildRequest:
     clean: bool = False
     verify: bool = True
     python: str | None = None  # the interpreter that runs setup.py and the check (default: this one); the nightly's per-entry Python
+    mirror: str | None = None  # where missing MKL/MAGMA archives come from (fetch-deps' --mirror)
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,11 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
             if cleared:
                 record.note(cleared)
             remember_build_folder(source, identity)
+        with record.phase("deps"):
+            fetched = fetch_missing_archives(plan, request.cache_dir, request.mirror)
+        if fetched:
+            print(fetched, flush=True)
+            record.note(f"Fetched the plan's missing archives into {request.cache_dir}.")
         with record.phase("environment"):
             environment = build_environment(plan, request.cache_dir, settings.run_env)
         record.set_environment(environment.env)

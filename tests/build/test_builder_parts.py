@@ -16,14 +16,16 @@ from build_support import run_invoke
 
 from pytorch_winbuild.builder.build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
 from pytorch_winbuild.builder.compiler_cache import CacheSession, extension_cache_env, parse_stats
+from pytorch_winbuild.builder.deps import fetch_missing_archives
 from pytorch_winbuild.builder.environment import apply_change
 from pytorch_winbuild.builder.progress import ProgressDisplay, Step, parse_progress
 from pytorch_winbuild.builder.settings import load_settings, parse_settings
 from pytorch_winbuild.builder.source import acquire_source, clone_destination, old_era_prep
 from pytorch_winbuild.config_files import load_toml
-from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.errors import ConfigurationError, DependencyError
+from pytorch_winbuild.facts import load_facts
 from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import EnvChange
+from pytorch_winbuild.plan import EnvChange, Options, make_plan
 from pytorch_winbuild.report import BuildRecord, run_paths, summary
 
 pytestmark = pytest.mark.build
@@ -164,6 +166,28 @@ def test_a_folder_configured_by_hand_is_judged_by_its_generator_only(tmp_path: P
     (tmp_path / "build" / "CMakeCache.txt").write_text("# This is the CMakeCache file.\nCMAKE_GENERATOR:INTERNAL=Visual Studio 15 2017\n")
     assert reconcile_build_folder(tmp_path, FolderIdentity("Visual Studio 15 2017", "14.11.25503")) is None
     assert "configured for Visual Studio 15 2017, and this plan uses Ninja" in (reconcile_build_folder(tmp_path, FolderIdentity("Ninja", None)) or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# MKL/MAGMA archives of a Windows plan (a saved facts file: VS 2017 with CUDA 9.0 and 10.0)
+
+
+def windows_plan(cache: Path, present: bool):
+    facts = load_facts(Path(__file__).resolve().parents[2] / "build_config" / "hosts" / "vs2017-cuda90-cuda100.json")
+    return make_plan(Options(cuda="9.0", cache_dir=str(cache)), facts, load_knowledge(), source_version=("1.0.0", "version.txt"), locate_archive=lambda archive: (str(cache / "deps" / archive.file_name[:-3]), present))
+
+
+def test_archives_in_the_cache_are_not_fetched_again(tmp_path: Path) -> None:
+    assert fetch_missing_archives(windows_plan(tmp_path, present=True), tmp_path, mirror="file:///no/such/mirror") is None
+
+
+def test_missing_archives_are_fetched_before_the_build(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with pytest.raises(DependencyError) as failed:
+        fetch_missing_archives(windows_plan(tmp_path / "cache", present=False), tmp_path / "cache", mirror=mirror.as_uri())
+    assert f"{mirror / 'mkl_2018.2.185.7z'} does not exist" in failed.value.message
+    assert f"{mirror / 'magma_2.4.0_cuda90_release.7z'} does not exist" in failed.value.message
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,25 @@
+"""The plan's MKL/MAGMA archives: fetched before the build when the cache does not hold them yet.
+
+The plan already points CMAKE_INCLUDE_PATH, LIB and MAGMA_HOME at the cache folders; a build
+that started without them would fail an hour later at the first MKL include, so the missing
+ones are fetched (verified, extracted) first, exactly as `invoke fetch-deps` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..plan import Plan
+
+
+def fetch_missing_archives(plan: Plan, cache_dir: Path, mirror: str | None = None) -> str | None:
+    """Fetch the archives the plan marks missing; what was done (fetch-deps' summary), or None when none was."""
+    if all(archive.present for archive in plan.archives):
+        return None
+    from ..deps.catalog import load_catalog
+    from ..deps.fetch import fetch_archives, format_summary
+
+    catalog = load_catalog()
+    by_file = {archive.file_name: archive for archive in (*catalog.mkl.values(), *catalog.magma.values())}
+    result = fetch_archives([by_file[archive.file_name] for archive in plan.archives], cache_dir=cache_dir, mirror=mirror)
+    return format_summary(result)
