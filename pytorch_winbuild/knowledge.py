@@ -92,6 +92,7 @@ class Era:
     prebuild_command: bool
     cwrap_prep: bool
     compiler_caches: tuple[str, ...]
+    commands: dict[str, tuple[str, ...]]  # --mode → arguments after the Python interpreter
     mkl: str
     magma: tuple[str, ...]
     windows_off: tuple[WindowsOff, ...]
@@ -206,6 +207,13 @@ def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, 
     return products, dict(arch_scripts), tuple(sorted(toolsets, key=lambda t: t.msc_ver))
 
 
+def _commands(entry: dict, where: str) -> dict[str, tuple[str, ...]]:
+    table = require(entry, "commands", dict, where)
+    for mode in ("install", "develop", "wheel"):
+        string_list(table, mode, f"{where}.commands")
+    return {mode: tuple(string_list(table, mode, f"{where}.commands")) for mode in table}
+
+
 def _eras(path: Path, cuda: dict[str, CudaRelease]) -> tuple[Era, ...]:
     data = load_toml(path)
     eras = []
@@ -240,6 +248,7 @@ def _eras(path: Path, cuda: dict[str, CudaRelease]) -> tuple[Era, ...]:
                 prebuild_command=require(entry, "prebuild_command", bool, where),
                 cwrap_prep=require(entry, "cwrap_prep", bool, where),
                 compiler_caches=tuple(string_list(entry, "compiler_caches", where)),
+                commands=_commands(entry, where),
                 mkl=require(entry, "mkl", str, where),
                 magma=tuple(string_list(entry, "magma", where)),
                 windows_off=windows_off,

@@ -21,7 +21,7 @@ Action = Literal["set", "prepend", "unset"]
 
 CUDA_CHOICES_HELP = "X.Y (e.g. 9.0), 'cpu' or 'auto'"
 GENERATORS = ("ninja", "vs", "auto")
-MODES = {"install": "python setup.py install", "develop": "python setup.py develop", "wheel": "python setup.py bdist_wheel"}
+MODES = ("install", "develop", "wheel")  # what each runs is the era's `commands` (build_config/eras.toml)
 _ARCH_LIST = re.compile(r"^\d+\.\d+(\+PTX)?([; ]\d+\.\d+(\+PTX)?)*$")
 _TOOLSET = re.compile(r"^14\.\d{1,2}$")
 _CUDA = re.compile(r"^\d+\.\d+$")
@@ -122,6 +122,7 @@ class PlannedArchive:
     present: bool
     set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) from the catalog
     prepend_vars: tuple[tuple[str, str], ...] = ()
+    catalog_archive: Any = None  # the deps.catalog.Archive, which fetch-deps takes
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class Plan:
     archives: tuple[PlannedArchive, ...]
     changes: tuple[EnvChange, ...]
     commands: tuple[Command, ...]
+    build_arguments: tuple[str, ...]  # what --mode runs, after the Python interpreter
     decisions: tuple[str, ...]
     warnings: tuple[str, ...]
     path_separator: str = field(default=";")
@@ -520,7 +522,7 @@ def plan_archives(era: Era, facts: Facts, options: Options, cuda: CudaInstall | 
     planned = []
     for archive in archives:
         folder, present = locate(archive)
-        planned.append(PlannedArchive(archive.name, archive.version, archive.file_name, folder, present, archive.set_vars, archive.prepend_vars))
+        planned.append(PlannedArchive(archive.name, archive.version, archive.file_name, folder, present, archive.set_vars, archive.prepend_vars, archive))
         plan.decisions.append(f"{archive.name.upper()}: {archive.file_name} → {folder} ({'in the cache' if present else 'to fetch'}).")
     return planned
 
@@ -564,7 +566,7 @@ def _commands(era: Era, options: Options, vcvars: VcvarsCall | None, archives: l
                 f"{copy} {source('aten/src/ATen/common_with_cwrap.py')} {source('tools/shared/cwrap_common.py')}",
             )
         )
-    commands.append(Command(f"build and {options.mode}", MODES[options.mode]))
+    commands.append(Command(f"build ({options.mode})", " ".join(["python", *era.commands[options.mode]])))
     return commands
 
 
@@ -647,6 +649,7 @@ def make_plan(
         archives=tuple(archives),
         changes=tuple(plan.changes),
         commands=tuple(_commands(era, options, vcvars, archives, facts)),
+        build_arguments=era.commands[options.mode],
         decisions=tuple(plan.decisions),
         warnings=tuple(plan.warnings),
         path_separator=";" if windows else ":",

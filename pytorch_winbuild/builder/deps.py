@@ -16,10 +16,7 @@ def fetch_missing_archives(plan: Plan, cache_dir: Path, mirror: str | None = Non
     """Fetch the archives the plan marks missing; what was done (fetch-deps' summary), or None when none was."""
     if all(archive.present for archive in plan.archives):
         return None
-    from ..deps.catalog import load_catalog
     from ..deps.fetch import fetch_archives, format_summary
 
-    catalog = load_catalog()
-    by_file = {archive.file_name: archive for archive in (*catalog.mkl.values(), *catalog.magma.values())}
-    result = fetch_archives([by_file[archive.file_name] for archive in plan.archives], cache_dir=cache_dir, mirror=mirror)
+    result = fetch_archives([archive.catalog_archive for archive in plan.archives], cache_dir=cache_dir, mirror=mirror)
     return format_summary(result)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
-from ..plan import MODES, Plan
+from ..plan import Plan
 from ..render import plan_to_dict
 from ..report import BuildRecord, run_paths, summary
 from .build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
@@ -168,7 +168,7 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     if request.checkout.seconds:
         record.phases["source"] = round(request.checkout.seconds, 3)
     source = request.checkout.path
-    record.command = _python_command(settings.libtorch_command if request.libtorch else MODES[request.mode].split()[1:], request.python)
+    record.command = _python_command(settings.libtorch_command if request.libtorch else plan.build_arguments, request.python)
     record.cwd = str(source)
     if not (source / record.command[1]).is_file():
         raise ConfigurationError(f"{source} has no {record.command[1]}, so it is not a PyTorch checkout this build can run.", fix="pass --source with the folder of a PyTorch checkout, or --repo URL to clone one.")

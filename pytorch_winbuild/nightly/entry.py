@@ -132,16 +132,12 @@ def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Pat
 
 def _fetch_deps(plan: Plan, context: RunContext) -> bool:
     """Fetch the plan's MKL/MAGMA archives that are not in the cache yet; whether anything was missing."""
-    if all(archive.present for archive in plan.archives):
-        return False
-    from ..deps.catalog import load_catalog
-    from ..deps.fetch import fetch_archives, format_summary
+    from ..builder.deps import fetch_missing_archives
 
-    catalog = load_catalog()
-    by_file = {archive.file_name: archive for archive in (*catalog.mkl.values(), *catalog.magma.values())}
-    result = fetch_archives([by_file[archive.file_name] for archive in plan.archives], cache_dir=context.cache_dir, mirror=context.mirror)
-    print(format_summary(result), flush=True)
-    return True
+    summary = fetch_missing_archives(plan, context.cache_dir, context.mirror)
+    if summary:
+        print(summary, flush=True)
+    return summary is not None
 
 
 def _new_report(folder: Path, before: set[Path]) -> dict[str, Any] | None:
