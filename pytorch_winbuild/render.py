@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
 
 from .errors import ConfigurationError
 from .plan import EnvChange, Plan
@@ -106,6 +106,25 @@ def render_table(plan: Plan) -> str:
     return redact_text("\n".join(lines)) + "\n"
 
 
+@dataclass(frozen=True)
+class _ScriptSyntax:
+    """How one shell writes a comment and the three kinds of change (name, value → line)."""
+
+    comment: str
+    set: Callable[[str, str], str]
+    prepend: Callable[[str, str], str]
+    unset: Callable[[str], str]
+    newline: str
+
+    def change_lines(self, plan: Plan) -> list[str]:
+        lines = []
+        for change in plan.changes:
+            value = _value(change)
+            line = {"set": lambda: self.set(change.name, value), "prepend": lambda: self.prepend(change.name, value), "unset": lambda: self.unset(change.name)}[change.action]()
+            lines += ["", f"{self.comment} {change.reason}", line]
+        return lines
+
+
 def _bat_escape(value: str) -> str:
     """Inside `set "NAME=value"` only % is special (with delayed expansion off): double it."""
     if '"' in value or "\n" in value:
@@ -113,24 +132,43 @@ def _bat_escape(value: str) -> str:
     return value.replace("%", "%%")
 
 
+def _ps_quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _sh_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+BAT = _ScriptSyntax(
+    comment="rem",
+    set=lambda name, value: f'set "{name}={_bat_escape(value)}"',
+    prepend=lambda name, value: f'set "{name}={_bat_escape(value)};%{name}%"',
+    unset=lambda name: f'set "{name}="',
+    newline="\r\n",
+)
+PS1 = _ScriptSyntax(
+    comment="#",
+    set=lambda name, value: f"$env:{name} = {_ps_quote(value)}",
+    prepend=lambda name, value: f"$env:{name} = {_ps_quote(value + ';')} + $env:{name}",
+    unset=lambda name: f"Remove-Item -Path Env:{name} -ErrorAction SilentlyContinue",
+    newline="\r\n",
+)
+SH = _ScriptSyntax(
+    comment="#",
+    set=lambda name, value: f"export {name}={_sh_quote(value)}",
+    prepend=lambda name, value: f'export {name}={_sh_quote(value)}"${{{name}:+:${name}}}"',
+    unset=lambda name: f"unset {name}",
+    newline="\n",
+)
+
+
 def render_bat(plan: Plan) -> str:
     lines = ["@echo off", f"rem Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", "rem Run it in cmd.exe:  call build_env.bat"]
     if plan.vcvars:
         args = " ".join(_bat_escape(a) for a in plan.vcvars.args)
         lines += ["", f"rem Enter {plan.vcvars.instance}", f'call "{_bat_escape(plan.vcvars.script)}" {args}'.rstrip(), "if errorlevel 1 exit /b 1"]
-    for change in plan.changes:
-        lines += ["", f"rem {change.reason}"]
-        if change.action == "set":
-            lines.append(f'set "{change.name}={_bat_escape(_value(change))}"')
-        elif change.action == "prepend":
-            lines.append(f'set "{change.name}={_bat_escape(_value(change))};%{change.name}%"')
-        else:
-            lines.append(f'set "{change.name}="')
-    return "\r\n".join(lines) + "\r\n"
-
-
-def _ps_quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    return BAT.newline.join(lines + BAT.change_lines(plan)) + BAT.newline
 
 
 def render_ps1(plan: Plan) -> str:
@@ -145,34 +183,14 @@ def render_ps1(plan: Plan) -> str:
             "if ($LASTEXITCODE -ne 0 -or ($vcvars -match '^\\[ERROR:')) { throw ('vcvars failed: ' + (($vcvars -match '^\\[ERROR:') -join ' ')) }",
             "foreach ($line in $vcvars) { if ($line -match '^([^=]+)=(.*)$') { Set-Item -Path ('Env:' + $Matches[1]) -Value $Matches[2] } }",
         ]
-    for change in plan.changes:
-        lines += ["", f"# {change.reason}"]
-        if change.action == "set":
-            lines.append(f"$env:{change.name} = {_ps_quote(_value(change))}")
-        elif change.action == "prepend":
-            lines.append(f"$env:{change.name} = {_ps_quote(_value(change) + ';')} + $env:{change.name}")
-        else:
-            lines.append(f"Remove-Item -Path Env:{change.name} -ErrorAction SilentlyContinue")
-    return "\r\n".join(lines) + "\r\n"
-
-
-def _sh_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
+    return PS1.newline.join(lines + PS1.change_lines(plan)) + PS1.newline
 
 
 def render_sh(plan: Plan) -> str:
     if plan.os == "windows":
         raise ConfigurationError("the sh format is for Linux plans; a Windows plan's paths and PATH separator are cmd's.", fix="use --format bat (cmd.exe) or --format ps1 (PowerShell).")
     lines = ["# Build environment for PyTorch, written by pytorch-winbuild.", "# Use it with:  . ./build_env.sh"]
-    for change in plan.changes:
-        lines += ["", f"# {change.reason}"]
-        if change.action == "set":
-            lines.append(f"export {change.name}={_sh_quote(_value(change))}")
-        elif change.action == "prepend":
-            lines.append(f'export {change.name}={_sh_quote(_value(change))}"${{{change.name}:+:${change.name}}}"')
-        else:
-            lines.append(f"unset {change.name}")
-    return "\n".join(lines) + "\n"
+    return SH.newline.join(lines + SH.change_lines(plan)) + SH.newline
 
 
 RENDERERS = {"table": render_table, "json": render_json, "bat": render_bat, "ps1": render_ps1, "sh": render_sh}
