@@ -72,13 +72,14 @@ def _setting(c: Context, name: str, flag: Any) -> Any:
     return c.config.winbuild.get(name)
 
 
-def _jobs(value: Any) -> int | None:
+def _optional_number(value: Any, kind: type, flag: str) -> Any:
+    """A numeric flag or config value given as text; None when absent."""
     if value in (None, ""):
         return None
     try:
-        return int(value)
+        return kind(value)
     except (TypeError, ValueError):
-        raise ConfigurationError(f"--jobs {value!r} is not a number.", fix="pass a whole number of parallel jobs, e.g. --jobs 4.") from None
+        raise ConfigurationError(f"{flag} {value!r} is not a number.", fix=f"pass a whole number, e.g. {flag} 4.") from None
 
 
 def _facts(host: str | None):
@@ -116,7 +117,7 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
         generator=str(_setting(c, "generator", flags["generator"])),
         compiler_cache=str(_setting(c, "compiler_cache", flags["compiler_cache"])),
         arch_list=_setting(c, "arch_list", flags["arch_list"]),
-        jobs=_jobs(_setting(c, "jobs", flags["jobs"])),
+        jobs=_optional_number(_setting(c, "jobs", flags["jobs"]), int, "--jobs"),
         pytorch_version=_setting(c, "pytorch_version", flags["pytorch_version"]),
         mode=mode,
         cache_dir=str(cache_dir),
@@ -509,15 +510,6 @@ NIGHTLY_HELP = {
     "cache_dir": PLAN_HELP["cache_dir"] + " Holds the entries' clones (nightly/src) and the nightly lock.",
     "mirror": FETCH_DEPS_HELP["mirror"],
 }
-
-
-def _optional_number(value: Any, kind: type, flag: str) -> Any:
-    if value in (None, ""):
-        return None
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"{flag} {value!r} is not a number.", fix=f"pass e.g. {flag} 14.") from None
 
 
 @task(help=NIGHTLY_HELP, iterable=["only"], auto_shortflags=False)
