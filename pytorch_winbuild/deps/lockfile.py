@@ -33,7 +33,11 @@ class LockEntry:
 
 
 def default_lock_path() -> Path:
-    return config_dir() / LOCK_FILE
+    """build_config/deps.lock in a checkout (commit it); beside the user cache when installed,
+    because site-packages is no place to write to."""
+    from ..paths import default_cache_dir, running_from_checkout
+
+    return config_dir() / LOCK_FILE if running_from_checkout() else default_cache_dir() / LOCK_FILE
 
 
 def _basic_string(text: str) -> str:
