@@ -316,8 +316,15 @@ _CMAKE_CALL_STACK = re.compile(r"^\s*Call Stack \(most recent call first\):")
 _INDENTED_KINDS = ("cmake", "traceback", "exception")
 
 
+# pip announces a failed sub-build with these lines and prints the sub-build's own output (the
+# real first error) below them, so they never count as the first error themselves.
+_WRAPPER_LINES = re.compile(r"^\s*(?:error: (?:subprocess-exited-with-error|metadata-generation-failed)|ERROR: Failed building wheel for )")
+
+
 def classify(line: str) -> str | None:
     """The kind of error this line starts, or None for an ordinary line."""
+    if _WRAPPER_LINES.search(line):
+        return None
     for kind, pattern in _ERROR_KINDS:
         if pattern.search(line):
             return kind

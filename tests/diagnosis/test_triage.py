@@ -316,3 +316,28 @@ def test_text_report_shows_the_block_then_the_advice() -> None:
     assert "No diagnosis rule matched." in text
     advice = diagnose_text(next(case for case in CASES if case.name == "C1060 under Ninja").text).to_text()
     assert "[compiler-out-of-heap]" in advice and "  Fix: " in advice and "  Why: " in advice and "  Source: " in advice
+
+
+def test_pip_wrapper_lines_give_way_to_the_nested_error():
+    log = """Processing /src/pytorch
+  Installing build dependencies ... done
+  error: subprocess-exited-with-error
+
+  × Getting requirements to build wheel did not run successfully.
+  │ exit code: 1
+  ╰─> [6 lines of output]
+      Traceback (most recent call last):
+        File "<string>", line 3, in <module>
+        File "/src/pytorch/tools/setup_helpers/cmake.py", line 12, in <module>
+          import cmake
+      ModuleNotFoundError: No module named 'cmake'
+      [end of output]
+
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: subprocess-exited-with-error
+"""
+    from pytorch_winbuild.triage import diagnose_text
+
+    first = diagnose_text(log).first_error
+    assert first is not None
+    assert "No module named 'cmake'" in first.summary.text
