@@ -96,7 +96,7 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
     elif cmake.version and version_tuple(cmake.version) < version_tuple(newest.min_cmake):
         checks.append(Check("cmake", "warning", f"{cmake.version} at {cmake.path}; current PyTorch needs {newest.min_cmake}", "pip install -U cmake"))
     else:
-        checks.append(Check("cmake", "ok", f"{cmake.version or '?'} at {cmake.path}"))
+        checks.append(Check("cmake", "ok", (f"{cmake.version} at {cmake.path}" if cmake.version else f"at {cmake.path}")))
     wanted = {
         "ninja": ("warning", "pip install ninja (parallel CUDA compiles; without it the slow Visual Studio generator is used)"),
         "git": ("warning", "install Git for Windows (needed to clone PyTorch and its submodules)"),
@@ -110,7 +110,7 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
             continue
         tool = facts.tools.get(name)
         if tool:
-            checks.append(Check(name, "ok", f"{tool.version or '?'} at {tool.path}"))
+            checks.append(Check(name, "ok", (f"{tool.version} at {tool.path}" if tool.version else f"at {tool.path}")))
         else:
             checks.append(Check(name, status_if_missing, "not found", fix))  # type: ignore[arg-type]
     return checks
