@@ -96,8 +96,15 @@ def _cache_dir(c: Context, flag: str | None) -> Path:
     return Path(value) if value else default_cache_dir()
 
 
-def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = "install", **flags: Any):
-    """Facts (probed or from --host) × knowledge × options → plan."""
+# The plan's flags, shared by env and build (build-ext passes a subset). Invoke needs each task to
+# spell out its parameters; the tasks hand them over as `arguments=locals()` and the plan reads
+# these names, so a new plan flag is added here and to the signatures, and nowhere else.
+PLAN_FLAGS = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "jobs", "pytorch_version", "cache_dir", "mkl_version", "magma_version", "magma_debug", "no_magma")
+
+
+def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = "install", arguments: dict[str, Any]):
+    """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
+    flags by name (a task's `locals()`); flags the task does not have count as not given."""
     from .deps.cache import deps_dir, installed_path
     from .knowledge import load_knowledge
     from .plan import Options, make_plan
@@ -108,7 +115,8 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
     source_dir = Path(source) if source else default_source(Path.cwd())
     if source and not source_dir.is_dir():
         raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
-    cache_dir_flag = flags.pop("cache_dir")
+    flags = {name: arguments.get(name) for name in PLAN_FLAGS}
+    cache_dir_flag = flags["cache_dir"]
     cache_dir = _cache_dir(c, cache_dir_flag)
     options = Options(
         cuda=str(_setting(c, "cuda", flags["cuda"])),
@@ -122,10 +130,10 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
         mode=mode,
         cache_dir=str(cache_dir),
         source_dir=str(source_dir) if source_dir else None,
-        mkl_version=flags.get("mkl_version"),
-        magma_version=flags.get("magma_version"),
-        magma_debug=bool(flags.get("magma_debug")),
-        no_magma=bool(flags.get("no_magma")),
+        mkl_version=flags["mkl_version"],
+        magma_version=flags["magma_version"],
+        magma_debug=bool(flags["magma_debug"]),
+        no_magma=bool(flags["no_magma"]),
     )
 
     def locate(archive: Any) -> tuple[str, bool]:
@@ -203,7 +211,7 @@ def env(
     """Print the build environment the plan composes: every variable with its reason, or as a script."""
     from .render import render
 
-    plan = _make_plan(c, host=host, source=source, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=cache_dir, mkl_version=mkl_version, magma_version=magma_version, magma_debug=magma_debug, no_magma=no_magma)
+    plan = _make_plan(c, host=host, source=source, arguments=locals())
     _write(render(plan, format), output)
 
 
@@ -267,7 +275,7 @@ def build(
         if not dry_run:
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
         source = str(destination) if destination.is_dir() else None  # --dry-run before the first clone plans without a source
-    plan = _make_plan(c, host=host, source=source, mode=mode, cuda=cuda, vs=vs, toolset=toolset, generator=generator, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=pytorch_version, cache_dir=str(folder), mkl_version=mkl_version, magma_version=magma_version, magma_debug=magma_debug, no_magma=no_magma)
+    plan = _make_plan(c, host=host, source=source, mode=mode, arguments={**locals(), "cache_dir": str(folder)})
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
@@ -449,7 +457,7 @@ def build_ext(
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
     cache = _cache_dir(c, cache_dir)
     version = _setting(c, "pytorch_version", pytorch_version) or _installed_torch_version()
-    plan = _make_plan(c, host=None, source=str(folder), cuda=cuda, vs=vs, toolset=toolset, generator=None, compiler_cache=compiler_cache, arch_list=arch_list, jobs=jobs, pytorch_version=version, cache_dir=str(cache))
+    plan = _make_plan(c, host=None, source=str(folder), arguments={**locals(), "pytorch_version": version, "cache_dir": str(cache)})
     request = ExtensionRequest(path=folder, cache_dir=cache, log_dir=Path(log_dir) if log_dir else default_log_dir(cache), mode=mode, clean=clean)
     run_build_ext(plan, request)
 
