@@ -93,6 +93,8 @@ class Facts:
     tools: dict[str, Tool] = field(default_factory=dict)  # cmake, ninja, git, clcache, sccache, ccache, 7z
     long_paths_enabled: bool | None = None  # HKLM\...\FileSystem\LongPathsEnabled; None = unknown
     temp_dir: str | None = None  # %TEMP%: non-ASCII here breaks tools
+    cache_dir: str | None = None  # pytorch-winbuild's cache folder there: where a --host plan puts MKL/MAGMA
+    nvtoolsext: str | None = None  # the NvToolsExt folder (lib\x64\nvToolsExt64_1.lib), whatever CUDA: PyTorch 2.0–2.4 link it even with CUDA 12
     cpu_count: int | None = None
     description: str = ""  # free text: "VS 2017 + CUDA 9.0 workstation"
     schema: int = SCHEMA_VERSION
@@ -223,6 +225,8 @@ def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
         tools=tools,
         long_paths_enabled=_get(data, "long_paths_enabled", bool, source, "", required=False),
         temp_dir=_get(data, "temp_dir", str, source, "", required=False),
+        cache_dir=_get(data, "cache_dir", str, source, "", required=False),
+        nvtoolsext=_get(data, "nvtoolsext", str, source, "", required=False),
         cpu_count=_get(data, "cpu_count", int, source, "", required=False),
         description=_get(data, "description", str, source, "", required=False) or "",
     )

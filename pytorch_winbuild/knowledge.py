@@ -33,6 +33,11 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
+def _release(text: str) -> tuple[int, int, int]:
+    parts = (*version_tuple(text), 0, 0)
+    return parts[0], parts[1], parts[2]
+
+
 @dataclass(frozen=True)
 class CudaRelease:
     version: str
@@ -96,10 +101,25 @@ class Era:
     mkl: str
     magma: tuple[str, ...]
     windows_off: tuple[WindowsOff, ...]
+    visual_studio: tuple[str, ...]  # product lines the era's build knows
+    newest: str  # the release an unpinned plan suggests checking out ("main" for the newest era)
+    vs_generators: dict[str, str]  # product line → the CMAKE_GENERATOR the era accepts
+    generator_from: str  # "CMAKE_GENERATOR", "hard-coded" or "checked"
+    generator_platform: bool  # the plan sets CMAKE_GENERATOR_PLATFORM
+    use_ninja_off: bool  # a Visual Studio plan must set USE_NINJA=0
+    launchers: tuple[str, ...]  # languages whose CMAKE_<LANG>_COMPILER_LAUNCHER reach CMake
+    cudahostcxx: bool
+    nvtoolsext: str  # "cuda11", "always" or "nvtx3"
+    distributed: str  # "off" or "libuv"
+    sources: tuple[str, ...]
 
-    def covers(self, pytorch_version: str) -> bool:
-        version = version_tuple(pytorch_version)
-        return version_tuple(self.pytorch[0]) <= version < version_tuple(self.pytorch[1])
+    @property
+    def first(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[0])
+
+    @property
+    def end(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[1])
 
 
 @dataclass(frozen=True)
@@ -108,6 +128,7 @@ class CacheEnvEntry:
     value: str  # may contain {cache_dir} and {sep}
     reason: str
     cuda_only: bool
+    launcher: str  # "C", "CXX", "CUDA" for CMAKE_<LANG>_COMPILER_LAUNCHER entries, else ""
 
 
 @dataclass(frozen=True)
@@ -135,19 +156,6 @@ class Knowledge:
     eras: tuple[Era, ...]
     compiler_caches: dict[str, CompilerCache]
     path_limits: PathLimits
-
-    def era_for(self, pytorch_version: str | None) -> Era:
-        """The era of a PyTorch version; None, 'latest' or 'main' mean the newest era."""
-        if pytorch_version in (None, "", "latest", "main", "master", "nightly"):
-            return self.eras[-1]
-        for era in self.eras:
-            if era.covers(pytorch_version):
-                return era
-        first = self.eras[0].pytorch[0]
-        raise ConfigurationError(
-            f"PyTorch {pytorch_version} is older than any era pytorch-winbuild knows (the first is {first}).",
-            fix=f"pass --pytorch-version {first} or newer, or add an era to build_config/eras.toml.",
-        )
 
     def cuda_release(self, version: str) -> CudaRelease:
         if version not in self.cuda:
@@ -211,10 +219,28 @@ def _commands(entry: dict, where: str) -> dict[str, tuple[str, ...]]:
     table = require(entry, "commands", dict, where)
     for mode in ("install", "develop", "wheel"):
         string_list(table, mode, f"{where}.commands")
+    unknown = [name for name in table if name not in ("install", "develop", "wheel", "libtorch")]
+    if unknown:
+        raise ConfigurationError(f"{where}.commands: {unknown} are not --mode values or 'libtorch'.")
     return {mode: tuple(string_list(table, mode, f"{where}.commands")) for mode in table}
 
 
-def _eras(path: Path, cuda: dict[str, CudaRelease]) -> tuple[Era, ...]:
+def _string_table(entry: dict, key: str, where: str) -> dict[str, str]:
+    table = require(entry, key, dict, where)
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise ConfigurationError(f"{where}.{key}.{name}: expected a string, got {value!r}.")
+    return dict(table)
+
+
+def _one_of(entry: dict, key: str, allowed: tuple[str, ...], where: str) -> str:
+    value = require(entry, key, str, where)
+    if value not in allowed:
+        raise ConfigurationError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {value!r}.")
+    return value
+
+
+def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductLine]) -> tuple[Era, ...]:
     data = load_toml(path)
     eras = []
     for index, entry in enumerate(require(data, "era", list, path.name)):
@@ -252,9 +278,30 @@ def _eras(path: Path, cuda: dict[str, CudaRelease]) -> tuple[Era, ...]:
                 mkl=require(entry, "mkl", str, where),
                 magma=tuple(string_list(entry, "magma", where)),
                 windows_off=windows_off,
+                visual_studio=tuple(string_list(entry, "visual_studio", where)),
+                newest=require(entry, "newest", str, where),
+                vs_generators=_string_table(entry, "vs_generators", where),
+                generator_from=_one_of(entry, "generator_from", ("CMAKE_GENERATOR", "hard-coded", "checked"), where),
+                generator_platform=require(entry, "generator_platform", bool, where),
+                use_ninja_off=require(entry, "use_ninja_off", bool, where),
+                launchers=tuple(string_list(entry, "launchers", where)),
+                cudahostcxx=require(entry, "cudahostcxx", bool, where),
+                nvtoolsext=_one_of(entry, "nvtoolsext", ("cuda11", "always", "nvtx3"), where),
+                distributed=_one_of(entry, "distributed", ("off", "libuv"), where),
+                sources=tuple(string_list(entry, "sources", where)),
             )
         )
-    return tuple(sorted(eras, key=lambda e: version_tuple(e.pytorch[0])))
+        era = eras[-1]
+        unknown = [line for line in (*era.visual_studio, *era.vs_generators) if line not in products]
+        if unknown:
+            raise ConfigurationError(f"{where}: Visual Studio {unknown} are not [product.*] tables of visual_studio.toml.")
+        for bound in (*era.pytorch, *era.python, era.min_cmake):
+            version_tuple(bound)
+    ordered = tuple(sorted(eras, key=lambda e: e.first))
+    for earlier, later in zip(ordered, ordered[1:]):
+        if earlier.end != later.first:
+            raise ConfigurationError(f"{path.name}: era {earlier.name} ends at {earlier.pytorch[1]} but the next one, {later.name}, starts at {later.pytorch[0]}; eras must follow each other without gaps.")
+    return ordered
 
 
 def _compiler_caches(path: Path) -> dict[str, CompilerCache]:
@@ -268,6 +315,7 @@ def _compiler_caches(path: Path) -> dict[str, CompilerCache]:
                 value=require(item, "value", str, f"{where}.env[{i}]"),
                 reason=require(item, "reason", str, f"{where}.env[{i}]"),
                 cuda_only=optional(item, "cuda_only", bool, f"{where}.env[{i}]", False),
+                launcher=optional(item, "launcher", str, f"{where}.env[{i}]", ""),
             )
             for i, item in enumerate(require(entry, "env", list, where))
         )
@@ -304,7 +352,7 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
         products=products,
         arch_scripts=arch_scripts,
         toolsets=toolsets,
-        eras=_eras(base / "eras.toml", cuda),
+        eras=_eras(base / "eras.toml", cuda, products),
         compiler_caches=_compiler_caches(base / "compiler_caches.toml"),
         path_limits=_path_limits(base / "host_checks.toml"),
     )

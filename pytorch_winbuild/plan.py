@@ -9,13 +9,17 @@ the plan of the machine that wrote it. Every "no" names what to install or which
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Callable, Literal
 
+from .era_choice import resolve_era
 from .errors import ConfigurationError, ToolchainError
 from .facts import CudaInstall, Facts, VisualStudio, toolset_msc_ver, toolset_short
 from .knowledge import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
+from .versions import NEWEST_WORDS, parse_pytorch_version
 
 Action = Literal["set", "prepend", "unset"]
 
@@ -43,7 +47,9 @@ class Options:
     jobs: int | None = None
     pytorch_version: str | None = None
     mode: str = "install"
+    libtorch: bool = False  # build LibTorch only (the era's tools/build_libtorch.py) instead of --mode
     cache_dir: str = "cache"
+    cache_dir_given: bool = False  # not this machine's default: commands the plan prints must name it
     source_dir: str | None = None
     mkl_version: str | None = None
     magma_version: str | None = None
@@ -74,8 +80,8 @@ class Options:
             raise ConfigurationError(f"--jobs {self.jobs} must be a positive number of parallel compile jobs.")
         if self.mode not in MODES:
             raise ConfigurationError(f"--mode {self.mode!r} is not one of {', '.join(MODES)}.")
-        if self.pytorch_version is not None and self.pytorch_version not in ("latest", "main", "master", "nightly"):
-            version_tuple(self.pytorch_version)
+        if self.pytorch_version is not None and self.pytorch_version not in NEWEST_WORDS:
+            parse_pytorch_version(self.pytorch_version, "--pytorch-version")
 
 
 @dataclass(frozen=True)
@@ -198,25 +204,13 @@ def _range_text(msc_range: tuple[int, int]) -> str:
     return f"_MSC_VER {msc_range[0]}–{msc_range[1] - 1}"
 
 
-def check_python(facts: Facts, era: Era) -> None:
-    """32-bit Python is the FAQ's first install error; each era also has a Python range."""
+def check_python(facts: Facts) -> None:
+    """32-bit Python is the FAQ's first install error (the era's Python range is an era constraint)."""
     python = facts.python
     if python.bits != 64:
         raise ToolchainError(
             f"Python {python.version} at {python.executable} is {python.bits}-bit; PyTorch builds and runs only with 64-bit Python on 64-bit Windows.",
             fix="install 64-bit Python (the 'Windows x86-64' installer, or 64-bit Anaconda/Miniconda) and run pytorch-winbuild with it.",
-        )
-    version = version_tuple(python.version)
-    low, end = era.python
-    if version < version_tuple(low):
-        raise ToolchainError(
-            f"Python {python.version} is older than PyTorch {era.name} needs (Python {low} or newer).",
-            fix=f"run pytorch-winbuild with Python {low} or newer (before {end}), or pass --pytorch-version for an older PyTorch.",
-        )
-    if version >= version_tuple(end):
-        raise ToolchainError(
-            f"Python {python.version} is newer than PyTorch {era.name} supports (Python {low} up to, not including, {end}).",
-            fix=f"run pytorch-winbuild with a Python from {low} to before {end}, or build a newer PyTorch (--pytorch-version).",
         )
 
 
@@ -226,8 +220,9 @@ def _cuda_range(cuda: CudaInstall, release: CudaRelease) -> tuple[tuple[int, int
     return release.msc_range, "build_config/cuda.toml (fallback: host_config.h not read)"
 
 
-def _compilers(facts: Facts, options: Options) -> list[CompilerChoice]:
-    instances = [vs for vs in facts.visual_studio if options.vs in ("auto", vs.product_line)]
+def _compilers(facts: Facts, options: Options, era: Era) -> list[CompilerChoice]:
+    """Every installed toolset of the Visual Studio lines the era knows (and --vs allows)."""
+    instances = [vs for vs in facts.visual_studio if options.vs in ("auto", vs.product_line) and vs.product_line in era.visual_studio]
     return [CompilerChoice(vs, toolset) for vs in instances for toolset in vs.toolsets]
 
 
@@ -257,9 +252,9 @@ def _no_visual_studio(knowledge: Knowledge, options: Options, facts: Facts, msc_
     )
 
 
-def choose_compiler(knowledge: Knowledge, options: Options, facts: Facts, cuda_label: str | None, msc_range: tuple[int, int] | None) -> CompilerChoice:
+def choose_compiler(knowledge: Knowledge, options: Options, facts: Facts, era: Era, cuda_label: str | None, msc_range: tuple[int, int] | None) -> CompilerChoice:
     """The newest installed toolset that the CUDA release accepts (any toolset for CPU builds)."""
-    choices = _compilers(facts, options)
+    choices = _compilers(facts, options, era)
     if not choices:
         raise _no_visual_studio(knowledge, options, facts, msc_range)
     if options.toolset:
@@ -320,7 +315,7 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
     if facts.os != "windows":
         return None
     msc_range, _ = _cuda_range(cuda, knowledge.cuda[cuda.version])
-    if not any(msc_range[0] <= c.msc_ver < msc_range[1] for c in _compilers(facts, options) if not options.toolset or c.short == options.toolset):
+    if not any(msc_range[0] <= c.msc_ver < msc_range[1] for c in _compilers(facts, options, era) if not options.toolset or c.short == options.toolset):
         return f"no installed toolset has {_range_text(msc_range)}"
     return None
 
@@ -430,13 +425,17 @@ def _cuda_changes(knowledge: Knowledge, era: Era, facts: Facts, options: Options
         why += f"; {root_variable} points at {facts.cuda_path}, the last CUDA installed"
     plan.set(root_variable, cuda.path, why)
     plan.prepend("PATH", str(path_type(cuda.path) / "bin"), f"nvcc and the DLLs of CUDA {cuda.version} first, ahead of other CUDA installs")
-    if release.needs_nvtx and facts.os == "windows":
-        if not cuda.nvtx:
+    if facts.os == "windows" and (release.needs_nvtx or era.nvtoolsext == "always"):
+        folder = cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
+        if not folder:
+            why = f"CUDA {cuda.version} builds of PyTorch link NvToolsExt" if release.needs_nvtx else f"PyTorch {era.name} links NvToolsExt (nvToolsExt64_1.lib) even with CUDA {cuda.version}, whose NVTX is header-only (its CMake stops with 'Failed to find nvToolsExt')"
             raise ToolchainError(
-                f"CUDA {cuda.version} builds of PyTorch need NVTX (NvToolsExt), and it was not found.",
-                fix="run the CUDA installer again and select 'Visual Studio Integration' / Nsight NVTX; if that fails, extract the installer and take NvToolsExt from it (the seeds' tip), then run again.",
+                f"{why}, and no NvToolsExt was found (NVTOOLSEXT_PATH, or C:\\Program Files\\NVIDIA Corporation\\NvToolsExt with lib\\x64\\nvToolsExt64_1.lib).",
+                fix="install NvToolsExt: the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x installer (extract the installer and take NvToolsExt from it if it will not install: the seeds' tip), then run again"
+                + ("" if release.needs_nvtx else "; or build PyTorch 2.5 or later, which uses CUDA's header-only NVTX3")
+                + ".",
             )
-        plan.set("NVTOOLSEXT_PATH", cuda.nvtx, "where PyTorch's CMake finds nvToolsExt64_1.lib")
+        plan.set("NVTOOLSEXT_PATH", folder, "where PyTorch's CMake finds nvToolsExt64_1.lib")
     if not cuda.cudnn:
         plan.warnings.append(f"cuDNN was not found under CUDA {cuda.version}: PyTorch will build without it (much slower convolutions). Install the cuDNN release for CUDA {cuda.version} into the CUDA folder to use it.")
     if options.arch_list:
@@ -445,23 +444,47 @@ def _cuda_changes(knowledge: Knowledge, era: Era, facts: Facts, options: Options
         plan.decisions.append(f"TORCH_CUDA_ARCH_LIST not set: PyTorch picks the GPUs itself (CUDA {cuda.version} can target {release.arch_list}); --arch-list with your GPU's capability makes the build much shorter.")
 
 
+def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> str:
+    """The CMAKE_GENERATOR name the era accepts for this Visual Studio (1.2+ refuse " Win64")."""
+    line = compiler.instance.product_line
+    if line not in era.vs_generators:
+        known = ", ".join(f"'{name}'" for name in era.vs_generators.values())
+        raise ConfigurationError(
+            f"PyTorch {era.name}'s build knows the Visual Studio generators {known}, not the one of {compiler.instance.label}.",
+            fix="pass --generator ninja (parallel compiles), or --vs with one of those Visual Studio versions.",
+        )
+    return era.vs_generators[line]
+
+
 def _generator_changes(knowledge: Knowledge, era: Era, facts: Facts, generator: str, compiler: CompilerChoice | None, plan: _Builder) -> None:
     if generator == "ninja":
         plan.set("CMAKE_GENERATOR", "Ninja", "Ninja runs compiles in parallel, CUDA files included (the Visual Studio generator cannot)")
         return
     assert compiler is not None  # the VS generator exists only on Windows, where a compiler was chosen
     product = knowledge.products[compiler.instance.product_line]
-    plan.set("CMAKE_GENERATOR", product.generator, f"the CMake generator of {compiler.instance.label}")
-    if product.generator_platform:
+    name = vs_generator(knowledge, era, compiler)
+    how = {
+        "CMAKE_GENERATOR": "passed to CMake as given",
+        "hard-coded": "this era's setup uses this generator whatever CMAKE_GENERATOR says",
+        "checked": "the exact name this era's tools/setup_helpers/cmake.py accepts; it adds -A x64 itself",
+    }[era.generator_from]
+    plan.set("CMAKE_GENERATOR", name, f"the CMake generator of {compiler.instance.label} ({how})")
+    if era.use_ninja_off:
+        plan.set("USE_NINJA", "0", f"PyTorch {era.name} builds with Ninja whenever ninja is installed unless USE_NINJA=0, ignoring CMAKE_GENERATOR")
+    if era.generator_platform and product.generator_platform:
         plan.set("CMAKE_GENERATOR_PLATFORM", product.generator_platform, "64-bit target (from VS 2019 the architecture is not part of the generator name)")
     if era.toolset_variable and compiler.instance.product_line != "2015":
         plan.set(era.toolset_variable, compiler.short, f"the Visual Studio generator builds with toolset {compiler.short} (-T version={compiler.short})")
+    elif compiler.instance.default_toolset and compiler.toolset != compiler.instance.default_toolset:
+        plan.warnings.append(
+            f"PyTorch {era.name} passes no toolset to the Visual Studio generator, so MSBuild uses {compiler.instance.label}'s default {compiler.instance.default_toolset}, not {compiler.toolset}; use --generator ninja, which builds with the toolset vcvars selected."
+        )
 
 
 def _vs2015_host_changes(era: Era, outer: CompilerChoice, host: CompilerChoice, plan: _Builder) -> None:
     """Ninja + a CUDA that needs VS 2015 (CUDA 8): nvcc gets VS 2015's cl.exe while the rest may use VS 2017 (the seeds' recipe)."""
     vs2015 = host.instance
-    if vs2015.cl_x64:
+    if vs2015.cl_x64 and era.cudahostcxx:
         plan.set("CUDAHOSTCXX", vs2015.cl_x64, "this CUDA's nvcc accepts only VS 2015's cl.exe as host compiler")
     if outer.instance is not vs2015:
         if not era.prebuild_command:
@@ -470,12 +493,16 @@ def _vs2015_host_changes(era: Era, outer: CompilerChoice, host: CompilerChoice, 
         plan.set("PREBUILD_COMMAND_ARGS", "x86_amd64", "the VS 2015 cross tools, as the seeds' recipe calls them")
 
 
-def _compiler_cache_changes(knowledge: Knowledge, facts: Facts, options: Options, cache_name: str, cuda: CudaInstall | None, plan: _Builder) -> None:
+def _compiler_cache_changes(knowledge: Knowledge, era: Era, facts: Facts, options: Options, cache_name: str, cuda: CudaInstall | None, plan: _Builder) -> None:
     if cache_name == "none":
         return
     separator = "\\" if facts.os == "windows" else "/"
     for entry in knowledge.compiler_caches[cache_name].env:
         if entry.cuda_only and cuda is None:
+            continue
+        if entry.launcher and entry.launcher not in era.launchers:
+            if entry.launcher == "CUDA":
+                plan.decisions.append(f"nvcc compiles are not cached: PyTorch {era.name}'s setup.py does not pass CMAKE_CUDA_COMPILER_LAUNCHER to CMake (2.0 and later do).")
             continue
         plan.set(entry.name, entry.value.format(cache_dir=options.cache_dir.rstrip("\\/"), sep=separator), entry.reason)
 
@@ -500,13 +527,13 @@ def plan_archives(era: Era, facts: Facts, options: Options, cuda: CudaInstall | 
     if facts.os != "windows":
         plan.decisions.append("MKL/MAGMA archives: none (they are Windows builds; on Linux PyTorch finds MKL and MAGMA from the system or pip).")
         return []
-    from .deps.catalog import select_archives
+    from .deps.catalog import magma_preference, select_archives
 
     def select(no_magma: bool) -> list[Any]:
         return select_archives(
             cuda=cuda.version if cuda else None,
             mkl_version=options.mkl_version or era.mkl,
-            magma_versions=[options.magma_version] if options.magma_version else list(era.magma),
+            magma_versions=magma_preference(options.magma_version) or list(era.magma),
             magma_debug=options.magma_debug,
             no_magma=no_magma,
         )
@@ -550,11 +577,41 @@ def _tool_warnings(era: Era, facts: Facts, plan: _Builder) -> None:
         plan.warnings.append(f"CMake {cmake.version} is older than PyTorch {era.name} needs ({era.min_cmake}); pip install -U cmake.")
 
 
-def _commands(era: Era, options: Options, vcvars: VcvarsCall | None, archives: list[PlannedArchive], facts: Facts) -> list[Command]:
+def _build_arguments(era: Era, options: Options) -> tuple[str, ...]:
+    """What the build runs after the Python interpreter: the era's --mode command, or its LibTorch script."""
+    if not options.libtorch:
+        return era.commands[options.mode]
+    if "libtorch" not in era.commands:
+        raise ConfigurationError(f"PyTorch {era.name} has no LibTorch build script (tools/build_libtorch.py).", fix="build a newer PyTorch, or leave --libtorch out.")
+    return era.commands["libtorch"]
+
+
+def quote_argument(os_name: str, value: str) -> str:
+    """One argument as the plan's shell reads it: cmd/PowerShell rules on Windows, POSIX sh on Linux."""
+    if os_name == "windows":
+        return subprocess.list2cmdline([value])
+    return shlex.quote(value)
+
+
+def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
+    """`invoke fetch-deps` with every choice spelled out, so it fetches exactly the plan's archives
+    whatever the era, source folder or configuration of the shell that runs it."""
+    words = ["invoke", "fetch-deps", "--cuda", cuda.version if cuda else "cpu"]
+    for archive in archives:
+        words += [f"--{archive.name}-version", archive.version]
+        if archive.catalog_archive is not None and archive.catalog_archive.variant == "debug":
+            words.append("--magma-debug")
+    if cuda is not None and not any(a.name == "magma" for a in archives):
+        words.append("--no-magma")
+    if options.cache_dir_given:
+        words += ["--cache-dir", options.cache_dir]
+    return " ".join(words[:2] + [quote_argument(os_name, word) for word in words[2:]])
+
+
+def _commands(era: Era, options: Options, vcvars: VcvarsCall | None, cuda: CudaInstall | None, archives: list[PlannedArchive], facts: Facts, build_arguments: tuple[str, ...]) -> list[Command]:
     commands = []
     if any(not a.present for a in archives):
-        cuda_flag = f" --cuda {options.cuda}" if options.cuda != "auto" else ""
-        commands.append(Command("download and extract MKL/MAGMA into the cache", f"invoke fetch-deps{cuda_flag}"))
+        commands.append(Command("download and extract exactly these MKL/MAGMA archives into the cache", fetch_command(facts.os, options, cuda, archives)))
     if vcvars:
         commands.append(Command(f"enter the compiler environment of {vcvars.instance}", vcvars.command))
     if era.cwrap_prep:
@@ -566,7 +623,8 @@ def _commands(era: Era, options: Options, vcvars: VcvarsCall | None, archives: l
                 f"{copy} {source('aten/src/ATen/common_with_cwrap.py')} {source('tools/shared/cwrap_common.py')}",
             )
         )
-    commands.append(Command(f"build ({options.mode})", " ".join(["python", *era.commands[options.mode]])))
+    what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
+    commands.append(Command(what, " ".join(["python", *build_arguments])))
     return commands
 
 
@@ -577,21 +635,27 @@ def make_plan(
     *,
     source_version: tuple[str, str] | None = None,
     locate_archive: ArchiveLocator | None = None,
-    caller_warnings: tuple[str, ...] = (),
+    caller_notes: tuple[str, ...] = (),
 ) -> Plan:
     """Decide everything a build needs. `source_version` is (version, where it was read);
-    `caller_warnings` are what the caller knows and the facts cannot (e.g. a cross-OS cache path)."""
+    `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
+    plan's cache folder is)."""
     options.validate(knowledge)
-    if options.pytorch_version:
-        pytorch_version, version_source = options.pytorch_version, "--pytorch-version"
-    elif source_version:
-        pytorch_version, version_source = source_version
-    else:
-        pytorch_version, version_source = "latest", "default (no --pytorch-version and no source tree)"
-    era = knowledge.era_for(pytorch_version)
-    check_python(facts, era)
-    plan = _Builder(warnings=list(caller_warnings))
-    plan.decisions.append(f"PyTorch {pytorch_version} (from {version_source}) → era {era.name}.")
+    check_python(facts)
+    choice = resolve_era(
+        knowledge,
+        facts,
+        cuda=options.cuda,
+        vs=options.vs,
+        pytorch_version=options.pytorch_version,
+        source_version=source_version,
+        cuda_usable=lambda era: any(_usable_cuda(knowledge, era, facts, options, cuda) is None for cuda in facts.cuda),
+    )
+    era = choice.era
+    plan = _Builder(warnings=list(choice.warnings))
+    plan.decisions.append(f"PyTorch {choice.pytorch_version} (from {choice.source}) → era {era.name}.")
+    plan.decisions.extend(caller_notes)
+    build_arguments = _build_arguments(era, options)
     windows = facts.os == "windows"
     if not windows and (options.vs != "auto" or options.toolset):
         raise ConfigurationError("--vs and --toolset choose Visual Studio, which exists only on Windows.", fix="leave them out on Linux, or plan for a Windows machine with --host FILE.")
@@ -600,10 +664,10 @@ def make_plan(
     msc_range, range_source = (_cuda_range(cuda, knowledge.cuda_release(cuda.version)) if cuda else (None, ""))
     compiler = cuda_host = vcvars = None
     if windows:
-        cuda_host = choose_compiler(knowledge, options, facts, cuda.version if cuda else None, msc_range)
+        cuda_host = choose_compiler(knowledge, options, facts, era, cuda.version if cuda else None, msc_range)
         compiler = cuda_host
         if cuda_host.instance.product_line == "2015" and options.vs == "auto" and not options.toolset:
-            newer = [c for c in _compilers(facts, options) if c.instance.product_line != "2015"]
+            newer = [c for c in _compilers(facts, options, era) if c.instance.product_line != "2015"]
             if newer and era.prebuild_command and options.generator != "vs":
                 compiler = _best(newer)
         vcvars = vcvars_call(knowledge, compiler, era.vcvars_arch)
@@ -622,20 +686,25 @@ def make_plan(
         both = {"2015", "2017"} <= {vs.product_line for vs in facts.visual_studio}
         plan.set("DISTUTILS_USE_SDK", "1", "use the compiler environment vcvars made instead of letting distutils search for one" + ("; both VS 2015 and VS 2017 are installed, and without it distutils picks VS 2015 (the seeds' warning)" if both else ""))
         plan.set("MSSdk", "1", "tells distutils the SDK environment is already set up (pairs with DISTUTILS_USE_SDK)")
-    _compiler_cache_changes(knowledge, facts, options, cache_name, cuda, plan)
+    _compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
     if options.jobs:
         plan.set("MAX_JOBS", str(options.jobs), f"at most {options.jobs} parallel compile jobs (memory: each nvcc/cl job can take several GB)")
     if windows:
         for switch in era.windows_off:
             plan.set(switch.name, switch.value, switch.reason)
+        if era.distributed == "libuv":
+            plan.warnings.append(
+                f"torch.distributed on Windows (PyTorch {era.name}) builds only when CMake finds libuv; without it distributed is switched off silently. "
+                "To have it: conda install -c conda-forge libuv, then set libuv_ROOT to that environment's Library folder before building."
+            )
     _archive_changes(archives, facts, plan)
     _path_warnings(knowledge, facts, options, plan)
     _tool_warnings(era, facts, plan)
 
     return Plan(
         os=facts.os,
-        pytorch_version=pytorch_version,
-        pytorch_version_source=version_source,
+        pytorch_version=choice.pytorch_version,
+        pytorch_version_source=choice.source,
         era=era,
         python=f"{facts.python.version} ({facts.python.bits}-bit) {facts.python.executable}",
         compiler=compiler,
@@ -644,12 +713,12 @@ def make_plan(
         cuda=cuda,
         cuda_msc_range=msc_range,
         cuda_msc_range_source=range_source,
-        generator="Ninja" if generator == "ninja" else knowledge.products[compiler.instance.product_line].generator,  # type: ignore[union-attr]
+        generator="Ninja" if generator == "ninja" else vs_generator(knowledge, era, compiler),  # type: ignore[arg-type]
         compiler_cache=cache_name,
         archives=tuple(archives),
         changes=tuple(plan.changes),
-        commands=tuple(_commands(era, options, vcvars, archives, facts)),
-        build_arguments=era.commands[options.mode],
+        commands=tuple(_commands(era, options, vcvars, cuda, archives, facts, build_arguments)),
+        build_arguments=build_arguments,
         decisions=tuple(plan.decisions),
         warnings=tuple(plan.warnings),
         path_separator=";" if windows else ":",

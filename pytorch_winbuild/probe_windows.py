@@ -466,6 +466,7 @@ def probe_windows(
         tools=tools,
         long_paths_enabled=long_paths_enabled(registry),
         temp_dir=temp_dir,
+        nvtoolsext=str(nvtoolsext) if nvtoolsext else None,
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))

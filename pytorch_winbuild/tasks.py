@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from dataclasses import replace
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from invoke import Collection, Context, task
@@ -102,13 +103,49 @@ def _cache_dir(c: Context, flag: str | None) -> Path:
 PLAN_FLAGS = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "jobs", "pytorch_version", "cache_dir", "mkl_version", "magma_version", "magma_debug", "no_magma")
 
 
-def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = "install", arguments: dict[str, Any]):
+def _this_os() -> str:
+    return "windows" if os.name == "nt" else "linux"
+
+
+def _plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, str | None]:
+    """The cache folder of the machine the plan is for, and a note when it was inferred.
+
+    On this machine: --cache-dir, the configuration, or the default. For a --host plan of another
+    OS the folder must be that machine's: a --cache-dir in its form, else the facts file's
+    `cache_dir`, else the per-user default next to its TEMP (%LOCALAPPDATA%\\pytorch-winbuild)."""
+    given = _setting(c, "cache_dir", flag)
+    if facts.os == _this_os():
+        return (Path(given) if given else _default_cache_dir()), None
+    path_type: type[PurePath] = PureWindowsPath if facts.os == "windows" else PurePosixPath
+    example = "C:\\Users\\you\\AppData\\Local\\pytorch-winbuild" if facts.os == "windows" else "/home/you/.cache/pytorch-winbuild"
+    if given:
+        folder = path_type(given)
+        if not folder.is_absolute() or (facts.os == "windows" and "/" in str(given)):
+            raise ConfigurationError(f"--cache-dir {given!r} is not an absolute {facts.os} path, and this plan is for a {facts.os} machine.", fix=f"pass that machine's folder, e.g. --cache-dir {example}.")
+        return folder, None
+    if facts.cache_dir:
+        return path_type(facts.cache_dir), None
+    temp = path_type(facts.temp_dir) if facts.temp_dir else None
+    if facts.os == "windows" and temp is not None and [p.lower() for p in temp.parts[-3:]] == ["appdata", "local", "temp"]:
+        folder = temp.parent / "pytorch-winbuild"
+        return folder, f"Cache folder {folder}: the facts file names none, so the plan takes the per-user default beside its TEMP (pass --cache-dir to change it)."
+    raise ConfigurationError(f"the facts file does not say where pytorch-winbuild keeps its cache on that {facts.os} machine.", fix=f"pass --cache-dir with that machine's folder, e.g. --cache-dir {example}.")
+
+
+def _default_cache_dir() -> Path:
+    from .paths import default_cache_dir
+
+    return default_cache_dir()
+
+
+def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = "install", libtorch: bool = False, source_is_pytorch: bool = True, arguments: dict[str, Any]):
     """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
-    flags by name (a task's `locals()`); flags the task does not have count as not given."""
+    flags by name (a task's `locals()`); flags the task does not have count as not given.
+    `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch."""
     from .deps.cache import deps_dir, installed_path
     from .knowledge import load_knowledge
     from .plan import Options, make_plan
-    from .source_tree import default_source, read_source_version
+    from .source_tree import default_source, is_pytorch_source, read_source_version
 
     knowledge = load_knowledge()
     facts = _facts(host)
@@ -116,8 +153,7 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
     if source and not source_dir.is_dir():
         raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
     flags = {name: arguments.get(name) for name in PLAN_FLAGS}
-    cache_dir_flag = flags["cache_dir"]
-    cache_dir = _cache_dir(c, cache_dir_flag)
+    cache_dir, cache_note = _plan_cache_dir(c, flags["cache_dir"], facts)
     options = Options(
         cuda=str(_setting(c, "cuda", flags["cuda"])),
         vs=str(_setting(c, "vs", flags["vs"])),
@@ -128,22 +164,27 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
         jobs=_optional_number(_setting(c, "jobs", flags["jobs"]), int, "--jobs"),
         pytorch_version=_setting(c, "pytorch_version", flags["pytorch_version"]),
         mode=mode,
+        libtorch=libtorch,
         cache_dir=str(cache_dir),
+        cache_dir_given=bool(_setting(c, "cache_dir", flags["cache_dir"])) or facts.os != _this_os(),
         source_dir=str(source_dir) if source_dir else None,
         mkl_version=flags["mkl_version"],
         magma_version=flags["magma_version"],
         magma_debug=bool(flags["magma_debug"]),
         no_magma=bool(flags["no_magma"]),
     )
+    foreign = facts.os != _this_os()
 
     def locate(archive: Any) -> tuple[str, bool]:
-        return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
+        # Another machine's cache cannot be looked into from here: its archives count as missing.
+        if foreign:
+            return str(deps_dir(cache_dir, archive)), False  # type: ignore[arg-type]
+        return str(deps_dir(Path(cache_dir), archive)), installed_path(Path(cache_dir), archive) is not None
 
-    source_version = read_source_version(source_dir) if source_dir else None
-    warnings = ()
-    if host and facts.os != ("windows" if os.name == "nt" else "linux") and not _setting(c, "cache_dir", cache_dir_flag):
-        warnings = (f"This plan is for a {facts.os} machine, but its cache paths are this machine's ({cache_dir}); pass --cache-dir with that machine's folder.",)
-    return make_plan(options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_warnings=warnings)
+    reads_version = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
+    source_version = read_source_version(source_dir) if reads_version and source_dir else None
+    notes = (cache_note,) if cache_note else ()
+    return make_plan(options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_notes=notes)
 
 
 def _write(text: str, output: str | None) -> None:
@@ -168,7 +209,9 @@ def doctor(c: Context, host: str | None = None, json: bool = False) -> None:
         from .probe import probe_report
 
         report = probe_report()
-        facts, notes = report.facts, report.notes
+        # The cache folder is configuration, not something the probe finds: a --host plan made
+        # from this file puts MKL/MAGMA where this machine's pytorch-winbuild keeps them.
+        facts, notes = replace(report.facts, cache_dir=str(_cache_dir(c, None))), report.notes
     if json:
         sys.stdout.write(facts.to_json())
         return
@@ -275,7 +318,7 @@ def build(
         if not dry_run:
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
         source = str(destination) if destination.is_dir() else None  # --dry-run before the first clone plans without a source
-    plan = _make_plan(c, host=host, source=source, mode=mode, arguments={**locals(), "cache_dir": str(folder)})
+    plan = _make_plan(c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=locals())
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
@@ -317,22 +360,25 @@ FETCH_DEPS_HELP = {
     "cache_dir": PLAN_HELP["cache_dir"],
     "jobs": "Archives downloaded in parallel (default 0: one per archive, at most 4).",
     "lock_file": "Checksum lock file to check and record (default: build_config/deps.lock).",
-    "pytorch_version": "PyTorch version to fetch for: its era chooses the default MKL and MAGMA versions (default: the source tree's version, else the newest era).",
+    "pytorch_version": "PyTorch version to fetch for: its era chooses the default MKL and MAGMA versions (default: the source tree's version, else the newest era that builds with --cuda).",
     "source": PLAN_HELP["source"],
+    "dry_run": "Show what would be fetched (each archive, from where, to which folder, whether it is already there) and stop.",
 }
 
 
-def _era(c: Context, pytorch_version: str | None, source: str | None):
-    """The PyTorch era a command works for: --pytorch-version, else the source tree's version, else the newest."""
+def _fetch_era(c: Context, pytorch_version: str | None, source: str | None, cuda: str):
+    """The era whose MKL/MAGMA defaults a fetch takes: the source tree's version, else
+    --pytorch-version, else the newest era that builds with --cuda (no compiler is needed to fetch,
+    so the machine's Python and Visual Studio do not narrow it)."""
+    from .era_choice import resolve_era
     from .knowledge import load_knowledge
-    from .source_tree import default_source, read_source_version
+    from .source_tree import default_source, is_pytorch_source, read_source_version
 
-    version = _setting(c, "pytorch_version", pytorch_version)
-    if not version:
-        folder = Path(source) if source else default_source(Path.cwd())
-        found = read_source_version(folder) if folder else None
-        version = found[0] if found else None
-    return load_knowledge().era_for(version)
+    folder = Path(source) if source else default_source(Path.cwd())
+    if source and not folder.is_dir():
+        raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
+    found = read_source_version(folder) if folder and is_pytorch_source(folder) else None
+    return resolve_era(load_knowledge(), None, cuda=cuda, pytorch_version=_setting(c, "pytorch_version", pytorch_version), source_version=found)
 
 
 @task(help=FETCH_DEPS_HELP)
@@ -352,27 +398,42 @@ def fetch_deps(
     lock_file: str | None = None,
     pytorch_version: str | None = None,
     source: str | None = None,
+    dry_run: bool = False,
 ) -> None:
     """Download, verify and extract MKL (and the MAGMA for --cuda) into the cache; print where they are and the variables a build needs."""
-    from .deps.catalog import select_archives
-    from .deps.fetch import fetch_archives, format_summary
+    from .deps.catalog import magma_preference, select_archives
+    from .deps.fetch import describe_fetch, fetch_archives, format_summary
 
-    era = _era(c, pytorch_version, source)
-    cuda_value = _setting(c, "cuda", cuda)
-    cuda_given = cuda_value not in (None, "", "auto")
+    cuda_value = str(_setting(c, "cuda", cuda) or "auto").lower()
+    cuda_given = cuda_value != "auto"
+    if cuda_given and cuda_value != "cpu":
+        from .deps.catalog import cuda_prefix
+
+        cuda_prefix(cuda_value)  # a malformed --cuda is named before any era is looked for
+    choice = _fetch_era(c, pytorch_version, source, cuda_value)
     if jobs < 0:
         raise ConfigurationError(f"--jobs {jobs}: expected 0 (automatic) or more.", fix="pass a positive number of parallel downloads, or leave it out.")
     archives = select_archives(
-        cuda=str(cuda_value) if cuda_given and str(cuda_value).lower() != "cpu" else None,
-        mkl_version=mkl_version or era.mkl,
-        magma_versions=[v.strip() for v in (magma_version or "").split(",") if v.strip()] or list(era.magma),
+        cuda=cuda_value if cuda_given and cuda_value != "cpu" else None,
+        mkl_version=mkl_version or choice.era.mkl,
+        magma_versions=magma_preference(magma_version) or list(choice.era.magma),
         magma_debug=magma_debug,
         no_magma=no_magma,
     )
+    source_mirror = mirror or (None if from_dir else _setting(c, "mirror", None))  # a configured mirror gives way to --from-dir
+    folder = _cache_dir(c, cache_dir)
+    other_machine = os.name != "nt" and PureWindowsPath(str(folder)).drive  # a Windows plan's command, read on Linux
+    if dry_run:
+        defaults = "" if (mkl_version and (magma_version or no_magma or not cuda_given)) else f"Versions not given take PyTorch {choice.era.name}'s defaults (era from {choice.source}).\n"
+        shown = PureWindowsPath(str(folder)) if other_machine else folder
+        print(defaults + describe_fetch(archives, cache_dir=shown, mirror=source_mirror, from_dir=from_dir), end="")
+        return
+    if other_machine:
+        raise ConfigurationError(f"--cache-dir {folder} is a Windows folder, and this machine is not Windows.", fix="run the command on that Windows machine, add --dry-run to see what it would fetch, or pass a folder of this machine.")
     result = fetch_archives(
         archives,
-        cache_dir=_cache_dir(c, cache_dir),
-        mirror=mirror or (None if from_dir else _setting(c, "mirror", None)),  # a configured mirror gives way to --from-dir
+        cache_dir=folder,
+        mirror=source_mirror,
         from_dir=from_dir,
         update_lock=update_lock,
         lock_path=Path(lock_file) if lock_file else None,
@@ -457,7 +518,7 @@ def build_ext(
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
     cache = _cache_dir(c, cache_dir)
     version = _setting(c, "pytorch_version", pytorch_version) or _installed_torch_version()
-    plan = _make_plan(c, host=None, source=str(folder), arguments={**locals(), "pytorch_version": version, "cache_dir": str(cache)})
+    plan = _make_plan(c, host=None, source=str(folder), source_is_pytorch=False, arguments={**locals(), "pytorch_version": version, "cache_dir": str(cache)})
     request = ExtensionRequest(path=folder, cache_dir=cache, log_dir=Path(log_dir) if log_dir else default_log_dir(cache), mode=mode, clean=clean)
     run_build_ext(plan, request)
 

@@ -90,7 +90,7 @@ def test_sh_format_is_for_linux_plans():
     ("args", "code", "text"),
     [
         (["--cuda", "9.7"], 2, "configuration error: CUDA 9.7 is not a CUDA release pytorch-winbuild knows."),
-        (["--cuda", "12.4"], 2, "PyTorch 1.0-1.4 does not build with CUDA 12.4"),
+        (["--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
         (["--cuda", "9.2"], 3, "toolchain error: CUDA 9.2 is not installed"),
         (["--jobs", "many"], 2, "--jobs 'many' is not a number"),
         (["--format", "xml"], 2, "--format 'xml' is not one of table, json, bat, ps1, sh"),
@@ -115,7 +115,7 @@ def test_32_bit_python_from_a_facts_file(tmp_path: Path):
 
 
 def test_python_older_than_the_era(tmp_path: Path):
-    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"), 3, "Python 3.6.8 is older than PyTorch 2.5+ needs")
+    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"), 3, "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8")
 
 
 def _repo_copy(tmp_path: Path) -> Path:

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from packaging.version import Version
+
 from pytorch_winbuild.config_files import config_dir
+from pytorch_winbuild.era_choice import era_of
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts import facts_from_dict, load_facts, toolset_msc_ver, toolset_short
 from pytorch_winbuild.knowledge import load_knowledge, version_tuple
@@ -37,10 +40,10 @@ def test_knowledge_loads_and_is_consistent():
     assert knowledge.cuda["9.0"].msc_range == (1600, 1912)
     assert knowledge.cuda["9.0"].magma_prefix == "cuda90"
     assert knowledge.cuda["12.4"].magma_prefix == "cuda124"
-    assert knowledge.era_for("0.4.1").name == "0.3-0.4"
-    assert knowledge.era_for("1.13.1").name == "1.5-1.13"
-    assert knowledge.era_for("2.13.0").name == "2.5+"
-    assert knowledge.era_for(None) is knowledge.eras[-1]
+    assert era_of(knowledge, Version("0.4.1"))[0].name == "0.3-0.4"
+    assert era_of(knowledge, Version("1.13.1"))[0].name == "1.7-1.13"
+    assert era_of(knowledge, Version("2.13.0"))[0].name == "2.5+"
+    assert era_of(knowledge, Version("2.6.0a0+git1234"))[0].name == "2.5+", "main's dev versions belong to their release"
     for era in knowledge.eras:
         assert set(era.compiler_caches) <= set(knowledge.compiler_caches)
 
@@ -54,7 +57,7 @@ def test_unknown_cuda_names_the_known_ones():
 
 def test_too_old_pytorch_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match="PyTorch 0.2.0 is older than any era"):
-        load_knowledge().era_for("0.2.0")
+        era_of(load_knowledge(), Version("0.2.0"))
 
 
 @pytest.mark.parametrize(

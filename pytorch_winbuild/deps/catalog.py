@@ -208,6 +208,11 @@ def _default_catalog() -> Catalog:
     return parse_catalog(load_toml(path), path)
 
 
+def magma_preference(text: str | None) -> list[str]:
+    """--magma-version '2.5.4,2.5.2' → ['2.5.4', '2.5.2']: the first one built for the CUDA wins."""
+    return [version.strip() for version in (text or "").split(",") if version.strip()]
+
+
 def _magma_for(catalog: Catalog, cuda: str, magma_versions: list[str], debug: bool) -> Archive:
     prefix = cuda_prefix(cuda)
     variant = "debug" if debug else "release"

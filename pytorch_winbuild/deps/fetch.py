@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -91,6 +91,27 @@ class FetchResult:
 
     def variables(self) -> list[BuildVariable]:
         return [variable for item in self.archives for variable in archive_variables(item.archive, item.path)]
+
+
+def describe_fetch(archives: Sequence[Archive], *, cache_dir: PurePath, mirror: str | None = None, from_dir: str | Path | None = None) -> str:
+    """What `fetch-deps` would do, touching nothing: each archive, where it comes from, where it goes.
+
+    `cache_dir` may be another machine's folder (a PureWindowsPath on Linux): then nothing here
+    can say whether it is already there."""
+    source = resolve_source(mirror, from_dir)
+    local = isinstance(cache_dir, Path)
+    lines = []
+    for archive in archives:
+        if source.folder is not None:
+            origin = str(source.folder / archive.file_name)
+        else:
+            origin = redact_text((source.base_url or archive.base_url) + archive.file_name)
+        folder = cache.deps_dir(cache_dir, archive)  # type: ignore[arg-type]
+        state = ("already there" if cache.installed_path(cache_dir, archive) else "to fetch") if local else "on that machine"  # type: ignore[arg-type]
+        lines.append(f"{archive.description}: {origin}")
+        lines.append(f"  download  {cache.download_path(cache_dir, archive)}")  # type: ignore[arg-type]
+        lines.append(f"  extract   {folder} ({state})")
+    return "\n".join(lines) + "\n"
 
 
 def format_summary(result: FetchResult) -> str:

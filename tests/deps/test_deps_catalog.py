@@ -21,19 +21,23 @@ def names(archives: list) -> list[str]:
 def test_catalog_lists_every_magma_build_of_the_facts_page() -> None:
     catalog = load_catalog()
     assert catalog.base_url == "https://s3.amazonaws.com/ossci-windows/"
-    assert sorted(catalog.mkl) == ["2018.2.185", "2020.2.254"]
+    # The MKL archives each era's Windows CI downloaded (build_config/eras.toml `sources`).
+    assert sorted(catalog.mkl) == ["2018.2.185", "2019.4.245", "2020.0.166", "2020.2.254"]
     expected = {
         "2.4.0": ["cuda80", "cuda90", "cuda92", "cuda100"],
+        "2.5.0": ["cuda90", "cuda92", "cuda100"],
         "2.5.1": ["cuda92", "cuda100", "cuda101", "cuda102"],
         "2.5.2": ["cuda92", "cuda100", "cuda101", "cuda102"],
         "2.5.3": ["cuda101", "cuda102", "cuda110"],
-        "2.5.4": ["cuda101", "cuda102", "cuda110", "cuda111", "cuda118", "cuda121", "cuda124", "cuda126"],
+        # CI builds 2.5.4 for every CUDA it supports, 12.8 and later included (issue 9).
+        "2.5.4": ["cuda101", "cuda102", "cuda110", "cuda111", "cuda113", "cuda116", "cuda117", "cuda118", "cuda121", "cuda124", "cuda126", "cuda128", "cuda129", "cuda130"],
     }
+    release_only = len(expected["2.4.0"]) + len(expected["2.5.0"])
     for version, prefixes in expected.items():
         for prefix in prefixes:
             assert (version, prefix, "release") in catalog.magma
-            assert ((version, prefix, "debug") in catalog.magma) == (version != "2.4.0")
-    assert len(catalog.magma) == sum(len(p) for p in expected.values()) * 2 - len(expected["2.4.0"])
+            assert ((version, prefix, "debug") in catalog.magma) == (version not in ("2.4.0", "2.5.0"))
+    assert len(catalog.magma) == sum(len(p) for p in expected.values()) * 2 - release_only
     archive = catalog.magma[("2.4.0", "cuda90", "release")]
     assert archive.url == "https://s3.amazonaws.com/ossci-windows/magma_2.4.0_cuda90_release.7z"
     assert archive.folder_name == "magma_2.4.0_cuda90_release"
@@ -43,7 +47,7 @@ def test_catalog_lists_every_magma_build_of_the_facts_page() -> None:
 @pytest.mark.parametrize(
     ("cuda", "preference", "debug", "expected"),
     [
-        ("9.0", [], False, ["mkl_2020.2.254.7z", "magma_2.4.0_cuda90_release.7z"]),
+        ("9.0", [], False, ["mkl_2020.2.254.7z", "magma_2.5.0_cuda90_release.7z"]),
         ("10.1", [], False, ["mkl_2020.2.254.7z", "magma_2.5.4_cuda101_release.7z"]),
         ("10.1", [], True, ["mkl_2020.2.254.7z", "magma_2.5.4_cuda101_debug.7z"]),
         ("10.0", [], False, ["mkl_2020.2.254.7z", "magma_2.5.2_cuda100_release.7z"]),
@@ -73,7 +77,7 @@ def test_missing_magma_names_what_exists_and_no_magma() -> None:
 
 
 def test_unknown_versions_and_bad_cuda_are_configuration_errors() -> None:
-    with pytest.raises(ConfigurationError, match=r"unknown MKL version '2019\.0'.*2018\.2\.185, 2020\.2\.254"):
+    with pytest.raises(ConfigurationError, match=r"unknown MKL version '2019\.0'.*2018\.2\.185, 2019\.4\.245, 2020\.0\.166, 2020\.2\.254"):
         select_archives(cuda=None, mkl_version="2019.0", magma_versions=[])
     with pytest.raises(ConfigurationError, match="unknown MAGMA version 2.6.0"):
         select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.6.0"])
