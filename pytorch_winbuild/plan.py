@@ -490,7 +490,7 @@ def _vs2015_host_changes(era: Era, outer: CompilerChoice, host: CompilerChoice, 
         if not era.prebuild_command:
             raise ConfigurationError(f"PyTorch {era.name} cannot switch to VS 2015 for CUDA 8 under Ninja (no PREBUILD_COMMAND).", fix="pass --vs 2015.")
         plan.set("PREBUILD_COMMAND", vs2015.vcvars["vcvarsall.bat"], "build_pytorch_libs.bat enters VS 2015 before CMake, so nvcc of CUDA 8 finds its compiler")
-        plan.set("PREBUILD_COMMAND_ARGS", "x86_amd64", "the VS 2015 cross tools, as the seeds' recipe calls them")
+        plan.set("PREBUILD_COMMAND_ARGS", era.vcvars_arch, "VS 2015's 64-bit tools, as PyTorch 0.4.1's README calls them (its vcvarsall.bat takes x64 for amd64)")
 
 
 def _compiler_cache_changes(knowledge: Knowledge, era: Era, facts: Facts, options: Options, cache_name: str, cuda: CudaInstall | None, plan: _Builder) -> None:

@@ -25,18 +25,18 @@ def test_catalog_lists_every_magma_build_of_the_facts_page() -> None:
     assert sorted(catalog.mkl) == ["2018.2.185", "2019.4.245", "2020.0.166", "2020.2.254"]
     expected = {
         "2.4.0": ["cuda80", "cuda90", "cuda92", "cuda100"],
-        "2.5.0": ["cuda90", "cuda92", "cuda100"],
+        "2.5.0": ["cuda90", "cuda92", "cuda100", "cuda101"],
         "2.5.1": ["cuda92", "cuda100", "cuda101", "cuda102"],
         "2.5.2": ["cuda92", "cuda100", "cuda101", "cuda102"],
         "2.5.3": ["cuda101", "cuda102", "cuda110"],
         # CI builds 2.5.4 for every CUDA it supports, 12.8 and later included (issue 9).
         "2.5.4": ["cuda101", "cuda102", "cuda110", "cuda111", "cuda113", "cuda116", "cuda117", "cuda118", "cuda121", "cuda124", "cuda126", "cuda128", "cuda129", "cuda130"],
     }
-    release_only = len(expected["2.4.0"]) + len(expected["2.5.0"])
+    release_only = len(expected["2.4.0"])
     for version, prefixes in expected.items():
         for prefix in prefixes:
             assert (version, prefix, "release") in catalog.magma
-            assert ((version, prefix, "debug") in catalog.magma) == (version not in ("2.4.0", "2.5.0"))
+            assert ((version, prefix, "debug") in catalog.magma) == (version != "2.4.0")
     assert len(catalog.magma) == sum(len(p) for p in expected.values()) * 2 - release_only
     archive = catalog.magma[("2.4.0", "cuda90", "release")]
     assert archive.url == "https://s3.amazonaws.com/ossci-windows/magma_2.4.0_cuda90_release.7z"
@@ -71,9 +71,9 @@ def test_missing_magma_names_what_exists_and_no_magma() -> None:
     text = caught.value.paragraph()
     assert "CUDA 9.1 (cuda91)" in text and "--no-magma" in text
     with pytest.raises(ConfigurationError) as caught:
-        select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[], magma_debug=True)
+        select_archives(cuda="10.0", mkl_version="2020.2.254", magma_versions=["2.4.0"], magma_debug=True)
     text = caught.value.paragraph()
-    assert "no MAGMA debug archive for CUDA 9.0" in text and "2.4.0 release" in text and "--no-magma" in text
+    assert "no MAGMA debug archive for CUDA 10.0" in text and "2.4.0 release" in text and "--no-magma" in text
 
 
 def test_unknown_versions_and_bad_cuda_are_configuration_errors() -> None:

@@ -1,0 +1,94 @@
+"""First contact: the commands the README shows and the commands every plan prints, run as printed.
+
+A new user on Linux plans for the shipped Windows machines with --host. Every shipped facts file
+must plan every CUDA it holds (and cpu and auto), its `.bat` must be written, and the fetch step
+the plan prints must run as printed and name exactly the plan's archives and folders.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from support import HOSTS_DIR, REPO_ROOT, run_invoke
+
+HOSTS = sorted(HOSTS_DIR.glob("*.json"))
+CASES = [(host, cuda) for host in HOSTS for cuda in ["auto", "cpu", *(c["version"] for c in json.loads(host.read_text(encoding="utf-8"))["cuda"])]]
+README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _split_windows(command: str) -> list[str]:
+    """The printed command's words as cmd.exe hands them to Python (list2cmdline quoting)."""
+    return [word.strip('"') for word in re.findall(r'"[^"]*"|\S+', command)]
+
+
+def _check_case(host: Path, cuda: str, tmp: Path) -> None:
+    plan_run = run_invoke("build", "--dry-run", "--format", "json", "--host", str(host), "--cuda", cuda)
+    assert plan_run.returncode == 0, f"{host.name} --cuda {cuda}: {plan_run.stderr}"
+    plan = json.loads(plan_run.stdout)
+    bat = tmp / f"{host.stem}-{cuda}.bat"
+    env_run = run_invoke("env", "--host", str(host), "--cuda", cuda, "--format", "bat", "--output", str(bat))
+    assert env_run.returncode == 0 and bat.is_file(), env_run.stderr
+    fetch = [c["command"] for c in plan["commands"] if c["command"].startswith("invoke fetch-deps")]
+    assert len(fetch) == 1, "a Windows plan fetches MKL (and MAGMA for CUDA) before its first build"
+    words = _split_windows(fetch[0])
+    fetched = run_invoke(*words[1:], "--dry-run")
+    assert fetched.returncode == 0, f"{fetch[0]}: {fetched.stderr}"
+    listed = re.findall(r"^  extract   (.+) \(", fetched.stdout, re.MULTILINE)
+    assert listed == [archive["folder"] for archive in plan["archives"]], f"{fetch[0]} fetches what the plan uses"
+    for archive in plan["archives"]:
+        assert archive["folder"].startswith("C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild\\deps\\"), "the host's cache, in Windows form"
+
+
+def test_every_shipped_facts_file_plans_every_cuda_it_holds(tmp_path: Path):
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for future in [pool.submit(_check_case, host, cuda, tmp_path) for host, cuda in CASES]:
+            future.result()
+
+
+README_EXAMPLES = [
+    # (command as the README shows it, extra arguments needed on Linux: a Windows machine's facts)
+    ("invoke build --cuda 9.0 --dry-run --host build_config/hosts/vs2017-cuda90-cuda100.json", []),
+    ("invoke env --cuda 9.0 --format bat --output build_env.bat", ["--host", "build_config/hosts/vs2017-cuda90-cuda100.json"]),
+    ("invoke fetch-deps --cuda 9.0 --dry-run", []),
+    ("invoke build --dry-run", []),
+]
+
+
+@pytest.mark.parametrize(("command", "extra"), README_EXAMPLES)
+def test_readme_examples_run_as_printed(command: str, extra: list[str], tmp_path: Path):
+    assert command in README, "the README shows this command"
+    words = command.split()[1:]
+    if "--output" in words:
+        words[words.index("--output") + 1] = str(tmp_path / "build_env.bat")
+    result = run_invoke(*words, *extra, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--pytorch-version", "2.6\r\necho INJECTED"], 2, "holds whitespace or a control character"),
+        (["--pytorch-version", "1"], 2, "needs MAJOR.MINOR"),
+        (["--pytorch-version", "2.x"], 2, "is not a PyTorch version (PEP 440)"),
+        (["--pytorch-version", "1.2.3.4.5"], 2, "at most MAJOR.MINOR.PATCH"),
+        (["--pytorch-version", "2.6", "--cuda", "9.0"], 3, "CUDA 9.0 is built by PyTorch 0.3-0.4 (--pytorch-version 0.4.1), 1.0 (--pytorch-version 1.0.1), 1.1"),
+        (["--pytorch-version", "1.0.1", "--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
+        (["--pytorch-version", "2.6"], 3, "the newest PyTorch that plans is 1.7-1.13 (--pytorch-version 1.13.1)"),
+    ],
+)
+def test_conflicts_and_bad_versions_exit_with_one_paragraph(args: list[str], code: int, text: str):
+    result = run_invoke("build", "--dry-run", "--host", str(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), *args)
+    assert result.returncode == code and text in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_version_newer_than_every_era_plans_with_the_newest_and_warns():
+    result = run_invoke("build", "--dry-run", "--host", str(HOSTS_DIR / "cpu-only.json"), "--pytorch-version", "99.0")
+    assert result.returncode == 0, result.stderr
+    assert "Plan for PyTorch 99.0 (era 2.5+)" in result.stdout
+    assert "newer than any release pytorch-winbuild knows" in result.stdout
