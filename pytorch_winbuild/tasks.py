@@ -59,7 +59,7 @@ PLAN_HELP = {
     "source": "PyTorch source folder (default: the current folder when it holds PyTorch's setup.py). Used for its version and path checks.",
     "cache_dir": "pytorch-winbuild cache folder (downloads, MKL/MAGMA, compiler caches). Default: cache/ of the repo, or the user cache folder.",
     "host": "Plan for the machine described by this facts file (written by `invoke doctor --json`) instead of probing this one.",
-    "mkl_version": "MKL archive version (default: the era's: 2018.2.185 for PyTorch 0.3–1.4, 2020.2.254 later).",
+    "mkl_version": "MKL archive version (default: the era's, as its Windows CI used it; see build_config/eras.toml).",
     "magma_version": "MAGMA version (default: the newest the era uses that exists for the CUDA).",
     "magma_debug": "Use MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
     "no_magma": "Build without MAGMA even for CUDA builds.",
@@ -350,7 +350,7 @@ namespace.add_task(build)
 
 FETCH_DEPS_HELP = {
     "cuda": "CUDA version of the build, e.g. 9.0 or 10.1: adds the MAGMA built for it. 'cpu' for a CPU-only build. Without it only MKL is fetched.",
-    "mkl_version": "MKL archive version: 2018.2.185 (PyTorch 0.3–1.4) or 2020.2.254 (later). Default: the era's.",
+    "mkl_version": "MKL archive version: 2018.2.185 (PyTorch 0.4–1.1), 2019.4.245 (1.2–1.6), 2020.0.166 (1.7–1.13), 2020.2.254 (2.x). Default: the era's.",
     "magma_version": "MAGMA version, or a comma-separated preference list (the first one built for your CUDA wins). Default: the newest one for your CUDA.",
     "magma_debug": "Fetch MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
     "no_magma": "Build without MAGMA: fetch MKL only, even with --cuda.",
