@@ -59,8 +59,8 @@ UPSTREAM = [
         ("v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* forwarded)", "v1.4.0 .jenkins/pytorch/win-test-helpers/build_pytorch.bat (mkl_2019.4.245, magma_2.5.0_cuda101)"),
     ),
     Upstream(
-        "1.8.1", {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX"), ["setup.py", "install"], "3.10", "2020.0.166", "2.5.4", None,
-        ("v1.8.1 tools/setup_helpers/cmake.py", "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat, install_magma.bat"),
+        "1.8.1", {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX"), ["setup.py", "install"], "3.5", "2020.0.166", "2.5.4", None,
+        ("v1.8.1 tools/setup_helpers/cmake.py; CMakeLists.txt cmake_minimum_required(VERSION 3.5)", "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat, install_magma.bat"),
     ),
     Upstream(
         "2.0.1", {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX", "CUDA"), ["setup.py", "install"], "3.18", "2020.2.254", "2.5.4", True,
