@@ -170,8 +170,9 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     source = request.checkout.path
     record.command = _python_command(settings.libtorch_command if request.libtorch else plan.build_arguments, request.python)
     record.cwd = str(source)
-    if not (source / record.command[1]).is_file():
-        raise ConfigurationError(f"{source} has no {record.command[1]}, so it is not a PyTorch checkout this build can run.", fix="pass --source with the folder of a PyTorch checkout, or --repo URL to clone one.")
+    script = next((argument for argument in plan.build_arguments if argument.endswith(".py")), "setup.py")  # `-m pip install .` builds setup.py too
+    if not (source / script).is_file():
+        raise ConfigurationError(f"{source} has no {script}, so it is not a PyTorch checkout this build can run.", fix="pass --source with the folder of a PyTorch checkout, or --repo URL to clone one.")
     identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
 

@@ -33,7 +33,7 @@ def assert_user_error(result: subprocess.CompletedProcess[str], code: int, *phra
 
 
 def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_path: Path) -> None:
-    cold = fetch_deps(tmp_path, "--cuda", "10.1", "--magma-version", "2.5.4", "--mirror", server.url)
+    cold = fetch_deps(tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url)
     assert cold.returncode == 0, cold.stderr
     mkl = tmp_path / "cache" / "deps" / "mkl_2020.2.254"
     magma = tmp_path / "cache" / "deps" / "magma_2.5.4_cuda101_release"
@@ -46,7 +46,7 @@ def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_pa
     served = len(server.requests)
 
     started = time.perf_counter()
-    warm = fetch_deps(tmp_path, "--cuda", "10.1", "--magma-version", "2.5.4", "--mirror", server.url)
+    warm = fetch_deps(tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url)
     elapsed = time.perf_counter() - started
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.count("already in the cache") == 2 and warm.stderr == ""
@@ -65,7 +65,7 @@ def test_without_cuda_only_mkl_and_a_note_that_magma_needs_it(server: FaultServe
 
 def test_mirror_from_invoke_configuration_environment(server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INVOKE_WINBUILD_MIRROR", server.url)
-    result = fetch_deps(tmp_path, "--cuda", "9.0", "--no-magma")
+    result = fetch_deps(tmp_path, "--cuda", "9.0", "--mkl-version", "2020.2.254", "--no-magma")
     assert result.returncode == 0, result.stderr
     assert [r.name for r in server.requests] == [MKL]
 
@@ -74,7 +74,7 @@ def test_mirror_from_invoke_configuration_environment(server: FaultServer, tmp_p
     ("args", "phrases"),
     [
         (["--cuda", "9.1"], ["configuration error: no MAGMA release archive for CUDA 9.1", "--no-magma"]),
-        (["--cuda", "9.0", "--magma-debug"], ["no MAGMA debug archive for CUDA 9.0", "2.4.0 release"]),
+        (["--cuda", "9.0", "--magma-version", "2.4.0", "--magma-debug"], ["no MAGMA debug archive for CUDA 9.0", "2.4.0 release"]),
         (["--mkl-version", "2019.0"], ["unknown MKL version '2019.0'"]),
         (["--cuda", "ten"], ["'ten' is not a CUDA version"]),
         (["--mirror", "ftp://mirror.example/"], ["is not an http://, https:// or file:// URL"]),
@@ -88,7 +88,7 @@ def test_bad_options_exit_2(tmp_path: Path, args: list[str], phrases: list[str])
 
 def test_missing_file_on_the_mirror_exits_4(server: FaultServer, tmp_path: Path) -> None:
     del server.files[MAGMA_BCJ2]
-    result = fetch_deps(tmp_path, "--cuda", "10.1", "--mirror", server.url)
+    result = fetch_deps(tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--mirror", server.url)
     assert_user_error(result, 4, "dependency error:", "HTTP 404", "Fix: a mirror is a flat folder")
     assert not (tmp_path / "cache" / "deps" / "magma_2.5.4_cuda101_release").exists()
     assert (tmp_path / "cache" / "deps" / "mkl_2020.2.254").is_dir()
@@ -140,7 +140,7 @@ def test_clean_removes_what_it_says(server: FaultServer, tmp_path: Path) -> None
 def test_two_fetch_deps_at_once_download_each_file_once(server: FaultServer, tmp_path: Path) -> None:
     for name in (MKL, MAGMA_BCJ2):
         server.fault(name).seconds_per_chunk = 0.05
-    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mkl-version", "2020.2.254", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
     runs = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
@@ -194,7 +194,7 @@ def test_progress_bar_on_a_terminal(server: FaultServer, tmp_path: Path) -> None
     """With stderr on a terminal, tqdm draws a bar per download (in CI logs: plain lines, tested above)."""
     main_fd, terminal_fd = pty.openpty()
     fcntl.ioctl(terminal_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a 120-column terminal
-    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mkl-version", "2020.2.254", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
     run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=terminal_fd, text=True)
     os.close(terminal_fd)
     screen = b""
