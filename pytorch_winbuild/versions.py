@@ -40,7 +40,3 @@ def release_key(version: Version) -> tuple[int, int, int]:
     release = (*version.release, 0, 0)
     return release[0], release[1], release[2]
 
-
-def short(version: Version) -> str:
-    """The release part only: '2.6.0a0+git1' → '2.6.0'."""
-    return ".".join(str(part) for part in version.release)

@@ -151,11 +151,16 @@ def test_install_command_cmake_and_archives(row: Upstream):
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
 def test_compiler_launchers_reach_the_build_only_where_passed_through(row: Upstream):
-    data_caches = "sccache" in KNOWLEDGE.compiler_caches and row.launchers
-    if not data_caches:
-        return  # before 1.2 no launcher reaches CMake: those eras plan clcache (CC=CXX=clcache)
     data = _host([CUDA_FOR[row.version]], python=_python(row.version), vs=tuple(row.vs_generators))
     data["tools"]["sccache"] = {"path": "C:\\sccache.exe", "version": "0.10.0"}
+    data["tools"]["clcache"] = {"path": "C:\\clcache.exe", "version": None}
+    if not row.launchers:
+        # No launcher reaches CMake before 1.2: the cache must replace the compiler (CC=CXX=clcache).
+        plan = make_plan(Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+        env = plan.final_env()
+        assert plan.compiler_cache == "clcache" and env["CC"] == env["CXX"] == "clcache", row.sources
+        assert not any(name.endswith("_COMPILER_LAUNCHER") for name in env), row.sources
+        return
     plan = make_plan(Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, compiler_cache="sccache", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
     env = plan.final_env()
     set_launchers = tuple(lang for lang in ("C", "CXX", "CUDA") if f"CMAKE_{lang}_COMPILER_LAUNCHER" in env)

@@ -168,7 +168,7 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     if request.checkout.seconds:
         record.phases["source"] = round(request.checkout.seconds, 3)
     source = request.checkout.path
-    record.command = _python_command(settings.libtorch_command if request.libtorch else plan.build_arguments, request.python)
+    record.command = _python_command(plan.build_arguments, request.python)
     record.cwd = str(source)
     script = next((argument for argument in plan.build_arguments if argument.endswith(".py")), "setup.py")  # `-m pip install .` builds setup.py too
     if not (source / script).is_file():

@@ -63,7 +63,6 @@ class RunnerSettings:
     progress: ProgressSettings
     stop_grace_seconds: float
     run_env: tuple[RunEnv, ...]
-    libtorch_command: tuple[str, ...]
     extension_commands: dict[str, tuple[str, ...]]
     caches: dict[str, CacheCommands]
     extension_cache: ExtensionCache
@@ -153,7 +152,6 @@ def parse_settings(data: dict[str, Any], source: str) -> RunnerSettings:
         ),
         stop_grace_seconds=_number(run, "stop_grace_seconds", f"{source}: run"),
         run_env=tuple(run_env),
-        libtorch_command=tuple(string_list(commands, "libtorch", f"{source}: commands")),
         extension_commands={mode: tuple(string_list(extension_commands, mode, f"{source}: commands.extension")) for mode in extension_commands},
         caches={name: _cache(name, table, f"{source}: cache.{name}") for name, table in caches.items()},
         extension_cache=_extension_cache(require(data, "extension_cache", dict, source), f"{source}: extension_cache"),
