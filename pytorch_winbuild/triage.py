@@ -123,7 +123,9 @@ class TriageResult:
         else:
             error = self.first_error
             out += ["", f"First error (line {error.line_number}, {error.kind}):"]
-            digits = len(str(max(error.end_line_number, *(line.number for line in error.context_after))))
+            # The widest line number shown. A block that ends the log has no context after it.
+            last_shown = error.context_after[-1].number if error.context_after else error.end_line_number
+            digits = len(str(last_shown))
 
             def show(lines: tuple[LogLine, ...], marker: str) -> None:
                 out.extend(f" {marker} {line.number:>{digits}} | {line.text}" for line in lines)

@@ -16,7 +16,7 @@ from support import run_invoke
 TIER_TOOLS = {
     "cmd": ["wine"],
     "network": ["7z"],
-    "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache"],
+    "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache", "/usr/local/cuda/bin/nvcc"],
     "services": ["redis-server"],
 }
 

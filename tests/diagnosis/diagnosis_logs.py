@@ -380,6 +380,73 @@ RuntimeError: cuda runtime error (48) : no kernel image is available for executi
         "error=48",
     ),
     Case(
+        "no-kernel-image",
+        "a current wheel on a Pascal GPU: the capability warning, then the CUDA error",
+        r"""C:\Users\dev\miniconda3\envs\train\Lib\site-packages\torch\cuda\__init__.py:262: UserWarning:
+NVIDIA GeForce GTX 1060 6GB with CUDA capability sm_61 is not compatible with the current PyTorch installation.
+The current PyTorch install supports CUDA capabilities sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120.
+If you want to use the NVIDIA GeForce GTX 1060 6GB GPU with PyTorch, please check the instructions at https://pytorch.org/get-started/locally/
+
+  warnings.warn(
+Traceback (most recent call last):
+  File "C:\work\train.py", line 14, in <module>
+    y = model(x.cuda())
+        ^^^^^^^^^^^^^^^
+RuntimeError: CUDA error: no kernel image is available for execution on the device
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+""",
+        "with CUDA capability sm_61 is not compatible",
+    ),
+    Case(
+        "cuda-driver-too-old",
+        "CUDA initialization in a traceback (c10/cuda/CUDAFunctions.cpp)",
+        r"""Traceback (most recent call last):
+  File "C:\work\check.py", line 3, in <module>
+    x = torch.zeros(1).cuda()
+        ^^^^^^^^^^^^^^^^^^^^^
+  File "C:\Users\dev\miniconda3\envs\build\Lib\site-packages\torch\cuda\__init__.py", line 372, in _lazy_init
+    torch._C._cuda_init()
+RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your version of the CUDA driver.
+""",
+        "(found version 11040)",
+    ),
+    Case(
+        "cuda-driver-too-old",
+        "torch.cuda.is_available() warns and answers False",
+        r""">>> import torch; torch.cuda.is_available()
+C:\Users\dev\miniconda3\envs\build\Lib\site-packages\torch\cuda\__init__.py:174: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12020). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your version of the CUDA driver. (Triggered internally at C:\actions-runner\_work\pytorch\pytorch\c10\cuda\CUDAFunctions.cpp:109.)
+  return torch._C._cuda_getDeviceCount() > 0
+False
+""",
+        "(found version 12020)",
+    ),
+    Case(
+        "cuda-driver-insufficient",
+        "THCudaCheck error=35 in an old PyTorch",
+        r"""THCudaCheck FAIL file=..\aten\src\THC\THCGeneral.cpp line=74 error=35 : CUDA driver version is insufficient for CUDA runtime version
+Traceback (most recent call last):
+  File "train.py", line 20, in <module>
+    model.cuda()
+RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at ..\aten\src\THC\THCGeneral.cpp:74
+""",
+        "error=35",
+    ),
+    Case(
+        "cuda-driver-insufficient",
+        "CUDA sample deviceQuery",
+        r"""deviceQuery.exe Starting...
+
+ CUDA Device Query (Runtime API) version (CUDART static linking)
+
+cudaGetDeviceCount returned 35
+-> CUDA driver version is insufficient for CUDA runtime version
+Result = FAIL
+""",
+        "-> CUDA driver version is insufficient",
+    ),
+    Case(
         "magma-large-matrix",
         "MAGMA gesv argument overflow",
         r"""Traceback (most recent call last):
@@ -438,6 +505,32 @@ nvcc fatal   : Host compiler targets unsupported OS.
 error: command 'C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v10.0\\bin\\nvcc.exe' failed with exit status 1
 """,
         "nvcc fatal   : Host compiler targets unsupported OS.",
+    ),
+    Case(
+        "nvcc-unsupported-gpu-arch",
+        "CUDA 13.0 with an arch list that still names Maxwell, in a Ninja FAILED block",
+        r"""-- Found CUDA: C:/Program Files/NVIDIA GPU Computing Toolkit/CUDA/v13.0 (found version "13.0")
+-- Added CUDA NVCC flags for: -gencode;arch=compute_50,code=sm_50;-gencode;arch=compute_75,code=sm_75
+-- Build files have been written to: C:/pytorch/build
+[1/8934] Building CXX object c10/CMakeFiles/c10.dir/util/Exception.cpp.obj
+[2/8934] Building CUDA object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Activation.cu.obj
+FAILED: caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Activation.cu.obj
+C:\PROGRA~1\NVIDIA~2\CUDA\v13.0\bin\nvcc.exe -forward-unknown-to-host-compiler -DTORCH_CUDA_BUILD_MAIN_LIB -IC:\pytorch\aten\src -Xcompiler /MD -gencode arch=compute_50,code=sm_50 -gencode arch=compute_75,code=sm_75 -x cu -c C:\pytorch\aten\src\ATen\native\cuda\Activation.cu -o caffe2\CMakeFiles\torch_cuda.dir\__\aten\src\ATen\native\cuda\Activation.cu.obj
+nvcc fatal   : Unsupported gpu architecture 'compute_50'
+ninja: build stopped: subcommand failed.
+""",
+        "Unsupported gpu architecture 'compute_50'",
+    ),
+    Case(
+        "nvcc-unsupported-gpu-arch",
+        "CUDA 12.0 rejects Kepler's compute_35 in a CMake project",
+        r"""[1/74] Building CUDA object 0_hello_world\CMakeFiles\hello_world.dir\hello_world.cu.obj
+FAILED: 0_hello_world/CMakeFiles/hello_world.dir/hello_world.cu.obj
+C:\PROGRA~1\NVIDIA~2\CUDA\v12.0\bin\nvcc.exe -forward-unknown-to-host-compiler   -D_WINDOWS -Xcompiler=" /GR /EHsc" -Xcompiler="-Zi -Ob0 -Od /RTC1" "--generate-code=arch=compute_35,code=[compute_35,sm_35]" -Xcompiler=-MDd -x cu -c C:\src\0_hello_world\hello_world.cu -o 0_hello_world\CMakeFiles\hello_world.dir\hello_world.cu.obj
+nvcc fatal   : Value 'compute_35' is not defined for option 'gpu-architecture'
+ninja: build stopped: subcommand failed.
+""",
+        "Value 'compute_35' is not defined for option 'gpu-architecture'",
     ),
     Case(
         "vs-toolset-not-installed",

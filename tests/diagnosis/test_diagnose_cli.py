@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from diagnosis_logs import CASES, CLEAN_LOGS
 from support import run_invoke
 
 OUT_OF_HEAP = next(case for case in CASES if case.name == "C1060 under Ninja")
+DRIVER_TOO_OLD = next(case for case in CASES if case.rule == "cuda-driver-too-old" and "traceback" in case.name)
 
 
 def write_log(tmp_path: Path, text: str, name: str = "build.log") -> Path:
@@ -39,6 +41,29 @@ def test_json_output_is_the_report_shape(tmp_path: Path) -> None:
     assert data["first_error"]["kind"] == "ninja"
     assert data["first_error"]["summary"]["text"].endswith("fatal error C1060: compiler is out of heap space")
     assert [match["id"] for match in data["matches"]] == ["compiler-out-of-heap"]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (DRIVER_TOO_OLD.text, "traceback"),
+        (DRIVER_TOO_OLD.text.rstrip("\n"), "traceback"),
+        (DRIVER_TOO_OLD.text.rstrip("\n").split("\n")[-1] + "\n", "exception"),
+        (DRIVER_TOO_OLD.text.rstrip("\n").split("\n")[-1], "exception"),
+    ],
+    ids=["traceback-ending-the-log", "traceback-without-final-newline", "one-line", "one-line-without-newline"],
+)
+def test_an_error_block_that_ends_the_log_is_reported(tmp_path: Path, text: str, kind: str) -> None:
+    """Regression: with no line after the block, the text report crashed (exit 70, internal error)."""
+    done = run_invoke("diagnose", str(write_log(tmp_path, text)))
+    assert done.returncode == 0, done.stderr
+    last = text.rstrip("\n").count("\n") + 1
+    assert f": {last} lines" in done.stdout.splitlines()[0]
+    assert f"First error (line 1, {kind}):" in done.stdout
+    assert f" > {last} | RuntimeError: The NVIDIA driver on your system is too old (found version 11040)." in done.stdout
+    assert f"  Summary (line {last}): RuntimeError: The NVIDIA driver" in done.stdout
+    assert "[cuda-driver-too-old]" in done.stdout
+    assert "11040 is CUDA 11.4" in " ".join(done.stdout.split())
 
 
 def test_clean_log_exits_zero_and_says_so(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Triage on logs the real tools write here: CMake, Ninja and g++ failing for real.
+"""Triage on logs the real tools write here: CMake, Ninja, g++ and CUDA's nvcc failing for real.
 
 The Windows formats are covered by the excerpts in diagnosis_logs.py; these tests make sure the
 block logic also holds for output no one typed by hand (current CMake and Ninja versions add
@@ -20,6 +20,7 @@ pytestmark = pytest.mark.build
 
 CMAKE = str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
 NINJA = str(Path(ninja.BIN_DIR) / "ninja")
+NVCC = Path("/usr/local/cuda/bin/nvcc")  # CUDA 13.0 on the project's Linux machines (reference/gpu/README.md)
 
 
 def project(tmp_path: Path, cmakelists: str, files: dict[str, str] | None = None) -> Path:
@@ -112,3 +113,32 @@ def test_no_compiler_and_no_ninja_on_path(tmp_path: Path) -> None:
     no_compiler = run_logged(tmp_path, [CMAKE, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}", "-S", str(source), "-B", str(tmp_path / "b2")], env=bare)
     assert [match.rule.id for match in no_compiler.matches] == ["compiler-not-found"]
     assert no_compiler.first_error is not None and no_compiler.first_error.summary.text.endswith("No CMAKE_CXX_COMPILER could be found.")
+
+
+def test_nvcc_rejects_an_architecture_this_cuda_no_longer_builds(tmp_path: Path) -> None:
+    """The exact text (and spacing) nvcc prints, and the fix's advice followed for real."""
+    if not NVCC.exists():
+        pytest.fail(f"{NVCC} is missing: this test needs the CUDA toolkit's nvcc (CUDA 13.0 on the project's machines).", pytrace=False)
+    nvcc = str(NVCC)
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_text("__global__ void noop() {}\n")
+    listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert listed and "compute_50" not in listed, f"this nvcc still builds Maxwell (compute_50), expected CUDA 13: {listed}"
+
+    result = run_logged(tmp_path, [nvcc, "-arch=compute_50", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")])
+    assert "nvcc fatal   : Unsupported gpu architecture 'compute_50'" in (tmp_path / "build.log").read_text().splitlines()
+    error = result.first_error
+    assert error is not None and error.kind == "nvcc"
+    assert error.summary.text == "nvcc fatal   : Unsupported gpu architecture 'compute_50'"
+    (match,) = result.matches
+    assert match.rule.id == "nvcc-unsupported-gpu-arch"
+    for advice in ("nvcc --list-gpu-arch", "invoke build --arch-list", "invoke build-ext --arch-list", "TORCH_CUDA_ARCH_LIST"):
+        assert advice in match.rule.fix
+
+    # A virtual architecture nvcc accepts, with a real GPU code it lacks: the other message.
+    wrong_code = run_logged(tmp_path, [nvcc, f"-arch={listed[0]}", "-code=sm_52", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")])
+    assert [match.rule.id for match in wrong_code.matches] == ["nvcc-unsupported-gpu-arch"]
+    assert wrong_code.matches[0].line.text == "nvcc fatal   : Value 'sm_52' is not defined for option 'gpu-code'"
+
+    # The fix works: an architecture from --list-gpu-arch compiles.
+    subprocess.run([nvcc, f"-arch={listed[0]}", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")], capture_output=True, timeout=300, check=True)

@@ -256,7 +256,9 @@ def test_error_on_a_last_line_without_newline() -> None:
     result = diagnose_text("configuring\nnvcc fatal   : Host compiler targets unsupported OS.")
     assert result.line_count == 2
     assert result.first_error is not None and result.first_error.line_number == 2
+    assert result.first_error.context_after == ()
     assert [match.rule.id for match in result.matches] == ["cuda-unsupported-msvc"]
+    assert " > 2 | nvcc fatal   : Host compiler targets unsupported OS." in result.to_text()  # nothing after the block
 
 
 def test_powershell_utf16_log_with_crlf(tmp_path: Path) -> None:
