@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .arch_list import default_for_gpus
 from .facts import CudaInstall, Facts, toolset_msc_ver
+from .gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from .knowledge import Knowledge, version_tuple
 from .redact import redact_text
 
@@ -87,6 +89,33 @@ def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[C
     return checks
 
 
+def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    """The driver, the newest CUDA it runs, each GPU, and the installed CUDA releases that cannot use them."""
+    if facts.gpus is None:
+        return [Check("GPU", "info", "not probed (a facts file from before GPUs were recorded)", "regenerate it with `invoke doctor --json` on that machine.")]
+    if not facts.gpus:
+        return [Check("GPU", "info", "no NVIDIA GPU or driver found: CUDA builds are still possible (for other machines: pass --arch-list), but nothing can run here", f"install the NVIDIA driver ({DRIVER_DOWNLOAD}) on a machine with an NVIDIA GPU.")]
+    newest = driver_cuda(knowledge, facts)
+    checks = [Check("NVIDIA driver", "ok", f"{facts.driver_version or 'version unknown'}; runs CUDA up to {newest or 'unknown'}")]
+    for gpu in facts.gpus:
+        memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
+        if gpu.compute_capability is None:
+            checks.append(Check(f"GPU {gpu.index}", "warning", f"{gpu.name}{memory}; compute capability not reported by this driver", "pass --arch-list with its capability (https://developer.nvidia.com/cuda-gpus), or update the driver."))
+            continue
+        cannot = [c.version for c in facts.cuda if c.version in knowledge.cuda and not default_for_gpus([gpu.compute_capability], knowledge.cuda[c.version].sm)[0]]
+        detail = f"{gpu.name}, compute capability {gpu.compute_capability}{memory}"
+        if cannot:
+            checks.append(Check(f"GPU {gpu.index}", "warning", f"{detail}; installed CUDA {', '.join(cannot)} cannot build for it", "use a CUDA release that builds this capability (build_config/cuda.toml lists each release's architectures)."))
+        else:
+            checks.append(Check(f"GPU {gpu.index}", "ok", detail))
+    for cuda in facts.cuda:
+        release = knowledge.cuda.get(cuda.version)
+        problem = driver_problem(knowledge, facts, release) if release else None
+        if problem:
+            checks.append(Check(f"CUDA {cuda.version} driver", "warning", problem[0], problem[1]))
+    return checks
+
+
 def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
     newest = knowledge.eras[-1]
     checks = []
@@ -135,7 +164,7 @@ def doctor_checks(facts: Facts, knowledge: Knowledge) -> list[Check]:
             checks += _cuda_check(facts, knowledge, cuda)
     else:
         checks.append(Check("CUDA", "info", "none installed: CPU-only builds (install a CUDA toolkit for GPU builds)"))
-    return checks + _tools(facts, knowledge) + _paths(facts)
+    return checks + _gpus(facts, knowledge) + _tools(facts, knowledge) + _paths(facts)
 
 
 def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()) -> str:

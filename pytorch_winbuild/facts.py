@@ -10,6 +10,7 @@ never a value that looks like a credential (see redact.py).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from typing import Any
 from .errors import ConfigurationError
 from .redact import redact_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Schema 1 files (before GPUs were probed) still load: their `gpus` is None, "not probed".
+READABLE_SCHEMAS = (1, 2)
 
 
 def toolset_short(version: str) -> str:
@@ -82,6 +85,16 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class Gpu:
+    """One NVIDIA GPU, as NVML or nvidia-smi reports it."""
+
+    index: int
+    name: str  # "NVIDIA H100 80GB HBM3"
+    compute_capability: str | None  # "9.0"; None when the driver is too old to say (nvidia-smi without compute_cap)
+    memory_mib: int | None = None
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything the plan needs to know about one machine."""
 
@@ -96,6 +109,9 @@ class Facts:
     cache_dir: str | None = None  # pytorch-winbuild's cache folder there: where a --host plan puts MKL/MAGMA
     nvtoolsext: str | None = None  # the NvToolsExt folder (lib\x64\nvToolsExt64_1.lib), whatever CUDA: PyTorch 2.0–2.4 link it even with CUDA 12
     cpu_count: int | None = None
+    gpus: tuple[Gpu, ...] | None = None  # None: not probed (schema 1 or hand-written); (): probed, none found
+    driver_version: str | None = None  # NVIDIA display driver, "580.159.04"
+    driver_cuda: str | None = None  # newest CUDA the driver runs ("13.0": nvidia-smi's "CUDA Version")
     description: str = ""  # free text: "VS 2017 + CUDA 9.0 workstation"
     schema: int = SCHEMA_VERSION
 
@@ -187,13 +203,37 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
     )
 
 
+def _major_minor(data: dict[str, Any], key: str, source: str, where: str) -> str | None:
+    value = _get(data, key, str, source, where, required=False)
+    if value is not None and not re.fullmatch(r"\d{1,2}\.\d{1,2}", value):
+        raise _fail(source, f"{where}.{key}" if where else key, f"expected MAJOR.MINOR such as '9.0', got {value!r}")
+    return value
+
+
+def _driver_version(data: dict[str, Any], source: str) -> str | None:
+    value = _get(data, "driver_version", str, source, "", required=False)
+    if value is not None and not re.fullmatch(r"\d{2,4}(?:\.\d{1,3}){1,2}", value):
+        raise _fail(source, "driver_version", f"expected an NVIDIA driver version such as '580.159.04' or '531.14', got {value!r}")
+    return value
+
+
+def _gpu(data: Any, source: str, where: str) -> Gpu:
+    if not isinstance(data, dict):
+        raise _fail(source, where, f"expected an object, got {data!r}")
+    index = _get(data, "index", int, source, where)
+    memory = _get(data, "memory_mib", int, source, where, required=False)
+    if index < 0 or (memory is not None and memory < 0):
+        raise _fail(source, where, "index and memory_mib cannot be negative")
+    return Gpu(index=index, name=_get(data, "name", str, source, where), compute_capability=_major_minor(data, "compute_capability", source, where), memory_mib=memory)
+
+
 def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
     """Validate a parsed facts document; every problem names the key path."""
     if not isinstance(data, dict):
         raise _fail(source, "top level", "expected a JSON object")
     schema = _get(data, "schema", int, source, "")
-    if schema != SCHEMA_VERSION:
-        raise _fail(source, "schema", f"version {schema} is not supported (this pytorch-winbuild reads version {SCHEMA_VERSION})")
+    if schema not in READABLE_SCHEMAS:
+        raise _fail(source, "schema", f"version {schema} is not supported (this pytorch-winbuild reads versions {', '.join(map(str, READABLE_SCHEMAS))})")
     os_name = _get(data, "os", str, source, "")
     if os_name not in ("windows", "linux"):
         raise _fail(source, "os", f"expected 'windows' or 'linux', got {os_name!r}")
@@ -208,6 +248,7 @@ def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
         if tool is None:
             raise _fail(source, f"tools.{name}", "expected an object with 'path' and 'version'")
         tools[name] = Tool(path=_get(tool, "path", str, source, f"tools.{name}"), version=_get(tool, "version", str, source, f"tools.{name}", required=False))
+    gpu_list = _get(data, "gpus", list, source, "", required=False)
     vs_list = _get(data, "visual_studio", list, source, "", required=False) or []
     cuda_list = _get(data, "cuda", list, source, "", required=False) or []
     return Facts(
@@ -228,6 +269,9 @@ def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
         cache_dir=_get(data, "cache_dir", str, source, "", required=False),
         nvtoolsext=_get(data, "nvtoolsext", str, source, "", required=False),
         cpu_count=_get(data, "cpu_count", int, source, "", required=False),
+        gpus=None if gpu_list is None else tuple(_gpu(item, source, f"gpus[{i}]") for i, item in enumerate(gpu_list)),
+        driver_version=_driver_version(data, source),
+        driver_cuda=_major_minor(data, "driver_cuda", source, ""),
         description=_get(data, "description", str, source, "", required=False) or "",
     )
 

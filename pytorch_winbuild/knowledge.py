@@ -6,12 +6,18 @@ Loaded once per process; every problem in a file is a ConfigurationError naming 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config_files import load_toml, optional, require, require_int_pair, string_list
 from .errors import ConfigurationError
 from .facts import toolset_msc_ver
+
+
+_CAPABILITY = re.compile(r"\d{1,2}\.\d")
+_DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -44,6 +50,16 @@ class CudaRelease:
     msc_range: tuple[int, int]
     needs_nvtx: bool
     arch_list: str
+    sm: tuple[str, ...]  # compute capabilities its nvcc compiles for (`nvcc --list-gpu-code`)
+    arch_specific: tuple[str, ...]  # those it also compiles as X.Ya (sm_90a)
+    family_specific: tuple[str, ...]  # those it also compiles as X.Yf (sm_100f, CUDA 12.9+)
+    driver: dict[str, str]  # OS → the oldest display driver that runs this release (its GA)
+
+    def accepts(self, entry: str) -> bool:
+        """Whether nvcc of this release compiles an architecture written as '8.6', '9.0a' or '10.0f'."""
+        capability, suffix = entry.rstrip("af"), entry[len(entry.rstrip("af")) :]
+        table = {"": self.sm, "a": self.arch_specific, "f": self.family_specific}[suffix]
+        return capability in table
 
     @property
     def magma_prefix(self) -> str:
@@ -148,8 +164,15 @@ class PathLimits:
 
 
 @dataclass(frozen=True)
+class GpuKnowledge:
+    names: dict[str, str]  # PyTorch's architecture names → entries ("Ampere" → "8.0;8.6+PTX")
+    minor_compatible: dict[str, dict[str, str]]  # CUDA major → OS → oldest driver that runs every minor release
+
+
+@dataclass(frozen=True)
 class Knowledge:
     cuda: dict[str, CudaRelease]
+    gpu: GpuKnowledge
     products: dict[str, ProductLine]
     arch_scripts: dict[str, str]
     toolsets: tuple[ToolsetInfo, ...]
@@ -181,8 +204,44 @@ def _cuda_table(path: Path) -> dict[str, CudaRelease]:
             msc_range=require_int_pair(entry, "msc_range", where),
             needs_nvtx=require(entry, "needs_nvtx", bool, where),
             arch_list=require(entry, "arch_list", str, where),
+            sm=_capabilities(entry, "sm", where),
+            arch_specific=_capabilities(entry, "arch_specific", where, required=False),
+            family_specific=_capabilities(entry, "family_specific", where, required=False),
+            driver=_drivers(require(entry, "driver", dict, where), f"{where}.driver"),
         )
     return releases
+
+
+def _capabilities(entry: dict[str, Any], key: str, where: str, required: bool = True) -> tuple[str, ...]:
+    values = string_list(entry, key, where, default=None if required else [])
+    for value in values:
+        if not _CAPABILITY.fullmatch(value):
+            raise ConfigurationError(f"{where}.{key}: '{value}' is not a compute capability (X.Y).")
+    return tuple(values)
+
+
+def _drivers(table: dict[str, Any], where: str) -> dict[str, str]:
+    drivers = {}
+    for os_name in ("linux", "windows"):
+        value = require(table, os_name, str, where)
+        if not _DRIVER.fullmatch(value):
+            raise ConfigurationError(f"{where}.{os_name}: '{value}' is not a driver version (e.g. 527.41 or 525.60.13).")
+        drivers[os_name] = value
+    return drivers
+
+
+def driver_key(version: str) -> tuple[int, ...]:
+    """'525.60.13' → (525, 60, 13): NVIDIA driver versions compare part by part."""
+    return tuple(int(part) for part in version.split("."))
+
+
+def _gpu_table(path: Path) -> GpuKnowledge:
+    data = load_toml(path)
+    names = require(data, "pytorch_names", dict, path.name)
+    if not all(isinstance(value, str) for value in names.values()):
+        raise ConfigurationError(f"{path.name}: pytorch_names: every value must be a string of entries.")
+    minor = {major: _drivers(table, f"{path.name}: minor_version_compatibility.{major}") for major, table in require(data, "minor_version_compatibility", dict, path.name).items()}
+    return GpuKnowledge(names=dict(names), minor_compatible=minor)
 
 
 def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, str], tuple[ToolsetInfo, ...]]:
@@ -346,9 +405,11 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
 
     base = config_dir or default_dir()
     cuda = _cuda_table(base / "cuda.toml")
+    gpu = _gpu_table(base / "gpu.toml")
     products, arch_scripts, toolsets = _visual_studio_table(base / "visual_studio.toml")
     return Knowledge(
         cuda=cuda,
+        gpu=gpu,
         products=products,
         arch_scripts=arch_scripts,
         toolsets=toolsets,

@@ -18,6 +18,8 @@ from typing import Any, Callable, Literal
 from .era_choice import resolve_era
 from .errors import ConfigurationError, ToolchainError
 from .facts import CudaInstall, Facts, VisualStudio, toolset_msc_ver, toolset_short
+from .arch_list import parse_arch_list
+from .gpu_plan import buildable_gpus_problem, driver_problem, driver_warning, plan_arch_list
 from .knowledge import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from .versions import NEWEST_WORDS, parse_pytorch_version
 
@@ -26,7 +28,6 @@ Action = Literal["set", "prepend", "unset"]
 CUDA_CHOICES_HELP = "X.Y (e.g. 9.0), 'cpu' or 'auto'"
 GENERATORS = ("ninja", "vs", "auto")
 MODES = ("install", "develop", "wheel")  # what each runs is the era's `commands` (build_config/eras.toml)
-_ARCH_LIST = re.compile(r"^\d+\.\d+(\+PTX)?([; ]\d+\.\d+(\+PTX)?)*$")
 _TOOLSET = re.compile(r"^14\.\d{1,2}$")
 _CUDA = re.compile(r"^\d+\.\d+$")
 # The variable that points a build at one CUDA toolkit, per OS (PyTorch reads CUDA_PATH on
@@ -71,11 +72,8 @@ class Options:
         if self.compiler_cache not in (*knowledge.compiler_caches, "none", "auto"):
             names = ", ".join([*knowledge.compiler_caches, "none", "auto"])
             raise ConfigurationError(f"--compiler-cache {self.compiler_cache!r} is not one of {names}.")
-        if self.arch_list is not None and not _ARCH_LIST.match(self.arch_list.strip()):
-            raise ConfigurationError(
-                f"--arch-list {self.arch_list!r} is not a list of compute capabilities.",
-                fix="pass e.g. --arch-list 6.1 or --arch-list \"6.1;7.5+PTX\" (your GPU's compute capability; see NVIDIA's CUDA GPUs page).",
-            )
+        if self.arch_list is not None:
+            parse_arch_list(self.arch_list, knowledge.gpu.names)
         if self.jobs is not None and self.jobs < 1:
             raise ConfigurationError(f"--jobs {self.jobs} must be a positive number of parallel compile jobs.")
         if self.mode not in MODES:
@@ -312,9 +310,21 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
         return f"CUDA {cuda.version} is not in build_config/cuda.toml"
     if cuda.version not in era.cuda:
         return f"PyTorch {era.name} does not build with CUDA {cuda.version}"
+    release = knowledge.cuda[cuda.version]
+    problem = driver_problem(knowledge, facts, release)
+    if problem:
+        return problem[0]
+    if options.arch_list:
+        refused = [str(e) for e in parse_arch_list(options.arch_list, knowledge.gpu.names) if not release.accepts(e.capability + e.suffix)]
+        if refused:
+            return f"its nvcc does not compile {', '.join(refused)} (--arch-list)"
+    else:
+        problem = buildable_gpus_problem(facts, release)
+        if problem:
+            return problem
     if facts.os != "windows":
         return None
-    msc_range, _ = _cuda_range(cuda, knowledge.cuda[cuda.version])
+    msc_range, _ = _cuda_range(cuda, release)
     if not any(msc_range[0] <= c.msc_ver < msc_range[1] for c in _compilers(facts, options, era) if not options.toolset or c.short == options.toolset):
         return f"no installed toolset has {_range_text(msc_range)}"
     return None
@@ -339,7 +349,7 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
                 plan.warnings.append(f"CUDA is installed ({installed}) but none of it can be used here, so this is a CPU-only build; see the skipped reasons above.")
             plan.decisions.append("CUDA auto: no usable CUDA installed → CPU-only build.")
             return None
-        plan.decisions.append(f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with and an installed toolset accepts.")
+        plan.decisions.append(f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with, an installed toolset accepts, the driver runs and the GPUs need.")
         return usable[0]
     release = knowledge.cuda_release(options.cuda)
     if release.version not in era.cuda:
@@ -353,6 +363,9 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
             f"CUDA {release.version} is not installed (installed: {installed}).",
             fix=f"install CUDA {release.version} from NVIDIA's CUDA Toolkit Archive (with 'Visual Studio Integration'), or pass --cuda with an installed version, --cuda auto or --cuda cpu.",
         )
+    problem = driver_problem(knowledge, facts, release)
+    if problem:
+        raise ToolchainError(problem[0], fix=problem[1])
     plan.decisions.append(f"CUDA: {cuda.version} at {cuda.path} (--cuda {options.cuda}).")
     return cuda
 
@@ -438,10 +451,14 @@ def _cuda_changes(knowledge: Knowledge, era: Era, facts: Facts, options: Options
         plan.set("NVTOOLSEXT_PATH", folder, "where PyTorch's CMake finds nvToolsExt64_1.lib")
     if not cuda.cudnn:
         plan.warnings.append(f"cuDNN was not found under CUDA {cuda.version}: PyTorch will build without it (much slower convolutions). Install the cuDNN release for CUDA {cuda.version} into the CUDA folder to use it.")
-    if options.arch_list:
-        plan.set("TORCH_CUDA_ARCH_LIST", options.arch_list.strip(), "build kernels only for these GPUs (shorter builds; the fix for 'no kernel image is available')")
-    else:
-        plan.decisions.append(f"TORCH_CUDA_ARCH_LIST not set: PyTorch picks the GPUs itself (CUDA {cuda.version} can target {release.arch_list}); --arch-list with your GPU's capability makes the build much shorter.")
+    warning = driver_warning(knowledge, facts, release)
+    if warning:
+        plan.warnings.append(warning)
+    arch = plan_arch_list(knowledge, facts, options.arch_list, release)
+    if arch.value is not None:
+        plan.set("TORCH_CUDA_ARCH_LIST", arch.value, arch.reason)
+    plan.decisions += arch.decisions
+    plan.warnings += arch.warnings
 
 
 def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> str:

@@ -35,6 +35,7 @@ from .probe_common import (
     start_tool_versions,
     version_key,
 )
+from .probe_gpu import GpuProbe, NvmlReader, read_nvml
 from .probe_windows import WindowsRegistry, probe_windows
 from .redact import redact_text
 
@@ -86,8 +87,12 @@ def probe_linux(
     python: PythonInfo | None = None,
     cpu_count: int | None = None,
     usr_local: Path = Path("/usr/local"),
+    nvml: NvmlReader | None = None,
 ) -> ProbeReport:
-    """Facts of a Linux machine: Python, tools and CUDA; no Visual Studio, no MSVC range."""
+    """Facts of a Linux machine: Python, tools, CUDA and GPUs; no Visual Studio, no MSVC range.
+
+    `nvml` reads this machine's driver in-process, so only the real probe passes it.
+    """
     environ = {name: redact_text(value) for name, value in environ.items()}  # no credential gets past this line
     notes: list[str] = []
     search = environ.get("PATH", os.defpath)
@@ -96,7 +101,9 @@ def probe_linux(
         found = next((path for path in (shutil.which(name, path=search) for name in names) if path), None)
         if found:
             tool_paths[key] = Path(found)
+    smi = shutil.which("nvidia-smi", path=search)
     with Commands(run) as commands:
+        gpu_probe = GpuProbe(nvml, Path(smi) if smi else None, commands)
         start_tool_versions(tool_paths, commands)
         folders = linux_cuda_folders(environ, usr_local, notes)
         start_nvcc_versions(folders, commands)
@@ -108,6 +115,7 @@ def probe_linux(
                 major = int(versions[0].split(".")[0])
                 cuda.append(cuda_install(folder, versions, msc_range=None, nvtx=linux_nvtx(folder.root, major), cudnn_include_dir=cudnn_include))
         tools = collect_tools(tool_paths, commands, notes)
+        gpus = gpu_probe.result(notes)
     cuda_path = clean_env_path(environ.get("CUDA_PATH"))
     facts = Facts(
         os="linux",
@@ -117,6 +125,9 @@ def probe_linux(
         tools=tools,
         temp_dir=clean_env_path(environ.get("TMPDIR")) or "/tmp",
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
+        gpus=gpus.gpus,
+        driver_version=gpus.driver_version,
+        driver_cuda=gpus.driver_cuda,
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))
 
@@ -125,9 +136,9 @@ def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
     """Facts and notes for the machine this runs on."""
     environ = os.environ if environ is None else environ
     if sys.platform == "win32":
-        return probe_windows(environ, registry=WindowsRegistry())
+        return probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml)
     if sys.platform.startswith("linux"):
-        return probe_linux(environ)
+        return probe_linux(environ, nvml=read_nvml)
     raise ToolchainError(
         f"pytorch-winbuild probes Windows and Linux machines, not {sys.platform}.",
         fix="run `invoke doctor --json > facts.json` on the Windows machine and pass that file with --host here.",

@@ -40,6 +40,7 @@ from .probe_common import (
     start_tool_versions,
     version_key,
 )
+from .probe_gpu import GpuProbe, NvmlReader
 from .redact import redact_text
 
 # vswhere reads the installer's state; a cold start on a slow disk takes a few seconds.
@@ -398,6 +399,18 @@ def windows_tools(env: WindowsEnvironment) -> dict[str, Path]:
     return found
 
 
+def nvidia_smi(env: WindowsEnvironment) -> Path | None:
+    """PATH, then where drivers install it: System32 (DCH drivers), then NVSMI (older drivers)."""
+    candidates = [env.search_path("nvidia-smi.exe")]
+    system_root = env.folder("SystemRoot")
+    if system_root is not None:
+        candidates.append(system_root / "System32" / "nvidia-smi.exe")
+    program_files = env.program_files()
+    if program_files is not None:
+        candidates.append(program_files / "NVIDIA Corporation" / "NVSMI" / "nvidia-smi.exe")
+    return next((path for path in candidates if path is not None and is_file(path)), None)
+
+
 def long_paths_enabled(registry: Registry | None) -> bool | None:
     """An absent LongPathsEnabled value is Windows' default: disabled. No registry → unknown."""
     if registry is None:
@@ -413,16 +426,19 @@ def probe_windows(
     registry: Registry | None = None,
     python: PythonInfo | None = None,
     cpu_count: int | None = None,
+    nvml: NvmlReader | None = None,
 ) -> ProbeReport:
     """Facts of the Windows machine that `environ` and `registry` describe.
 
-    `python` and `cpu_count` default to the running interpreter and machine.
+    `python` and `cpu_count` default to the running interpreter and machine; `nvml` reads this
+    machine's driver in-process, so only the real probe passes it.
     """
     notes: list[str] = []
     env = WindowsEnvironment(environ)
     vswhere = find_vswhere(env)
     tool_paths = windows_tools(env)
     with Commands(run) as commands:
+        gpu_probe = GpuProbe(nvml, nvidia_smi(env), commands)
         if vswhere is not None:
             commands.start("vswhere", [str(vswhere), *VSWHERE_ARGS], VSWHERE_TIMEOUT)
         start_tool_versions(tool_paths, commands)
@@ -449,6 +465,7 @@ def probe_windows(
             )
         tools = collect_tools(tool_paths, commands, notes)
         instances = vswhere_instances(vswhere, commands.result("vswhere"), notes)
+        gpus = gpu_probe.result(notes)
 
     visual_studio = [vs2015] if vs2015 is not None else []
     for instance in sorted(instances, key=lambda i: version_key(i.version)):
@@ -468,5 +485,8 @@ def probe_windows(
         temp_dir=temp_dir,
         nvtoolsext=str(nvtoolsext) if nvtoolsext else None,
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
+        gpus=gpus.gpus,
+        driver_version=gpus.driver_version,
+        driver_cuda=gpus.driver_cuda,
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))

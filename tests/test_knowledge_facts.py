@@ -89,7 +89,7 @@ def test_minimal_facts_load():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"schema": 2}, "schema: version 2 is not supported"),
+        ({"schema": 3}, "schema: version 3 is not supported"),
         ({"os": "macos"}, "os: expected 'windows' or 'linux'"),
         ({"python": {"version": "3.6.8", "executable": "python"}}, "python.bits: missing"),
         ({"python": {"version": "3.6.8", "bits": 48, "executable": "python"}}, "python.bits: expected 32 or 64"),

@@ -177,7 +177,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
         ({"cuda": "cpu", "vs": "2018"}, "--vs '2018' is not a Visual Studio product line"),
         ({"cuda": "cpu", "toolset": "15.0"}, "--toolset '15.0' is not an MSVC toolset version"),
         ({"cuda": "cpu", "generator": "make"}, "--generator 'make' is not one of ninja, vs, auto"),
-        ({"cuda": "cpu", "arch_list": "sm_61"}, "--arch-list 'sm_61' is not a list of compute capabilities"),
+        ({"cuda": "cpu", "arch_list": "sm_61"}, "--arch-list entry 'sm_61' is not a compute capability"),
         ({"cuda": "cpu", "jobs": 0}, "--jobs 0 must be a positive number"),
         ({"cuda": "cpu", "compiler_cache": "distcc"}, "--compiler-cache 'distcc' is not one of"),
     ],
