@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .arch_list import capability_key, covers, default_for_gpus, format_arch_list, parse_arch_list
+from .arch_list import Arch, capability_key, covers, default_for_gpus, format_arch_list, parse_arch_list
 from .errors import ConfigurationError, ToolchainError
 from .facts import Facts, Gpu
 from .knowledge import CudaRelease, Knowledge, driver_key, version_tuple
@@ -89,14 +89,15 @@ def buildable_gpus_problem(facts: Facts, release: CudaRelease) -> str | None:
 def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, release: CudaRelease) -> ArchDecision:
     """TORCH_CUDA_ARCH_LIST for this build: --arch-list checked against nvcc, else the installed GPUs."""
     gpus = [gpu for gpu in facts.gpus or () if gpu.compute_capability]
-    everything = f"all of CUDA {release.version}'s architectures ({release.arch_list})"
+    count = len(release.arch_list.split(";"))
+    everything = f"CUDA {release.version}'s {count} common architectures ({release.arch_list}), each compiling every kernel again"
     if requested:
         entries = parse_arch_list(requested, knowledge.gpu.names)
         refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
         if refused:
             raise ConfigurationError(
                 f"--arch-list {requested!r}: CUDA {release.version}'s nvcc does not compile for {', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop with \"nvcc fatal : Unsupported gpu architecture\".",
-                fix=f"pass architectures from that range (e.g. --arch-list {_suggest(release, gpus)}), or a CUDA release that still builds {refused[0].capability} (--cuda).",
+                fix=f"pass architectures from that range (e.g. --arch-list {_suggest(release, gpus)}){_other_cuda(knowledge, refused[0])}.",
             )
         decision = ArchDecision(format_arch_list(entries), "build kernels only for these GPUs (--arch-list): shorter builds, and the fix for 'no kernel image is available'")
         for gpu in gpus:
@@ -105,17 +106,26 @@ def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, re
         return decision
     if not gpus:
         why = "no GPU was found" if facts.gpus == () else "the facts do not list GPUs" if facts.gpus is None else "the driver does not report the GPUs' compute capability"
-        return ArchDecision(None, "", decisions=[f"TORCH_CUDA_ARCH_LIST not set ({why}): PyTorch builds {everything}; --arch-list with the target GPUs' capabilities makes the build much shorter."])
+        return ArchDecision(None, "", decisions=[f"TORCH_CUDA_ARCH_LIST not set ({why}): PyTorch builds for the GPUs it finds at configure time, else {everything}; --arch-list with the target GPUs' capabilities makes the build much shorter."])
     entries, notes = default_for_gpus([gpu.compute_capability or "" for gpu in gpus], release.sm)
     listed = ", ".join(f"{gpu.name} ({gpu.compute_capability})" for gpu in gpus)
     if not entries:
         raise ToolchainError(f"CUDA {release.version} cannot build for any GPU of this machine: {'; '.join(notes)}. GPUs: {listed}.", fix=f"pass --cuda with a release that builds {gpus[0].compute_capability} (see build_config/cuda.toml), or --cuda cpu.")
     decision = ArchDecision(
         format_arch_list(entries),
-        f"this machine's GPUs: {listed} (instead of {everything}: {len(release.arch_list.split(';'))} architectures compile every CUDA kernel {len(release.arch_list.split(';'))} times; --arch-list overrides)",
+        f"this machine's GPUs: {listed}. Unset, PyTorch's CMake looks for GPUs by running a CUDA program at configure time and builds {everything} when that fails (cmake/public/utils.cmake → select_compute_arch.cmake 'Auto'); set, the build is the same on every run. --arch-list overrides",
     )
     decision.warnings += [f"GPU compute capability {note}." for note in notes]
     return decision
+
+
+def _other_cuda(knowledge: Knowledge, entry: Arch) -> str:
+    """', or --cuda 12.9 (the newest CUDA that builds 5.0)', or why there is none."""
+    releases = [r.version for r in knowledge.cuda.values() if r.accepts(entry.capability + entry.suffix)]
+    if not releases:
+        return f"; no CUDA release pytorch-winbuild knows compiles {entry} (NVIDIA lists every GPU's compute capability at https://developer.nvidia.com/cuda-gpus)"
+    newest = max(releases, key=version_tuple)
+    return f", or --cuda {newest} (the newest CUDA that compiles {entry})"
 
 
 def _range(release: CudaRelease) -> str:

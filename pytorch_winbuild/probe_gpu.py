@@ -90,17 +90,19 @@ def _text(value: str | bytes) -> str:
 
 
 def _int(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isdigit() else None
+    """'81559' or '81559 MiB' (a query without nounits) → 81559; '[N/A]' → None."""
+    match = re.fullmatch(r"(\d+)(?: MiB)?", text.strip())
+    return int(match.group(1)) if match else None
 
 
 def parse_smi_query(output: str, fields: Iterable[str]) -> list[dict[str, str]]:
-    """Rows of `--query-gpu=... --format=csv,noheader,nounits` as field → value."""
+    """Rows of `nvidia-smi --query-gpu=... --format=csv` as field → value; a header row is skipped."""
     names = list(fields)
     rows = []
     for record in csv.reader(line for line in output.splitlines() if line.strip()):
-        if len(record) == len(names):
-            rows.append({name: value.strip() for name, value in zip(names, record, strict=True)})
+        values = [value.strip() for value in record]
+        if len(values) == len(names) and values[0] != "index":
+            rows.append(dict(zip(names, values, strict=True)))
     return rows
 
 
@@ -114,9 +116,10 @@ def gpus_from_smi_rows(rows: list[dict[str, str]]) -> tuple[Gpu, ...]:
     gpus = []
     for row in rows:
         capability = row.get("compute_cap", "")
+        index = _int(row["index"])
         gpus.append(
             Gpu(
-                index=_int(row["index"]) if _int(row["index"]) is not None else len(gpus),
+                index=len(gpus) if index is None else index,
                 name=_text(row["name"]),
                 compute_capability=capability if re.fullmatch(r"\d{1,2}\.\d", capability) else None,
                 memory_mib=_int(row.get("memory.total", "")),
