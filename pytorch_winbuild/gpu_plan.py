@@ -86,19 +86,25 @@ def buildable_gpus_problem(facts: Facts, release: CudaRelease) -> str | None:
     return None
 
 
+def checked_arch_list(knowledge: Knowledge, release: CudaRelease, requested: str, gpus: list[Gpu] | None = None, flag: str = "--arch-list") -> tuple[Arch, ...]:
+    """The entries of `requested`, or ConfigurationError when the release's nvcc would refuse one."""
+    entries = parse_arch_list(requested, knowledge.gpu.names, flag)
+    refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
+    if refused:
+        raise ConfigurationError(
+            f"{flag} {requested!r}: CUDA {release.version}'s nvcc does not compile for {', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop with \"nvcc fatal : Unsupported gpu architecture\".",
+            fix=f"pass architectures from that range (e.g. {flag} {_suggest(release, gpus or [])}){_other_cuda(knowledge, refused[0])}.",
+        )
+    return entries
+
+
 def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, release: CudaRelease) -> ArchDecision:
     """TORCH_CUDA_ARCH_LIST for this build: --arch-list checked against nvcc, else the installed GPUs."""
     gpus = [gpu for gpu in facts.gpus or () if gpu.compute_capability]
     count = len(release.arch_list.split(";"))
     everything = f"CUDA {release.version}'s {count} common architectures ({release.arch_list}), each compiling every kernel again"
     if requested:
-        entries = parse_arch_list(requested, knowledge.gpu.names)
-        refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
-        if refused:
-            raise ConfigurationError(
-                f"--arch-list {requested!r}: CUDA {release.version}'s nvcc does not compile for {', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop with \"nvcc fatal : Unsupported gpu architecture\".",
-                fix=f"pass architectures from that range (e.g. --arch-list {_suggest(release, gpus)}){_other_cuda(knowledge, refused[0])}.",
-            )
+        entries = checked_arch_list(knowledge, release, requested, gpus)
         decision = ArchDecision(format_arch_list(entries), "build kernels only for these GPUs (--arch-list): shorter builds, and the fix for 'no kernel image is available'")
         for gpu in gpus:
             if not covers(entries, gpu.compute_capability or ""):

@@ -19,7 +19,7 @@ from .era_choice import resolve_era
 from .errors import ConfigurationError, ToolchainError
 from .facts import CudaInstall, Facts, VisualStudio, toolset_msc_ver, toolset_short
 from .arch_list import parse_arch_list
-from .gpu_plan import buildable_gpus_problem, driver_problem, driver_warning, plan_arch_list
+from .gpu_plan import buildable_gpus_problem, checked_arch_list, driver_problem, driver_warning, plan_arch_list
 from .knowledge import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from .versions import NEWEST_WORDS, parse_pytorch_version
 
@@ -315,9 +315,10 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
     if problem:
         return problem[0]
     if options.arch_list:
-        refused = [str(e) for e in parse_arch_list(options.arch_list, knowledge.gpu.names) if not release.accepts(e.capability + e.suffix)]
-        if refused:
-            return f"its nvcc does not compile {', '.join(refused)} (--arch-list)"
+        try:
+            checked_arch_list(knowledge, release, options.arch_list)
+        except ConfigurationError:
+            return f"its nvcc does not compile every architecture of --arch-list {options.arch_list}"
     else:
         problem = buildable_gpus_problem(facts, release)
         if problem:

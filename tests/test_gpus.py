@@ -335,3 +335,15 @@ def test_doctor_says_why_there_is_no_gpu():
     assert "no NVIDIA GPU or driver found" in checks["GPU"].detail
     checks = {c.topic: c for c in doctor_checks(facts_from_dict(linux_facts([GTX1080], "580.159.04", "13.0")), KNOWLEDGE)}
     assert checks["GPU 0"].status == "warning" and "CUDA 13.0 cannot build for it" in checks["GPU 0"].detail
+
+
+def test_a_nightly_entry_with_an_arch_list_its_nvcc_refuses_fails_at_load():
+    import tomllib
+
+    from pytorch_winbuild.nightly.matrix import parse_matrix
+
+    data = tomllib.loads((HOSTS_DIR.parent / "nightly.toml").read_text(encoding="utf-8"))
+    data["entry"][0].update(cuda="13.0", arch_list="5.0")
+    with pytest.raises(ConfigurationError) as error:
+        parse_matrix(data, "nightly.toml", KNOWLEDGE)
+    assert "arch_list = '5.0': CUDA 13.0's nvcc does not compile for 5.0" in error.value.paragraph()

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config_files import load_toml, optional, require
 from ..errors import ConfigurationError
+from ..gpu_plan import checked_arch_list
 from ..knowledge import Knowledge
 from ..plan import Options
 from ..redact import is_secret_name, redact_text
@@ -187,8 +188,19 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         mode=mode,
         env=_variables(table, "env", where),
         min_free_gb=_free_gb(table["min_free_gb"], f"{where}.min_free_gb") if "min_free_gb" in table else default_free_gb,
-        plan_options=_plan_options(table, where, knowledge),
+        plan_options=_arch_list_for_cuda(_plan_options(table, where, knowledge), cuda, where, knowledge),
     )
+
+
+def _arch_list_for_cuda(options: tuple[tuple[str, Any], ...], cuda: str, where: str, knowledge: Knowledge) -> tuple[tuple[str, Any], ...]:
+    """An arch_list the entry's nvcc would refuse fails now, not at 3 a.m. an hour into the build."""
+    arch_list = dict(options).get("arch_list")
+    if arch_list is not None and cuda != "cpu":
+        try:
+            checked_arch_list(knowledge, knowledge.cuda_release(cuda), arch_list, flag="arch_list =")
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{where}: {error.message}", fix=error.fix) from None
+    return options
 
 
 def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Matrix:
