@@ -154,6 +154,23 @@ def verification_line(verification: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def gpu_lines(verification: dict[str, Any]) -> list[str]:
+    """One line per GPU that verify.py checked (capability, coverage, kernel), or why none was."""
+    gpu = verification.get("gpu")
+    if not isinstance(gpu, dict):
+        return []
+    if not gpu.get("checked"):
+        return [f"not checked: {gpu.get('reason', 'unknown')}"] if gpu.get("reason") else []
+    built = " ".join(gpu.get("arch_list") or []) or "unknown"
+    lines = []
+    for device in gpu.get("devices") or []:
+        coverage = {True: f"built for it ({' '.join(device.get('covered_by') or [])})", False: f"NOT built for it (arch list {built})", None: "arch list unknown"}[device.get("covered")]
+        kernel = device.get("kernel")
+        outcome = "kernel ok" if kernel == "ok" else f"kernel {kernel}: {device.get('error', 'no message')}"
+        lines.append(f"{device.get('device')} {device.get('name') or 'unnamed'} · capability {device.get('capability') or '?'} · {coverage} · {outcome}")
+    return lines
+
+
 def summary(record: BuildRecord) -> str:
     """The few lines printed at the end of a run."""
     title = {"success": "succeeded", "failed": "FAILED", "verification failed": "built, but verification FAILED", "interrupted": "interrupted", "error": "stopped"}.get(record.result, record.result)
@@ -174,6 +191,7 @@ def summary(record: BuildRecord) -> str:
         rows.append(("diagnosis", f"[{match['id']}] {match['title']}"))
     if record.verification is not None:
         rows.append(("verified", verification_line(record.verification)))
+        rows += [("gpu", line) for line in gpu_lines(record.verification)]
     if record.log.exists():
         rows.append(("log", str(record.log)))
     rows.append(("report", str(record.report)))

@@ -6,10 +6,24 @@ Outside, because Python puts the current folder first on sys.path: run from a Py
 two worker processes under `if __name__ == '__main__':` with the spawn start method — Windows
 has no fork, so that is how every DataLoader with workers runs there, and a build or an
 environment that breaks it is caught here instead of in the user's first training script.
+
+`cuda_available` alone proves little: a build without the GPU's architecture imports, reports
+CUDA, and fails at the first kernel with "no kernel image is available for execution on the
+device". So when torch has CUDA and sees a device, the check runs a small real kernel (an
+elementwise op and a matmul) on every visible GPU, compares it with the CPU, and checks the
+build's architectures (`torch.cuda.get_arch_list()`) against each GPU's compute capability with
+NVIDIA's compatibility rules (`arch_runs_on`). Its result's `gpu` section holds both; a GPU the
+build does not cover, or whose kernel fails, fails the verification with the `--arch-list` that
+fixes it. No CUDA in torch, or no visible device, is not a failure: `gpu.reason` says why.
+
+VERIFY_SCRIPT is self-contained (the standard library and torch only), so it also runs alone,
+e.g. on a GPU machine without this package: `python -m pytorch_winbuild.verify --script >
+check.py`, then `python check.py` there (exit 0 when verified; the JSON follows the marker).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -26,16 +40,96 @@ MARKER = "PYTORCH_WINBUILD_VERIFY "
 TIMEOUT_SECONDS = 600
 SCRIPT_NAME = "pytorch_winbuild_verify.py"
 
-# Runs in the fresh interpreter. Module-level classes and functions, because spawn workers
-# re-import this file (as __mp_main__) to unpickle the dataset and the collate function.
-VERIFY_SCRIPT = '''\
+# GPU architectures and compute capabilities: which entries of torch.cuda.get_arch_list() run on
+# a device. Pure, unit-tested without torch, and embedded as they are into VERIFY_SCRIPT (see
+# _embedded), so they stay Python 3.5 code: no annotations, no f-strings. The build's Python may
+# be as old as an era in build_config/eras.toml allows.
+
+
+def parse_cuda_arch(entry):
+    """('sm' or 'compute', major, minor, suffix) of one arch-list entry, or None if it is none.
+
+    torch.cuda.get_arch_list() names real architectures (SASS cubins) 'sm_XY' and virtual ones
+    (PTX) 'compute_XY', with the compute capability's digits as major * 10 + minor: 'sm_86' is
+    8.6, 'sm_100' is 10.0, 'sm_121' is 12.1 (the last digit is the minor version). An 'a' suffix
+    ('sm_90a') is an architecture-specific target, an 'f' suffix ('sm_100f', CUDA 12.9+) a
+    family-specific one.
+    """
+    kind, separator, rest = str(entry).strip().lower().partition("_")
+    if not separator or kind not in ("sm", "compute"):
+        return None
+    suffix = ""
+    if rest[-1:] in ("a", "f"):
+        suffix, rest = rest[-1], rest[:-1]
+    if len(rest) < 2 or any(character not in "0123456789" for character in rest):
+        return None
+    return kind, int(rest[:-1]), int(rest[-1]), suffix
+
+
+def arch_runs_on(entry, capability):
+    """Whether code built for one arch-list entry runs on a device of capability (major, minor).
+
+    NVIDIA's rules: CUDA C++ Programming Guide, "Binary Compatibility", "PTX Compatibility" and
+    "Application Compatibility"; for the suffixes, its appendix "Compute Capabilities" >
+    "Feature Availability" ("Architecture-Specific Features", "Family-Specific Features", from
+    CUDA 12.9) and NVIDIA's blog "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce Family-Specific
+    Architecture Features".
+
+    - sm_XY, a cubin: binary compatibility holds from one minor revision to the next, never to a
+      previous one nor across major revisions; "a cubin object generated for compute capability
+      X.y will only execute on devices of compute capability X.z where z>=y". So sm_80 runs on
+      8.0, 8.6 and 8.9, not on 9.0; sm_86 not on 8.0. (The guide adds that this holds for
+      desktop GPUs, not across desktop and Tegra.)
+    - compute_XY, PTX: the driver JIT-compiles it for the device, for any compute capability
+      equal to or higher than X.Y ("PTX code produced for some specific compute capability can
+      always be compiled to binary code of greater or equal compute capability").
+    - an 'a' suffix (sm_90a, compute_90a): architecture-specific features, which run only on
+      exactly that compute capability, with no forward compatibility at all.
+    - an 'f' suffix (sm_100f, compute_100f; family-specific features, from CUDA 12.9): runs on
+      devices of the same family, the same major version with an equal or higher minor (sm_100f
+      on 10.0 and 10.3, not on 11.0 or 12.0).
+    """
+    parsed = parse_cuda_arch(entry)
+    if parsed is None:
+        return False
+    kind, major, minor, suffix = parsed
+    device = (int(capability[0]), int(capability[1]))
+    if suffix == "a":
+        return device == (major, minor)
+    if suffix == "f" or kind == "sm":
+        return device[0] == major and device[1] >= minor
+    return device >= (major, minor)
+
+
+def covering_archs(arch_list, capability):
+    """The entries of an arch list (torch.cuda.get_arch_list()) that run on a device of capability (major, minor)."""
+    return [entry for entry in arch_list if arch_runs_on(entry, capability)]
+
+
+def arch_list_flag(capabilities):
+    """The --arch-list value (TORCH_CUDA_ARCH_LIST) that builds for these capabilities: '9.0', '8.6;9.0'."""
+    unique = sorted(set((int(major), int(minor)) for major, minor in capabilities))
+    return ";".join("%d.%d" % pair for pair in unique)
+
+
+def _embedded():
+    """The coverage functions' source, for VERIFY_SCRIPT (which has no access to this package)."""
+    return "\n\n".join(inspect.getsource(function) for function in (parse_cuda_arch, arch_runs_on, covering_archs, arch_list_flag))
+
+
+# Runs in the fresh interpreter, any Python a build may use (3.5 code: no f-strings). Module-level
+# classes and functions, because spawn workers re-import this file (as __mp_main__) to unpickle
+# the dataset and the collate function.
+_SCRIPT = '''\
 import json
 import os
 import sys
 import traceback
+import warnings
 
-MARKER = %(marker)r
+MARKER = @MARKER@
 ITEMS = 8
+KERNEL_TEST = "x * 2 + 1 and x @ x.T on a 64x64 float32 tensor, compared with the CPU"
 
 
 class Squares:
@@ -50,6 +144,116 @@ class Squares:
 
 def collate(batch):
     return [int(value) for value in batch]
+
+
+# @COVERAGE@
+
+
+def describe(error):
+    """An exception in one line: its type and its message's first line (CUDA errors add lines of advice)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return type(error).__name__ + (": " + lines[0] if lines else "")
+
+
+def one_line(text, limit=500):
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())[:limit]
+
+
+def run_kernel(torch, index):
+    """Run small real kernels on cuda:index and compare them with the CPU; raise if one fails."""
+    device = torch.device("cuda", index)
+    x = (torch.arange(64 * 64, dtype=torch.float32) % 7).reshape(64, 64)
+    on_gpu = x.to(device)
+    added = on_gpu * 2 + 1
+    product = torch.mm(on_gpu, on_gpu.t())
+    torch.cuda.synchronize(device)
+    if added.device != device or product.device != device:
+        raise RuntimeError("the kernels ran on {} and {}, not on {}".format(added.device, product.device, device))
+    if not torch.equal(added.cpu(), x * 2 + 1):
+        raise RuntimeError("x * 2 + 1 on {} differs from the CPU's result".format(device))
+    # Small integers: exact in float32 (and in TF32), so any difference is a wrong result.
+    expected = torch.mm(x, x.t())
+    if not torch.allclose(product.cpu(), expected, rtol=1e-5, atol=1e-3):
+        difference = (product.cpu() - expected).abs().max().item()
+        raise RuntimeError("x @ x.T on {} differs from the CPU's result (largest difference {})".format(device, difference))
+
+
+def check_device(torch, index, arch_list):
+    """Name, capability, coverage and a kernel on one device; never raises."""
+    device = {"index": index, "device": "cuda:{}".format(index), "name": None, "capability": None, "covered": None, "covered_by": [], "kernel": "not run", "ok": False}
+    try:
+        device["name"] = torch.cuda.get_device_name(index)
+        major, minor = torch.cuda.get_device_capability(index)
+        device["capability"] = "{}.{}".format(major, minor)
+        if arch_list:
+            device["covered_by"] = covering_archs(arch_list, (major, minor))
+            device["covered"] = bool(device["covered_by"])
+        try:
+            run_kernel(torch, index)
+            device["kernel"] = "ok"
+        except Exception:
+            device["kernel"] = "failed"
+            raise
+        if device["covered"] is False:
+            device["error"] = "compute capability {} is not among this build's CUDA architectures ({}), so PyTorch's kernels have no image for it ('no kernel image is available for execution on the device')".format(device["capability"], " ".join(arch_list))
+        else:
+            device["ok"] = True
+    except Exception as error:
+        device["traceback"] = traceback.format_exc()
+        device["error"] = describe(error)
+    return device
+
+
+def check_gpus(torch):
+    """The gpu section: the build's architectures and every visible device, or why none was checked."""
+    gpu = {"checked": False, "arch_list": None, "device_count": 0, "devices": [], "kernel_test": KERNEL_TEST}
+    if not torch.version.cuda:
+        hip = getattr(torch.version, "hip", None)
+        gpu["reason"] = "torch was built without CUDA" + (" (a ROCm build, HIP {})".format(hip) if hip else "")
+        return gpu
+    if not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpu["reason"] = "no CUDA device visible (torch.cuda.is_available() is False" + ("; CUDA_VISIBLE_DEVICES={!r}".format(visible) if visible is not None else "") + ")"
+        return gpu
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            gpu["arch_list"] = list(torch.cuda.get_arch_list())
+        except Exception as error:
+            gpu["arch_list_error"] = describe(error)
+        gpu["device_count"] = int(torch.cuda.device_count())
+        if gpu["device_count"] == 0:
+            gpu["reason"] = "no CUDA device visible (torch.cuda.device_count() is 0)"
+            return gpu
+        gpu["checked"] = True
+        for index in range(gpu["device_count"]):
+            gpu["devices"].append(check_device(torch, index, gpu["arch_list"]))
+    messages = [one_line(warning.message) for warning in caught]
+    if messages:
+        gpu["warnings"] = messages
+    return gpu
+
+
+def gpu_failure(gpu):
+    """(failed step, error, fix or None) when a device failed, else None."""
+    failed = [device for device in gpu["devices"] if not device["ok"]]
+    if not failed:
+        return None
+    lines = []
+    for device in failed:
+        lines.append("{} ({}, compute capability {}): {}".format(device["device"], device["name"] or "unnamed", device["capability"] or "unknown", device.get("error", "failed")))
+    tracebacks = [device["traceback"] for device in failed if device.get("traceback")]
+    error = "".join(tracebacks) + "; ".join(lines)
+    fix = None
+    wrong_arch = [device for device in failed if device["covered"] is False or "no kernel image" in device.get("traceback", "")]
+    capabilities = [tuple(int(part) for part in device["capability"].split(".")) for device in gpu["devices"] if device["capability"]]
+    if wrong_arch and capabilities:
+        flag = arch_list_flag(capabilities)
+        quoted = flag if ";" not in flag else '"' + flag + '"'
+        described = ", ".join("{} ({}) has compute capability {}".format(device["device"], device["name"], device["capability"]) for device in gpu["devices"] if device["capability"])
+        built = " ".join(gpu["arch_list"] or []) or "unknown"
+        fix = "rebuild for the GPUs here: `invoke build --arch-list {}` (TORCH_CUDA_ARCH_LIST={}). {}; this build's CUDA architectures are {}.".format(quoted, flag, described, built)
+    return "CUDA kernel on " + failed[0]["device"], error, fix
 
 
 def check():
@@ -69,6 +273,8 @@ def check():
         result["magma"] = bool(torch.cuda.has_magma) if torch.version.cuda else None
         step = "cuDNN"
         result["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        step = "GPU"
+        result["gpu"] = check_gpus(torch)
         step = "DataLoader"
         import torch.utils.data
 
@@ -77,9 +283,15 @@ def check():
         total = sum(sum(batch) for batch in batches)
         expected = sum(index * index for index in range(ITEMS))
         if total != expected:
-            raise RuntimeError("DataLoader workers returned %%r (sum %%d), expected the sum %%d" %% (batches, total, expected))
+            raise RuntimeError("DataLoader workers returned %r (sum %d), expected the sum %d" % (batches, total, expected))
         result["dataloader"] = {"num_workers": 2, "start_method": "spawn", "batches": len(batches), "ok": True}
-        result["ok"] = True
+        failure = gpu_failure(result["gpu"])
+        if failure:
+            result["failed_step"], result["error"], fix = failure
+            if fix:
+                result["fix"] = fix
+        else:
+            result["ok"] = True
     except BaseException:
         result["failed_step"] = step
         result["error"] = traceback.format_exc()
@@ -93,7 +305,8 @@ if __name__ == "__main__":
     outcome = check()
     print(MARKER + json.dumps(outcome), flush=True)
     sys.exit(0 if outcome["ok"] else 1)
-''' % {"marker": MARKER}
+'''
+VERIFY_SCRIPT = _SCRIPT.replace("@MARKER@", repr(MARKER)).replace("# @COVERAGE@", _embedded())
 
 
 def _parse(stdout: str) -> dict[str, Any] | None:
@@ -113,8 +326,9 @@ def failure_error(result: dict[str, Any]) -> VerificationError:
     matches = result.get("diagnosis") or []
     if matches:
         message += " Diagnosis: " + "; ".join(f"[{m['id']}] {m['title']}" for m in matches) + "."
-        return VerificationError(message, fix=matches[0]["fix"])
-    return VerificationError(message, fix="run `invoke verify` to repeat the check, and `invoke diagnose` on the build log.")
+    # The check's own fix (a GPU the build does not cover: the --arch-list for it) is the most specific.
+    fix = result.get("fix") or (matches[0]["fix"] if matches else None)
+    return VerificationError(message, fix=fix or "run `invoke verify` to repeat the check, and `invoke diagnose` on the build log.")
 
 
 def _run(python: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -167,3 +381,12 @@ def verify_torch(python: str | None = None, *, env: Mapping[str, str] | None = N
     if not result["ok"]:
         raise failure_error(result)
     return result
+
+
+if __name__ == "__main__":  # python -m pytorch_winbuild.verify [--script | PYTHON]
+    if sys.argv[1:] == ["--script"]:
+        sys.stdout.write(VERIFY_SCRIPT)
+    else:
+        outcome = check_torch(sys.argv[1] if len(sys.argv) > 1 else None)
+        print(json.dumps(outcome, indent=2, ensure_ascii=False))
+        sys.exit(0 if outcome["ok"] else 1)
