@@ -3,16 +3,27 @@
 A clone is checked out at the exact commit the ref names (detached), with every submodule
 synced and updated recursively: PyTorch's third_party folders are submodules, and a stale one
 is a classic source of baffling build errors. A clone with local changes is never overwritten.
+
+The repository and ref come from the command line or the nightly matrix, so git never gets a
+chance to read them as options: they are checked first and always follow `--`. A user and
+password in an http(s) URL reach git only through its environment (see `_credential_env`), never
+its command line or .git/config, and git's output has its terminal control sequences removed.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import shutil
 import subprocess
+import sys
 import time
+from codecs import getincrementaldecoder
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError, DependencyError, ToolchainError
 from ..knowledge import Era
@@ -21,6 +32,12 @@ from ..redact import redact_text
 CLONES_FOLDER = "src"
 CWRAP_SOURCE = Path("aten/src/ATen/common_with_cwrap.py")
 CWRAP_TARGET = Path("tools/shared/cwrap_common.py")
+REF_FIX = "pass a branch (e.g. main or release/2.6), a tag (e.g. v2.6.0) or a full 40-character commit SHA."
+# CSI (ESC [ ... final), OSC/DCS/PM/APC/SOS strings up to BEL or ST, two-character ESC sequences, and every
+# other C0/C1 control but tab, newline and carriage return (git's progress redraws its line with \r).
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[]P^_X][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_HEADER_SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,94 @@ class SourceCheckout:
 
     def to_dict(self) -> dict[str, object]:
         return {"path": str(self.path), "origin": self.origin, "repo": redact_text(self.repo) if self.repo else None, "ref": self.ref, "commit": self.commit, "seconds": round(self.seconds, 3)}
+
+
+def printable(text: str) -> str:
+    """`text` without terminal control sequences: a remote's messages must not retitle, clear or rewrite the console."""
+    return _TERMINAL_CONTROL.sub("", text)
+
+
+def _parsed(repo: str, key: str) -> SplitResult:
+    try:
+        return urlsplit(repo)
+    except ValueError as error:  # e.g. an unclosed [IPv6] host
+        raise ConfigurationError(f"{key}: {redact_text(repo)!r} is not a valid URL ({error}).", fix="pass the repository's URL or path as `git clone` takes it.") from None
+
+
+def _split_userinfo(repo: str, key: str) -> tuple[str, str | None]:
+    """(the URL without its userinfo, the userinfo) for http(s) URLs; any other repository as it is, with None."""
+    parts = _parsed(repo, key)
+    if parts.scheme.lower() not in _HEADER_SCHEMES or "@" not in parts.netloc:
+        return repo, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=host)), userinfo
+
+
+def remote_url(repo: str, key: str = "--repo") -> str:
+    """The URL git stores as origin and messages show: an http(s) URL loses its user and password."""
+    return _split_userinfo(repo, key)[0]
+
+
+def _credential_env(repo: str, key: str) -> dict[str, str]:
+    """The environment that gives git the URL's user and password as an HTTP header for that scheme and host only.
+
+    Config from GIT_CONFIG_COUNT/KEY_n/VALUE_n (git 2.31+) is not on git's command line (which every
+    user can list), is not written anywhere (unlike an askpass script), needs no shell (unlike a
+    `!` credential helper) and is never handed to a credential helper that could store it. git's URL
+    matching sends it to the repository's host alone, so its submodules on that host get it too.
+    """
+    url, userinfo = _split_userinfo(repo, key)
+    if userinfo is None:
+        return {}
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    parts = urlsplit(url)
+    count = os.environ.get("GIT_CONFIG_COUNT", "0")
+    index = int(count) if count.isdigit() else 0
+    return {
+        "GIT_CONFIG_COUNT": str(index + 1),
+        f"GIT_CONFIG_KEY_{index}": f"http.{parts.scheme}://{parts.netloc}/.extraHeader",
+        f"GIT_CONFIG_VALUE_{index}": f"Authorization: Basic {token}",
+    }
+
+
+def _git_executable(key: str) -> str:
+    executable = shutil.which("git")
+    if executable is None:
+        raise ToolchainError(f"{key} needs git, and git is not installed.", fix="install Git for Windows (or `apt-get install git`), then run again; or pass --source with an existing checkout.")
+    return executable
+
+
+def check_repo(repo: str, key: str = "--repo") -> None:
+    """Refuse, before git sees it, a repository git would read as an option or that could not be stored safely."""
+    shown = repr(redact_text(repo))
+    if repo.startswith("-"):
+        raise ConfigurationError(f"{key}: {shown} starts with '-', so git would read it as an option, not a repository.", fix="pass the repository's URL (https://..., ssh://..., git@host:path) or path; write a path that starts with '-' as ./-name.")
+    if _CONTROL_CHARACTER.search(repo):
+        raise ConfigurationError(f"{key}: {shown} contains control characters, which no repository URL or path has.", fix="pass the repository's URL or path as plain text.")
+    parts = _parsed(repo, key)
+    if parts.password is not None and parts.scheme.lower() not in _HEADER_SCHEMES:
+        raise ConfigurationError(
+            f"{key}: {shown} carries a password in a {parts.scheme} URL, which git cannot use and would store in the clone's .git/config.",
+            fix="use an SSH key (ssh-agent) for ssh URLs, or an https URL, whose user and password pytorch-winbuild passes to git without storing them.",
+        )
+
+
+def check_ref(ref: str, key: str = "--ref") -> None:
+    """Refuse, before git sees it, a ref git would read as an option or that cannot name a branch, tag or commit.
+
+    A name is what `git check-ref-format --allow-onelevel` accepts (main, v2.6.0, release/2.6, and a
+    full commit SHA, which is a valid one-level name); a leading '-' is refused first, since that
+    command takes no `--` and would read the ref as its own option.
+    """
+    if ref.startswith("-"):
+        raise ConfigurationError(f"{key}: {ref!r} starts with '-', so git would read it as an option, not a ref.", fix=REF_FIX)
+    command = [_git_executable(key), "check-ref-format", "--allow-onelevel", ref]
+    if subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode != 0:
+        raise ConfigurationError(
+            f"{key}: {ref!r} is not a branch, tag or commit name git accepts (`git check-ref-format` refuses spaces, control characters, '..', '~', '^', ':', '?', '*', '[', '\\', '@{{', and a leading '/' or a trailing '/', '.' or '.lock').",
+            fix=REF_FIX,
+        )
 
 
 def _repo_name(repo: str) -> str:
@@ -57,18 +162,26 @@ def _same_repo(a: str, b: str) -> bool:
 
 
 class _Git:
-    """git in one folder; network steps show git's own progress, queries are captured."""
+    """git in one folder, with its remote's credential environment; network steps stream git's output, queries capture it."""
 
-    def __init__(self, folder: Path) -> None:
-        executable = shutil.which("git")
-        if executable is None:
-            raise ToolchainError("--repo needs git, and git is not installed.", fix="install Git for Windows (or `apt-get install git`), then run again; or pass --source with an existing checkout.")
-        self.git = executable
+    def __init__(self, folder: Path, *, key: str = "--repo", env: dict[str, str] | None = None) -> None:
+        self.git = _git_executable(key)
         self.folder = folder
+        self.env = {**os.environ, **env} if env else None
+        # git shows progress only on a terminal, and its output now comes through a pipe: ask for it when ours is one.
+        self.progress = ("--progress",) if sys.stderr.isatty() else ()
 
     def show(self, *args: str) -> None:
+        """Run a step with git's output on stderr as it comes, less control sequences (a remote's messages are not trusted)."""
         command = [self.git, "-C", str(self.folder), *args]
-        status = subprocess.run(command, stdin=subprocess.DEVNULL, check=False).returncode
+        with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env) as process:
+            stream = process.stdout
+            assert stream is not None
+            decoder = getincrementaldecoder("utf-8")(errors="replace")
+            for chunk in iter(partial(stream.read1, 65536), b""):
+                sys.stderr.write(printable(decoder.decode(chunk)))
+                sys.stderr.flush()
+            status = process.wait()
         if status != 0:
             raise DependencyError(
                 f"`git {' '.join(redact_text(a) for a in args)}` in {self.folder} failed with exit status {status} (git's message is above).",
@@ -76,68 +189,82 @@ class _Git:
             )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.git, "-C", str(self.folder), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+        return subprocess.run([self.git, "-C", str(self.folder), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False, env=self.env)
 
     def query(self, *args: str) -> str | None:
         completed = self.run(*args)
         return completed.stdout.strip() if completed.returncode == 0 else None
 
 
-def _resolve(git: _Git, ref: str | None) -> str:
+def _resolve(git: _Git, ref: str | None, key: str) -> str:
     """The commit a branch, tag or SHA names after a fetch (the remote's default branch for None)."""
     candidates = [f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref] if ref else ["refs/remotes/origin/HEAD"]
     for candidate in candidates:
-        commit = git.query("rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}")
+        commit = git.query("rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}")
         if commit:
             return commit
     said = ""
     if ref:
         # A commit no branch or tag of the fetched ones contains (a pull request's head): ask for it.
-        fetched = git.run("fetch", "--quiet", "origin", ref)
+        fetched = git.run("fetch", "--quiet", "--", "origin", ref)
         commit = git.query("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}") if fetched.returncode == 0 else None
         if commit:
             return commit
         lines = fetched.stderr.strip().splitlines()
-        said = f" (git: {redact_text(lines[-1])})" if lines else ""
-    raise ConfigurationError(f"--ref {ref} names no branch, tag or commit of the repository{said}.", fix="pass an existing branch (e.g. main), tag (e.g. v2.4.0) or full commit SHA.")
+        said = f" (git: {printable(redact_text(lines[-1]))})" if lines else ""
+    raise ConfigurationError(f"{key} {ref} names no branch, tag or commit of the repository{said}.", fix="pass an existing branch (e.g. main), tag (e.g. v2.4.0) or full commit SHA.")
 
 
-def _check_existing(git: _Git, repo: str, folder: Path) -> None:
-    origin = git.query("remote", "get-url", "origin")
-    if origin is None or not _same_repo(origin, repo):
+def _check_existing(git: _Git, url: str, folder: Path) -> None:
+    """The clone is of `url` (a credential-free URL) and has no local changes; a credential stored by an earlier version is removed."""
+    stored = git.query("remote", "get-url", "--", "origin")
+    origin = remote_url(stored) if stored is not None else None
+    if origin is None or not _same_repo(origin, url):
         raise ConfigurationError(
-            f"{folder} is a clone of {redact_text(origin or 'an unknown remote')}, not of {redact_text(repo)}.",
+            f"{folder} is a clone of {printable(redact_text(origin or 'an unknown remote'))}, not of {redact_text(url)}.",
             fix="pass --source with another folder for this repository, or leave --repo out to build that clone as it is.",
         )
+    if stored != origin:
+        git.show("remote", "set-url", "--", "origin", origin)
+        print(f"Removed the user and password stored in {folder / '.git' / 'config'}: git now gets them from its environment only.", file=sys.stderr, flush=True)
     changes = git.query("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
     if changes:
-        first = changes.splitlines()[0].strip()
+        first = printable(changes.splitlines()[0].strip())
         raise ConfigurationError(
             f"the clone {folder} has local changes (e.g. {first}); checking out another ref would overwrite them.",
             fix="commit or stash them (git stash), or build that clone as it is with --source and without --repo.",
         )
 
 
-def acquire_source(*, repo: str, ref: str | None, destination: Path) -> SourceCheckout:
-    """Clone `repo` into `destination`, or fetch an existing clone there; check out `ref` with its submodules."""
+def acquire_source(*, repo: str, ref: str | None, destination: Path, repo_key: str = "--repo", ref_key: str = "--ref") -> SourceCheckout:
+    """Clone `repo` into `destination`, or fetch an existing clone there; check out `ref` with its submodules.
+
+    repo_key and ref_key say where the values came from (the flags, or a nightly entry's keys) in errors.
+    """
+    check_repo(repo, repo_key)
+    if ref:
+        check_ref(ref, ref_key)
+    url, env = remote_url(repo, repo_key), _credential_env(repo, repo_key)
     started = time.monotonic()
     if (destination / ".git").exists():
-        git = _Git(destination)
-        _check_existing(git, repo, destination)
-        git.show("fetch", "--tags", "--force", "origin")
+        git = _Git(destination, key=repo_key, env=env)
+        _check_existing(git, url, destination)
+        git.show("fetch", "--tags", "--force", *git.progress, "--", "origin")
         origin = "fetched"
     else:
         if destination.exists() and any(destination.iterdir()):
-            raise ConfigurationError(f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of {redact_text(repo)}.", fix="pass --source with an empty or new folder, or remove that one.")
+            raise ConfigurationError(f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of {redact_text(url)}.", fix="pass --source with an empty or new folder, or remove that one.")
         destination.parent.mkdir(parents=True, exist_ok=True)
-        _Git(destination.parent).show("clone", "--no-checkout", repo, str(destination))
-        git = _Git(destination)
+        parent = _Git(destination.parent, key=repo_key, env=env)
+        parent.show("clone", "--no-checkout", *parent.progress, "--", url, str(destination))
+        git = _Git(destination, key=repo_key, env=env)
         origin = "cloned"
-    commit = _resolve(git, ref)
-    git.show("checkout", "--quiet", "--force", "--detach", commit)
+    commit = _resolve(git, ref, ref_key)
+    # checkout reads what follows `--` as paths, so the commit (a SHA from rev-parse, never user text) comes before it.
+    git.show("checkout", "--quiet", "--force", "--detach", commit, "--")
     git.show("submodule", "sync", "--recursive")
-    git.show("submodule", "update", "--init", "--recursive")
-    return SourceCheckout(destination, origin, repo, ref, commit, time.monotonic() - started)
+    git.show("submodule", "update", "--init", "--recursive", *git.progress)
+    return SourceCheckout(destination, origin, url, ref, commit, time.monotonic() - started)
 
 
 def existing_checkout(path: Path) -> SourceCheckout:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..builder import BuildRequest, SourceCheckout, acquire_source, run_build
+from ..builder.source import remote_url
 from ..deps.cache import deps_dir, installed_path
 from ..errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from ..facts import Facts
@@ -83,7 +84,7 @@ class EntryResult:
 
     @classmethod
     def for_entry(cls, entry: Entry) -> EntryResult:
-        return cls(entry.name, redact_text(entry.repo), entry.ref, entry.cuda)
+        return cls(entry.name, redact_text(remote_url(entry.repo)), entry.ref, entry.cuda)
 
     @contextmanager
     def timed(self, stage: str) -> Iterator[None]:
@@ -222,7 +223,8 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         free = check_free_space([source_dir, context.run_dir, context.cache_dir], entry.min_free_gb, entry.name)
         print(f"-- [{entry.name}] {free:.1f} GB free (needs {entry.min_free_gb:g} GB).", flush=True)
     with result.timed("source"):
-        checkout = acquire_source(repo=entry.repo, ref=entry.ref, destination=source_dir)
+        where = f"{context.matrix.source}: entry '{entry.name}'"
+        checkout = acquire_source(repo=entry.repo, ref=entry.ref, destination=source_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref")
         result.revision = checkout.commit
     with result.timed("plan"):
         python = resolve_python(entry.python)
@@ -258,7 +260,7 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
 def run_entry(entry: Entry, context: RunContext, result: EntryResult) -> None:
     """Run one entry into `result`; only Ctrl-C gets out (as InterruptedByUser), every failure stays in `result`."""
     started = time.monotonic()
-    print(f"\n==== nightly entry {entry.name}: {redact_text(entry.repo)} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, Python {entry.python} ====", flush=True)
+    print(f"\n==== nightly entry {entry.name}: {result.repo} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, Python {entry.python} ====", flush=True)
     try:
         _stages(entry, context, result)
     except (InterruptedByUser, KeyboardInterrupt) as stop:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..builder.source import check_ref, check_repo
 from ..config_files import load_toml, optional, require
 from ..errors import ConfigurationError
 from ..gpu_plan import checked_arch_list
@@ -178,10 +179,14 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
     python = optional(table, "python", str, where, PYTHON_CURRENT).strip()
     if not python:
         raise ConfigurationError(f"{where}.python: empty.", fix="use \"current\", a version such as \"3.11\", or a path to python.exe.")
+    repo = require(table, "repo", str, where)
+    check_repo(repo, f"{where}.repo")
     ref = optional(table, "ref", str, where, "") or None
+    if ref is not None:
+        check_ref(ref, f"{where}.ref")
     return Entry(
         name=name,
-        repo=require(table, "repo", str, where),
+        repo=repo,
         ref=ref,
         cuda=cuda,
         python=python,
