@@ -7,6 +7,12 @@ only console signal a group can be sent), so Ninja and setup.py end their compil
 up; then, after a grace period, every process of the tree that is still there is killed (what
 `taskkill /T /F` does). The tree is read before the signal, because a child whose parent died
 is no longer listed under it.
+
+Every line is masked before anyone sees it (the log, the console, the progress bar): the exact
+values of the build environment's secrets (`redact.remember_secrets`, before the command starts)
+and credential patterns. Masking works on whole lines: the pipe is read line by line (a line
+arrives complete however the child split its writes and however long it is), so a secret the
+child writes in pieces, or that straddles the reader's buffer, is still one string to mask.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any, Callable, TextIO
 import psutil
 
 from ..errors import ToolchainError
-from ..redact import redact_text
+from ..redact import redact_text, remember_secrets
 
 
 class BuildInterrupted(Exception):
@@ -100,14 +106,15 @@ def run_streamed(
 
     Raises BuildInterrupted after stopping the tree when Ctrl-C arrives.
     """
+    remember_secrets(env)  # the build's own environment: plan and runner variables this process does not have
     started = time.monotonic()
     try:
         process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_group_options())
     except OSError as exc:
-        raise ToolchainError(f"could not start `{' '.join(command)}` in {cwd}: {exc}.", fix="check that the program exists and the folder is readable.") from None
+        raise ToolchainError(redact_text(f"could not start `{' '.join(command)}` in {cwd}: {exc}."), fix="check that the program exists and the folder is readable.") from None
     assert process.stdout is not None
     try:
-        for raw in process.stdout:
+        for raw in process.stdout:  # complete lines (up to b"\n" or the end), never a partial chunk
             text = redact_text(_decode(raw))
             log.write(text + "\n")
             on_line(text)

@@ -4,6 +4,9 @@ A PyTorch build takes hours, so the last `[n/m]` line Ninja printed is the most 
 screen. On a terminal those lines drive a tqdm bar with an ETA and every other line scrolls
 above it; without one (CI, a pipe) every other line is printed as it comes and progress is a
 plain line now and then, so a CI log is not thousands of `[n/m]` lines.
+
+Whatever it shows passes through `redact.redact_text` (again: the runner already masks each line),
+so a caller that feeds it raw lines cannot put a secret on screen.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Callable, TextIO
 
 from tqdm import tqdm
 
+from ..redact import redact_text
 from .settings import ProgressSettings
 
 
@@ -65,6 +69,7 @@ class ProgressDisplay:
         self.last_step: Step | None = None
 
     def line(self, text: str) -> None:
+        text = redact_text(text)
         step = parse_progress(text, self._settings)
         if step is None:
             self._print(text)

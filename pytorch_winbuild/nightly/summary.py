@@ -180,4 +180,4 @@ def publish_to_github(summary: NightlySummary, environ: dict[str, str]) -> None:
     output = environ.get("GITHUB_OUTPUT")
     if output:
         with open(output, "a", encoding="utf-8") as handle:
-            handle.write(f"run-dir={summary.run_dir}\nsummary-json={summary.json_path}\nsummary-md={summary.markdown_path}\n")
+            handle.write(redact_text(f"run-dir={summary.run_dir}\nsummary-json={summary.json_path}\nsummary-md={summary.markdown_path}\n"))
