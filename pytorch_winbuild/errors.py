@@ -6,6 +6,8 @@ stderr and the class's exit code. Anything else is a bug and exits with `Interna
 
 from __future__ import annotations
 
+from .redact import redact_text
+
 
 class WinbuildError(Exception):
     """Base class: a problem the user can fix, described in one paragraph."""
@@ -19,10 +21,11 @@ class WinbuildError(Exception):
         self.fix = fix
 
     def paragraph(self) -> str:
+        """The one paragraph a user sees; a credential that reached a message is masked here, the last gate."""
         text = f"{self.title}: {self.message}"
         if self.fix:
             text += f" Fix: {self.fix}"
-        return text
+        return redact_text(text)
 
 
 class ConfigurationError(WinbuildError):

@@ -27,7 +27,7 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError, DependencyError, ToolchainError
 from ..knowledge import Era
-from ..redact import redact_text
+from ..redact import StreamRedactor, redact_text, remember_secrets
 
 CLONES_FOLDER = "src"
 CWRAP_SOURCE = Path("aten/src/ATen/common_with_cwrap.py")
@@ -168,6 +168,8 @@ class _Git:
         self.git = _git_executable(key)
         self.folder = folder
         self.env = {**os.environ, **env} if env else None
+        if env:
+            remember_secrets(env)  # the --repo credential reaches git only through GIT_CONFIG_VALUE_n, not os.environ
         # git shows progress only on a terminal, and its output now comes through a pipe: ask for it when ours is one.
         self.progress = ("--progress",) if sys.stderr.isatty() else ()
 
@@ -178,9 +180,11 @@ class _Git:
             stream = process.stdout
             assert stream is not None
             decoder = getincrementaldecoder("utf-8")(errors="replace")
+            masker = StreamRedactor()
             for chunk in iter(partial(stream.read1, 65536), b""):
-                sys.stderr.write(printable(decoder.decode(chunk)))
+                sys.stderr.write(masker.feed(printable(decoder.decode(chunk))))
                 sys.stderr.flush()
+            sys.stderr.write(masker.flush())
             status = process.wait()
         if status != 0:
             raise DependencyError(
