@@ -9,23 +9,31 @@ whose patterns occur in the log.
 Logs of a full build reach hundreds of MB, so the file is read in chunks of whole lines and
 searched with str.find for a literal that each pattern requires; a regular expression only ever
 runs on the few lines that contain its literal. Nothing holds more than one chunk at a time.
+
+Rules from a file other than the shipped one run on RE2 (diagnosis.LinearPattern), in time
+linear in the log; a costly one may still take microseconds per character, so each such rule
+has a time budget and is skipped, with a warning, once it exceeds it.
+
+Log text is untrusted: `to_text` and `to_json` neutralise terminal escape sequences and control
+characters (terminal_text.py), while the result's data keeps the text as the log had it.
 """
 
 from __future__ import annotations
 
 import codecs
 import functools
-import json
 import re
 import textwrap
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .diagnosis import Rule, default_rules
+from .diagnosis import LinearPattern, Pattern, PatternTooSlow, Rule, default_rules
 from .errors import ConfigurationError
 from .redact import redact_text
+from .terminal_text import terminal_json, terminal_safe
 
 CHUNK_CHARS = 4 * 1024 * 1024
 CONTEXT_LINES = 3
@@ -33,6 +41,11 @@ MAX_BLOCK_LINES = 40  # lines of the first error block kept for the report
 MAX_BLOCK_SCAN = 2000  # a block longer than this is cut (a runaway template error)
 MAX_LINE_CHARS = 1000  # Ninja prints whole compiler command lines; keep reports readable
 MIN_LITERAL_CHARS = 4
+# Time a rule with RE2 patterns may take: a grace period, then a share per MB of log read so far.
+# An ordinary pattern needs a few hundredths of a second per MB; one that costs more than
+# USER_RULE_SECONDS_PER_MB (10 MB/s) is skipped once it is past the grace period.
+USER_RULE_GRACE_SECONDS = 2.0
+USER_RULE_SECONDS_PER_MB = 0.1
 
 # --------------------------------------------------------------------------------------------
 # Results
@@ -103,21 +116,35 @@ class TriageResult:
     line_count: int
     first_error: FirstError | None
     matches: tuple[RuleMatch, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())  # rules skipped for taking too long
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "source": self.source,
             "line_count": self.line_count,
             "first_error": self.first_error.to_dict() if self.first_error else None,
             "matches": [match.to_dict() for match in self.matches],
         }
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        """JSON as the build report stores it; DEL and C1 controls are \\u-escaped like C0."""
+        return terminal_json(self.to_dict(), indent=2)
 
     def to_text(self, width: int = 100) -> str:
-        """The human summary: the first error block, then each matching rule's advice."""
-        out = [f"{self.source}: {self.line_count} lines"]
+        """The human summary: the first error block, then each matching rule's advice.
+
+        Safe to print: escape sequences from the log are removed, other control characters
+        shown as \\xNN (terminal_text.terminal_safe).
+        """
+
+        def safe(text: str) -> str:
+            return terminal_safe(text, keep="\t")
+
+        out = [f"{terminal_safe(self.source, keep='')}: {self.line_count} lines"]
+        out += [f"Warning: {safe(warning)}" for warning in self.warnings]
         if self.first_error is None:
             out.append("No error block found.")
         else:
@@ -128,23 +155,23 @@ class TriageResult:
             digits = len(str(last_shown))
 
             def show(lines: tuple[LogLine, ...], marker: str) -> None:
-                out.extend(f" {marker} {line.number:>{digits}} | {line.text}" for line in lines)
+                out.extend(f" {marker} {line.number:>{digits}} | {safe(line.text)}" for line in lines)
 
             show(error.context_before, " ")
             show(error.lines, ">")
             if error.omitted_lines:
                 out.append(f"   {'':>{digits}} | ... {error.omitted_lines} more lines of this block ...")
             show(error.context_after, " ")
-            out.append(f"  Summary (line {error.summary.number}): {error.summary.text.strip()}")
+            out.append(f"  Summary (line {error.summary.number}): {safe(error.summary.text.strip())}")
         if not self.matches:
             out += ["", "No diagnosis rule matched."]
         for match in self.matches:
             rule = match.rule
             times = f" ({match.count} lines)" if match.count > 1 else ""
-            out += ["", f"[{rule.id}] {rule.title}", f"  line {match.line.number}{times}: {match.line.text.strip()}"]
+            out += ["", f"[{rule.id}] {safe(rule.title)}", f"  line {match.line.number}{times}: {safe(match.line.text.strip())}"]
             for label, text in (("Why", rule.explanation), ("Fix", rule.fix), ("Source", rule.source)):
-                out.append(textwrap.fill(text, width=width, initial_indent=f"  {label}: ", subsequent_indent="    "))
-        return "\n".join(out)
+                out.append(textwrap.fill(safe(text), width=width, initial_indent=f"  {label}: ", subsequent_indent="    "))
+        return terminal_safe("\n".join(out))  # a no-op, unless a line above forgot safe()
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,6 +281,18 @@ def _branch_literal(branch: str) -> str:
             current = []
     runs.append("".join(current))
     return max(runs, key=len)
+
+
+# RE2 syntax that _branch_literal would misread as literal text: \p{Greek}, \Q...\E, \x{1F600},
+# [[:alpha:]], and a case-insensitive flag after the start ((?i) anywhere, (?Ui), (?i:...)).
+_RE2_ONLY_SYNTAX = re.compile(r"\\[pPQC]|\\x\{|\[:|\(\?[a-zA-Z]*i")
+
+
+def _gate(pattern: Pattern) -> tuple[str, ...] | None:
+    """required_literals for a compiled pattern; none for RE2 syntax the reader does not know."""
+    if isinstance(pattern, LinearPattern) and _RE2_ONLY_SYNTAX.search(pattern.pattern):
+        return None
+    return required_literals(pattern.pattern)
 
 
 def required_literals(pattern: str) -> tuple[str, ...] | None:
@@ -440,7 +479,7 @@ class _BlockCollector:
 # --------------------------------------------------------------------------------------------
 
 
-_Probe = tuple[int, re.Pattern[str]]  # (rule index, one of the rule's patterns)
+_Probe = tuple[int, Pattern]  # (rule index, one of the rule's patterns)
 
 
 def _shared_literals(literals: set[str]) -> dict[str, str]:
@@ -464,13 +503,19 @@ class _Scanner:
         self.rules = rules
         self.window = max([CONTEXT_LINES, *(rule.within_lines for rule in rules if rule.preceded_by)])
         self.gated: dict[str, list[_Probe]] = {}
-        self.ungated: list[_Probe] = []
+        self.ungated: list[tuple[int, re.Pattern[str]]] = []
+        self.ungated_linear: list[tuple[int, LinearPattern]] = []
+        # Rules with an RE2 pattern: their time is counted against a budget.
+        self.guarded = frozenset(index for index, rule in enumerate(rules) if any(isinstance(pattern, LinearPattern) for pattern in (*rule.patterns, *rule.preceded_by)))
         wanted: list[tuple[_Probe, tuple[str, ...]]] = []
         for index, rule in enumerate(rules):
             for pattern in rule.patterns:
-                literals = required_literals(pattern.pattern)
+                literals = _gate(pattern)
                 if literals is None:
-                    self.ungated.append((index, pattern))
+                    if isinstance(pattern, LinearPattern):
+                        self.ungated_linear.append((index, pattern))
+                    else:
+                        self.ungated.append((index, pattern))
                 else:
                     wanted.append(((index, pattern), literals))
         shared = _shared_literals({literal for _, literals in wanted for literal in literals})
@@ -515,12 +560,16 @@ class _LogScan:
         self.first_hit: list[LogLine | None] = [None] * count
         self.hit_count = [0] * count
         self.ends_with_newline = True
+        self.chars_seen = 0
+        self.spent: dict[int, float] = {}  # seconds taken by each guarded rule
+        self.skipped: dict[int, str] = {}  # guarded rule index -> the warning saying why
 
     # -- per chunk --------------------------------------------------------------------------
 
     def feed(self, chunk: str) -> None:
         if not chunk:
             return
+        self.chars_seen += len(chunk)
         if self.collector is not None:
             self._continue_block(chunk, 0)
         elif self.first_error is None:
@@ -585,6 +634,7 @@ class _LogScan:
 
     def _match_rules(self, chunk: str) -> None:
         hits: dict[int, set[int]] = {}  # rule index -> start offsets of its trigger lines
+        guarded, skipped = self.scanner.guarded, self.skipped
         for literal, probes in self.scanner.gated.items():
             position = 0
             while True:
@@ -593,31 +643,80 @@ class _LogScan:
                     break
                 start, end = _line_bounds(chunk, found)
                 for rule_index, pattern in probes:
-                    if pattern.search(chunk, start, end):
+                    if rule_index in guarded:
+                        if rule_index in skipped:
+                            continue
+                        started = time.perf_counter()
+                        matched = pattern.search(chunk, start, end)
+                        if self._charge(rule_index, time.perf_counter() - started):
+                            continue
+                    else:
+                        matched = pattern.search(chunk, start, end)
+                    if matched:
                         hits.setdefault(rule_index, set()).add(start)
                 position = end + 1
         for rule_index, pattern in self.scanner.ungated:
+            # Past a final newline there is no line: a pattern that matches the empty string
+            # there ('^$') would count a line too many, and be found there again and again.
+            last = len(chunk) - 1 if chunk.endswith("\n") else len(chunk)
             position = 0
-            while True:
+            while position <= last:
                 found = pattern.search(chunk, position)
-                if found is None:
+                if found is None or found.start() > last:
                     break
                 start, end = _line_bounds(chunk, found.start())
                 if pattern.search(chunk, start, end):  # the same match, held to one line
                     hits.setdefault(rule_index, set()).add(start)
                 position = end + 1
+        for rule_index, linear in self.scanner.ungated_linear:
+            if rule_index in skipped:
+                continue
+            started = time.perf_counter()
+            try:
+                for start in linear.line_starts(chunk, deadline=started + self._allowance(rule_index)):
+                    hits.setdefault(rule_index, set()).add(start)
+            except PatternTooSlow:
+                pass
+            self._charge(rule_index, time.perf_counter() - started)
+        for rule_index in skipped:
+            hits.pop(rule_index, None)
         if not hits:
             return
         numbers = self._line_numbers(chunk, sorted(set().union(*hits.values())))
         for rule_index, offsets in hits.items():
             rule = self.scanner.rules[rule_index]
+            is_guarded = rule_index in guarded
+            started = time.perf_counter()
             for offset in sorted(offsets):
+                if is_guarded and time.perf_counter() - started > self._allowance(rule_index):
+                    break
                 if rule.preceded_by and not self._preceded(rule, chunk, offset):
                     continue
                 if self.first_hit[rule_index] is None:
                     text = chunk[offset : _line_bounds(chunk, offset)[1]]
                     self.first_hit[rule_index] = LogLine(numbers[offset], _clean(text))
                 self.hit_count[rule_index] += 1
+            if is_guarded:
+                self._charge(rule_index, time.perf_counter() - started)
+
+    def _allowance(self, rule_index: int) -> float:
+        """Seconds a guarded rule may still take."""
+        allowed = USER_RULE_GRACE_SECONDS + USER_RULE_SECONDS_PER_MB * self.chars_seen / 1e6
+        return allowed - self.spent.get(rule_index, 0.0)
+
+    def _charge(self, rule_index: int, seconds: float) -> bool:
+        """Count a guarded rule's time; past its allowance the rule is skipped (True)."""
+        over = self._allowance(rule_index) < seconds
+        self.spent[rule_index] = self.spent.get(rule_index, 0.0) + seconds
+        if over and rule_index not in self.skipped:
+            rule = self.scanner.rules[rule_index]
+            megabytes = self.chars_seen / 1e6
+            self.skipped[rule_index] = (
+                f"rule '{rule.id}' skipped: its patterns took {self.spent[rule_index]:.1f} s on the first {megabytes:.1f} MB of the log "
+                f"(allowed: {USER_RULE_GRACE_SECONDS:g} s + {USER_RULE_SECONDS_PER_MB:g} s per MB). RE2 runs in linear time, but counted "
+                "repetitions such as .{300} make every character costly: simplify the pattern."
+            )
+        return over
 
     def _preceded(self, rule: Rule, chunk: str, start: int) -> bool:
         """Does a `preceded_by` pattern match the line at `start` or one of the rule's window before it?"""
@@ -643,10 +742,11 @@ class _LogScan:
         matches = [
             RuleMatch(rule, first, self.hit_count[index])
             for index, (rule, first) in enumerate(zip(self.scanner.rules, self.first_hit))
-            if first is not None
+            if first is not None and index not in self.skipped
         ]
         matches.sort(key=lambda match: match.line.number)
-        return TriageResult(source=source, line_count=self.line_count(), first_error=self.first_error, matches=tuple(matches))
+        warnings = tuple(self.skipped[index] for index in sorted(self.skipped))
+        return TriageResult(source=source, line_count=self.line_count(), first_error=self.first_error, matches=tuple(matches), warnings=warnings)
 
 
 # --------------------------------------------------------------------------------------------
