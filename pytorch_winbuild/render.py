@@ -1,7 +1,9 @@
 """Print a plan: a readable table with reasons, JSON, or a script (.bat, .ps1, sh) a user can run by hand.
 
 Scripts apply the plan in the order a build does: enter vcvars first, then the plan's changes
-(so CUDA's bin folder and MKL's lib folder end up in front of what vcvars put there).
+(so CUDA's bin folder and MKL's lib folder end up in front of what vcvars put there). Every
+value, name and remark in a script is written by quoting_bat, quoting_ps1 or quoting_sh, so the
+interpreter reads it back exactly, or the value is refused (exit 2).
 Secrets never appear: values of secret-looking variables are redacted in every format.
 """
 
@@ -12,6 +14,9 @@ import textwrap
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from . import quoting_bat as bat
+from . import quoting_ps1 as ps1
+from . import quoting_sh as sh
 from .errors import ConfigurationError
 from .plan import EnvChange, Plan
 from .redact import redact_text, redact_value
@@ -108,89 +113,58 @@ def render_table(plan: Plan) -> str:
 
 @dataclass(frozen=True)
 class _ScriptSyntax:
-    """How one shell writes a comment and the three kinds of change (name, value → line)."""
+    """One script format's lines (the quoting_* modules): remark, and the three kinds of change."""
 
-    comment: str
+    comment: Callable[[str, str], str]
     set: Callable[[str, str], str]
     prepend: Callable[[str, str], str]
     unset: Callable[[str], str]
-    newline: str
 
     def change_lines(self, plan: Plan) -> list[str]:
         lines = []
         for change in plan.changes:
             value = _value(change)
             line = {"set": lambda: self.set(change.name, value), "prepend": lambda: self.prepend(change.name, value), "unset": lambda: self.unset(change.name)}[change.action]()
-            lines += ["", f"{self.comment} {change.reason}", line]
+            lines += ["", self.comment(change.reason, f"the reason given for {change.name}"), line]
         return lines
 
 
-def _bat_escape(value: str) -> str:
-    """Inside `set "NAME=value"` only % is special (with delayed expansion off): double it."""
-    if '"' in value or "\n" in value:
-        raise ConfigurationError(f"the value {value!r} contains a quote or a newline, which a .bat file cannot set safely.", fix="use a path without quotes.")
-    return value.replace("%", "%%")
-
-
-def _ps_quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _sh_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
-
-
-BAT = _ScriptSyntax(
-    comment="rem",
-    set=lambda name, value: f'set "{name}={_bat_escape(value)}"',
-    prepend=lambda name, value: f'set "{name}={_bat_escape(value)};%{name}%"',
-    unset=lambda name: f'set "{name}="',
-    newline="\r\n",
-)
-PS1 = _ScriptSyntax(
-    comment="#",
-    set=lambda name, value: f"$env:{name} = {_ps_quote(value)}",
-    prepend=lambda name, value: f"$env:{name} = {_ps_quote(value + ';')} + $env:{name}",
-    unset=lambda name: f"Remove-Item -Path Env:{name} -ErrorAction SilentlyContinue",
-    newline="\r\n",
-)
-SH = _ScriptSyntax(
-    comment="#",
-    set=lambda name, value: f"export {name}={_sh_quote(value)}",
-    prepend=lambda name, value: f'export {name}={_sh_quote(value)}"${{{name}:+:${name}}}"',
-    unset=lambda name: f"unset {name}",
-    newline="\n",
-)
+BAT = _ScriptSyntax(comment=bat.comment, set=bat.set_line, prepend=bat.prepend_line, unset=bat.unset_line)
+PS1 = _ScriptSyntax(comment=ps1.comment, set=ps1.set_line, prepend=ps1.prepend_line, unset=ps1.unset_line)
+SH = _ScriptSyntax(comment=sh.comment, set=sh.set_line, prepend=sh.prepend_line, unset=sh.unset_line)
+_VERSION = "the PyTorch version"
+_INSTANCE = "the Visual Studio instance's name"
 
 
 def render_bat(plan: Plan) -> str:
-    lines = ["@echo off", f"rem Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", "rem Run it in cmd.exe:  call build_env.bat"]
+    header = [bat.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION), "rem Run it in cmd.exe:  call build_env.bat"]
+    call: list[str] = []
     if plan.vcvars:
-        args = " ".join(_bat_escape(a) for a in plan.vcvars.args)
-        lines += ["", f"rem Enter {plan.vcvars.instance}", f'call "{_bat_escape(plan.vcvars.script)}" {args}'.rstrip(), "if errorlevel 1 exit /b 1"]
-    return BAT.newline.join(lines + BAT.change_lines(plan)) + BAT.newline
+        call = ["", bat.comment(f"Enter {plan.vcvars.instance}", _INSTANCE), bat.call_line(plan.vcvars.script, plan.vcvars.args)]
+    return bat.script(header, call, BAT.change_lines(plan))
 
 
 def render_ps1(plan: Plan) -> str:
-    lines = [f"# Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", "# Run it in PowerShell:  . .\\build_env.ps1"]
+    lines = [ps1.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION), "# Run it in PowerShell:  . .\\build_env.ps1"]
     if plan.vcvars:
         # `cmd /c "call "<script>" args && set"`: without /s, cmd strips only the outer quotes, which is
         # what both Windows PowerShell 5.1 and PowerShell 7 send for a native argument with spaces.
+        command = bat.command_call(plan.vcvars.script, plan.vcvars.args) + " && set"
         lines += [
             "",
-            f"# Enter {plan.vcvars.instance}: run vcvars in cmd and copy the environment it leaves.",
-            f"$vcvars = cmd.exe /c {_ps_quote(plan.vcvars.command + ' && set')}",
+            ps1.comment(f"Enter {plan.vcvars.instance}: run vcvars in cmd and copy the environment it leaves.", _INSTANCE),
+            f"$vcvars = cmd.exe /c {ps1.quote(command, 'the vcvars command')}",
             "if ($LASTEXITCODE -ne 0 -or ($vcvars -match '^\\[ERROR:')) { throw ('vcvars failed: ' + (($vcvars -match '^\\[ERROR:') -join ' ')) }",
             "foreach ($line in $vcvars) { if ($line -match '^([^=]+)=(.*)$') { Set-Item -Path ('Env:' + $Matches[1]) -Value $Matches[2] } }",
         ]
-    return PS1.newline.join(lines + PS1.change_lines(plan)) + PS1.newline
+    return ps1.script(lines + PS1.change_lines(plan))
 
 
 def render_sh(plan: Plan) -> str:
     if plan.os == "windows":
         raise ConfigurationError("the sh format is for Linux plans; a Windows plan's paths and PATH separator are cmd's.", fix="use --format bat (cmd.exe) or --format ps1 (PowerShell).")
     lines = ["# Build environment for PyTorch, written by pytorch-winbuild.", "# Use it with:  . ./build_env.sh"]
-    return SH.newline.join(lines + SH.change_lines(plan)) + SH.newline
+    return sh.script(lines + SH.change_lines(plan))
 
 
 RENDERERS = {"table": render_table, "json": render_json, "bat": render_bat, "ps1": render_ps1, "sh": render_sh}

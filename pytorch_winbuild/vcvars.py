@@ -43,6 +43,7 @@ from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from .errors import ConfigurationError, ToolchainError
+from .quoting import refuse_control_characters
 from .redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ class VcvarsResult:
 
 def _quote_for_cmd(text: str, what: str) -> str:
     """Quote one word for a cmd command line, or refuse text that cmd cannot carry unchanged."""
-    for bad, reason in (('"', "a double quote"), ("%", "a percent sign (cmd expands %NAME% even inside quotes)"), ("\r", "a line break"), ("\n", "a line break"), ("\0", "a NUL character")):
+    refuse_control_characters(text, f"the vcvars {what}")
+    for bad, reason in (('"', "a double quote"), ("%", "a percent sign (cmd expands %NAME% even inside quotes)")):
         if bad in text:
             raise ConfigurationError(f"the vcvars {what} {text!r} contains {reason}, which cannot be passed to cmd unchanged.", fix=f"use a {what} without it (for a path, install to or copy into a folder whose name has none).")
     if what == "argument" and _BARE_ARGUMENT.fullmatch(text):

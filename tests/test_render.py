@@ -63,15 +63,18 @@ def test_secret_values_never_reach_any_format():
         assert "builder:***@mirror.example" in text, fmt
 
 
-def test_a_quote_in_a_value_cannot_be_written_to_a_bat():
+def test_a_quote_in_a_value_is_kept_but_cannot_unbalance_a_prepended_list():
+    """`set "X=a"b"` keeps the quote (tests/cmd/test_quoting_real.py runs it under cmd); an odd quote in
+    a PATH entry would push the old %PATH% out of the quotes, so it is refused."""
     plan = _windows_plan()
     from dataclasses import replace
 
     from pytorch_winbuild.plan import EnvChange
+    from pytorch_winbuild.quoting_bat import prepend_line
 
-    plan = replace(plan, changes=(EnvChange("X", 'a"b', "set", "test"),))
-    with pytest.raises(ConfigurationError, match="contains a quote or a newline"):
-        render_bat(plan)
+    assert 'set "X=a"b"' in render_bat(replace(plan, changes=(EnvChange("X", 'a"b', "set", "test"),)))
+    with pytest.raises(ConfigurationError):
+        prepend_line("PATH", 'a"b')
 
 
 def test_json_has_env_and_ordered_changes_with_reasons():

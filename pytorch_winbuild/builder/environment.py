@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..plan import EnvChange, Plan
+from ..quoting import refuse_control_characters
 from .settings import RunEnv
 
 VCVARS_CACHE_FOLDER = "vcvars"
@@ -45,7 +46,14 @@ def apply_change(env: dict[str, str], change: EnvChange, separator: str, *, wind
 
 
 def build_environment(plan: Plan, cache_dir: Path, run_env: tuple[RunEnv, ...], base: Mapping[str, str] | None = None) -> BuildEnvironment:
-    """This process's environment, through the plan's vcvars call and changes, plus the runner's own."""
+    """This process's environment, through the plan's vcvars call and changes, plus the runner's own.
+
+    A planned or added value with a control character is refused (exit 2) as the emitted scripts
+    refuse it: the build's own .bat files expand these variables with %NAME%, where a line break
+    cuts the command short, and no environment can hold a NUL.
+    """
+    for name, value in [*((change.name, change.value) for change in plan.changes), *((extra.name, extra.value) for extra in run_env)]:
+        refuse_control_characters(value, name)
     env = dict(os.environ if base is None else base)
     windows = plan.os == "windows"
     vcvars = None
