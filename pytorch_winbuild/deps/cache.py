@@ -1,10 +1,12 @@
 """The cache layout, its lock, and the rule that decides whether an extracted folder is trusted.
 
     <cache>/downloads/<file>.7z        verified archives (kept, so `clean --deps` re-extracts offline)
-    <cache>/downloads/<file>.7z.part   a download in progress; resumed by the next run, never trusted
+    <cache>/downloads/<file>.7z.part   a download in progress, never trusted; deleted when the download
+                                       fails, kept (and resumed by the next run) when stopped by Ctrl-C
     <cache>/deps/<file without .7z>/   an extracted archive, with MARKER_NAME inside
     <cache>/deps/.tmp-*, .trash-*      extraction work folders, swept by the next run
     <cache>/.lock                      held by whoever changes the cache
+    <cache>/deps.lock                  checksums first seen by this cache (trust on first use; lockfile.py)
 
 A folder is renamed into place only after a complete extraction, a layout check and its marker,
 so a folder without a valid marker (an interrupted run, a hand-made copy) is never trusted.
@@ -212,7 +214,7 @@ def write_error(exc: OSError, path: Path) -> DependencyError:
             free = ""
         return DependencyError(
             f"the disk holding {path.parent} is full{free}.",
-            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on a larger disk, then run the command again; it resumes where it stopped.",
+            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on a larger disk, then run the command again.",
         )
     return DependencyError(
         f"cannot write {path} ({exc.strerror or exc}).",

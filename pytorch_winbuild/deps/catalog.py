@@ -68,6 +68,16 @@ class ExtractSettings:
 
 
 @dataclass(frozen=True)
+class DownloadLimits:
+    """What a misbehaving server may cost (deps.toml [download]); download.DownloadSettings takes these fields."""
+
+    max_size: int = 4 * 1024**3  # bytes written at most for an archive whose size nothing records
+    speed_limit: int = 1024  # bytes/s ...
+    speed_time: float = 30.0  # ... over this many seconds, or the transfer is stopped
+    deadline: float = 7200.0  # seconds for one archive, retries included
+
+
+@dataclass(frozen=True)
 class Catalog:
     source: Path
     base_url: str
@@ -77,6 +87,7 @@ class Catalog:
     magma_versions: tuple[str, ...]  # every MAGMA version the catalog knows
     magma_preference: tuple[str, ...]
     extract: ExtractSettings
+    download: DownloadLimits = DownloadLimits()
 
 
 def cuda_prefix(cuda: str) -> str:
@@ -126,6 +137,22 @@ def _kind(data: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
         "table": table,
         "where": kind_where,
     }
+
+
+def _download_limits(data: dict[str, Any], where: str) -> DownloadLimits:
+    table = optional(data, "download", dict, where, {})
+    table_where = f"{where}.download"
+    defaults = DownloadLimits()
+    unknown = sorted(set(table) - {"max_size", "speed_limit", "speed_time", "deadline"})
+    if unknown:
+        raise ConfigurationError(f"{table_where}: unknown keys {unknown}; expected max_size, speed_limit, speed_time, deadline.")
+    values: dict[str, Any] = {}
+    for key, kind in (("max_size", int), ("speed_limit", int), ("speed_time", (int, float)), ("deadline", (int, float))):
+        value = table.get(key, getattr(defaults, key))
+        if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+            raise ConfigurationError(f"{table_where}.{key}: expected a positive number, got {value!r}.")
+        values[key] = value if kind is int else float(value)
+    return DownloadLimits(**values)
 
 
 def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
@@ -192,6 +219,7 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
     return Catalog(
         source=source, base_url=base_url, mkl=mkl, mkl_default=mkl_default, magma=magma,
         magma_versions=tuple(versions), magma_preference=preference, extract=extract,
+        download=_download_limits(data, where),
     )
 
 

@@ -4,14 +4,22 @@ HTTP(S) through requests: connect/read timeouts, retries with exponential backof
 errors, timeouts and 5xx/429, resume with a Range request (a clean restart when the server
 ignores it), proxies and CA bundles from the environment, TLS always verified. `file://` mirrors
 and `--from-dir` copy from disk. The caller verifies the result and renames it into place.
+
+Limits that keep a misbehaving server from holding a run or a disk: never more bytes than the
+expected size (or `max_size` when no size is known), a transfer slower than `speed_limit` bytes/s
+over `speed_time` seconds is stopped (curl's --speed-limit/--speed-time), so is one running past
+`deadline`, and a host name that does not resolve fails at once instead of being retried.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import socket
 import threading
-from collections.abc import Callable
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,21 +30,35 @@ from .. import __version__
 from ..errors import DependencyError
 from ..redact import redact_text
 from .cache import write_error
+from .catalog import DownloadLimits
 from .progress import Progress
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
+# The defaults of build_config/deps.toml [download] (catalog.DownloadLimits holds them).
+DEFAULT_MAX_SIZE = DownloadLimits.max_size  # 4 GiB; the largest MAGMA archives are well under 1 GiB
+DEFAULT_SPEED_LIMIT = DownloadLimits.speed_limit  # 1024 bytes/s, like `curl --speed-limit 1024`
+DEFAULT_SPEED_TIME = DownloadLimits.speed_time  # 30 s, like `curl --speed-time 30`
+DEFAULT_DEADLINE = DownloadLimits.deadline  # 2 h for one archive, retries included: ~1 GiB at 150 KB/s
+
 
 @dataclass(frozen=True)
 class DownloadSettings:
-    """Network behaviour; the defaults suit a large file on a slow or flaky link."""
+    """Network behaviour; the defaults suit a large file on a slow or flaky link.
+
+    build_config/deps.toml [download] sets max_size, speed_limit, speed_time and deadline.
+    """
 
     connect_timeout: float = 15.0
     read_timeout: float = 60.0  # longest silence tolerated in the middle of a body
     attempts: int = 6  # consecutive attempts that receive nothing before giving up
     backoff: float = 1.0  # first wait between attempts; doubles each time
     max_backoff: float = 30.0
-    chunk_size: int = 128 * 1024  # urllib3 waits for a whole chunk: small enough for steady progress on slow links
+    chunk_size: int = 128 * 1024  # the most bytes taken from the socket at once
+    max_size: int = DEFAULT_MAX_SIZE  # the most bytes written for an archive whose size nothing records
+    speed_limit: int = DEFAULT_SPEED_LIMIT  # bytes/s; a body slower than this over speed_time seconds is stopped
+    speed_time: float = DEFAULT_SPEED_TIME
+    deadline: float = DEFAULT_DEADLINE  # seconds for one archive, retries and waits included
 
 
 @dataclass(frozen=True)
@@ -89,8 +111,83 @@ def _network_fix() -> str:
     return (
         "check the network connection and the proxy settings (HTTPS_PROXY, NO_PROXY); where the bucket is blocked or slow, "
         "use --mirror URL or download the files by hand into a folder and pass --from-dir DIR. "
-        "Run the command again to resume: the partial download is kept."
+        "The partial download was deleted: the next run starts it afresh (only a run stopped with Ctrl-C resumes)."
     )
+
+
+def _limits_fix() -> str:
+    return (
+        "the server or mirror is misbehaving or too slow: use another --mirror, or download the file by hand and pass --from-dir DIR. "
+        "The limits are [download] max_size, speed_limit, speed_time and deadline in build_config/deps.toml."
+    )
+
+
+class _Pace:
+    """curl's --speed-limit/--speed-time: the body's speed over the last `window` seconds."""
+
+    def __init__(self, limit: int, window: float, now: float) -> None:
+        self.limit = limit
+        self.window = window
+        self.samples: deque[tuple[float, int]] = deque([(now, 0)])
+
+    def too_slow(self, now: float, received: int) -> float | None:
+        """The speed in bytes/s when it stayed under the limit for a whole window, else None."""
+        self.samples.append((now, received))
+        while len(self.samples) > 2 and self.samples[1][0] <= now - self.window:
+            self.samples.popleft()  # keep the newest sample at or before the window's start
+        start, start_bytes = self.samples[0]
+        if now - start < self.window:
+            return None
+        speed = (received - start_bytes) / (now - start)
+        return speed if speed < self.limit else None
+
+
+def _name_resolution_error(exc: BaseException) -> BaseException | None:
+    """The failed DNS lookup behind a requests error (urllib3's NameResolutionError, a socket.gaierror), or None."""
+    from urllib3 import exceptions
+
+    resolution = getattr(exceptions, "NameResolutionError", None)  # urllib3 2.x
+    stack: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, socket.gaierror) or (resolution is not None and isinstance(item, resolution)):
+            return item
+        if isinstance(item, exceptions.NewConnectionError) and "name or service not known" in str(item).lower():
+            return item  # urllib3 1.x words it only in the message
+        related = (item.__cause__, item.__context__, getattr(item, "reason", None), *item.args)
+        stack.extend(x for x in related if isinstance(x, BaseException))
+    return None
+
+
+def _body(response: requests.Response, chunk_size: int) -> Iterator[bytes]:
+    """The body as it arrives: whatever the socket holds, up to `chunk_size`, so that a server sending
+    a byte a second is seen at once (iter_content waits for a whole chunk, up to the read timeout
+    per byte). urllib3's errors become requests' ones, as iter_content does."""
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 1.x
+        yield from response.iter_content(chunk_size=min(chunk_size, 16 * 1024))
+        return
+    from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
+    from urllib3.exceptions import SSLError as Urllib3SSLError
+
+    while True:
+        try:
+            chunk = read1(chunk_size, decode_content=True)
+        except ProtocolError as exc:
+            raise requests.exceptions.ChunkedEncodingError(exc) from None
+        except DecodeError as exc:
+            raise requests.exceptions.ContentDecodingError(exc) from None
+        except ReadTimeoutError as exc:
+            raise requests.exceptions.ConnectionError(exc) from None
+        except Urllib3SSLError as exc:
+            raise requests.exceptions.SSLError(exc) from None
+        if not chunk:
+            return
+        yield chunk
 
 
 def download(
@@ -104,13 +201,33 @@ def download(
     cancel: threading.Event,
     log: Callable[[str], None],
     missing_fix: str,
+    size_source: str = "expected",
 ) -> Received:
-    """Download `url` into `part`, resuming what is already there; return its checksum."""
+    """Download `url` into `part`, resuming what is already there; return its checksum.
+
+    At most `expected_size` bytes are written (`settings.max_size` when it is None); `size_source`
+    says where that size comes from, for the message. Every failure raises DependencyError; the
+    caller deletes `part` then (a Cancelled one stays, to resume).
+    """
     shown = redact_text(url)
     name = part.name.removesuffix(".part")
+    limit = expected_size if expected_size is not None else settings.max_size
+    limit_text = (
+        f"the {expected_size} bytes {size_source}" if expected_size is not None
+        else f"the limit of {settings.max_size} bytes for an archive of unknown size ([download] max_size in build_config/deps.toml)"
+    )
+    started = time.monotonic()
+    deadline_at = started + settings.deadline
+
+    def past_deadline() -> DependencyError:
+        return DependencyError(
+            f"downloading {shown} took longer than the {settings.deadline:.0f} s allowed for one archive ([download] deadline); stopped.",
+            fix=_limits_fix(),
+        )
+
     digest, have = _hash_file(part, settings.chunk_size) if part.exists() else (hashlib.sha256(), 0)
-    if expected_size is not None and have > expected_size:
-        log(f"{name}: the partial download is larger than the expected {expected_size} bytes; starting over")
+    if have > limit:
+        log(f"{name}: the partial download is larger than {limit_text}; starting over")
         digest, have = hashlib.sha256(), 0
     if expected_size is not None and have == expected_size:
         return Received(sha256=digest.hexdigest(), size=have, transferred=0)
@@ -120,12 +237,16 @@ def download(
     while True:
         if cancel.is_set():
             raise Cancelled()
+        remaining = deadline_at - time.monotonic()
+        if remaining <= 0:
+            raise past_deadline()
         received_now = 0
         headers = {"Accept-Encoding": "identity"}
         if have:
             headers["Range"] = f"bytes={have}-"
         try:
-            with session.get(url, headers=headers, stream=True, timeout=(settings.connect_timeout, settings.read_timeout)) as response:
+            timeout = (min(settings.connect_timeout, remaining), min(settings.read_timeout, remaining))
+            with session.get(url, headers=headers, stream=True, timeout=timeout) as response:
                 status = response.status_code
                 if status == 416 and have:
                     if response.headers.get("Content-Range") == f"bytes */{have}":
@@ -150,24 +271,43 @@ def download(
                     length = response.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else None
                 if expected_size is not None and total is not None and total != expected_size:
-                    part.unlink(missing_ok=True)
                     raise DependencyError(
                         f"{shown} is {total} bytes, but {expected_size} bytes are expected: the file on the server is not the one recorded.",
                         fix="check the mirror holds the same files as the public bucket; if the file was really replaced, accept it with --update-lock.",
                     )
+                if total is not None and total > limit:
+                    raise DependencyError(f"{shown} announces {total} bytes, more than {limit_text}; nothing was downloaded.", fix=_limits_fix())
                 progress.start(total, have)
+                pace = _Pace(settings.speed_limit, settings.speed_time, time.monotonic())
+                ended = False  # the body ended by itself, not by an error or a limit
                 try:
                     with part.open("ab" if have else "wb") as out:
-                        for chunk in response.iter_content(chunk_size=settings.chunk_size):
+                        for chunk in _body(response, settings.chunk_size):
                             if cancel.is_set():
                                 raise Cancelled()
+                            if have + len(chunk) > limit:
+                                raise DependencyError(
+                                    f"{shown} sent more than {limit_text}: stopped after {have} bytes, before writing any more; the partial file was deleted.",
+                                    fix=_limits_fix(),
+                                )
                             out.write(chunk)
                             digest.update(chunk)
                             have += len(chunk)
                             received_now += len(chunk)
                             progress.advance(len(chunk))
+                            now = time.monotonic()
+                            speed = pace.too_slow(now, received_now)
+                            if speed is not None:
+                                raise DependencyError(
+                                    f"{shown} sent {speed:.0f} bytes/s over the last {settings.speed_time:g} s, under the {settings.speed_limit} bytes/s "
+                                    f"required ([download] speed_limit, speed_time); stopped after {have} bytes.",
+                                    fix=_limits_fix(),
+                                )
+                            if now > deadline_at:
+                                raise past_deadline()
+                    ended = True
                 finally:
-                    progress.close(complete=total is None or have == total)
+                    progress.close(complete=ended and (total is None or have == total))
                 if total is not None and have > total:
                     raise _Restart(f"the server sent {have} bytes of a {total}-byte file")
                 if total is not None and have < total:
@@ -181,6 +321,15 @@ def download(
         except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema) as exc:
             raise DependencyError(f"{shown} is not a usable URL ({redact_text(str(exc))}).", fix="pass --mirror as http(s)://host/folder/ or file:///folder/.") from None
         except (requests.RequestException, _Retryable) as exc:
+            unresolved = _name_resolution_error(exc) if isinstance(exc, requests.RequestException) else None
+            if unresolved is not None:
+                proxy = " (the proxy's name)" if isinstance(exc, requests.exceptions.ProxyError) else ""
+                raise DependencyError(
+                    f"could not download {shown}: the host name does not resolve{proxy} ({redact_text(str(unresolved))}). "
+                    "Not retried: a name that does not resolve now will not resolve a few seconds later.",
+                    fix="check the spelling of --mirror (or winbuild.mirror), the network connection and its DNS server, and HTTPS_PROXY/HTTP_PROXY "
+                    "where a proxy is required; or download the files by hand and pass --from-dir DIR.",
+                ) from None
             reason = redact_text(str(exc)) or type(exc).__name__
             transferred += received_now
             if isinstance(exc, _Restart):
@@ -190,6 +339,11 @@ def download(
             if failures >= settings.attempts:
                 raise DependencyError(f"could not download {shown}: {reason} ({failures} attempts in a row without progress).", fix=_network_fix()) from None
             wait = min(settings.backoff * 2 ** max(failures - 1, 0), settings.max_backoff)
+            if time.monotonic() + wait >= deadline_at:
+                raise DependencyError(
+                    f"could not download {shown} within the {settings.deadline:.0f} s allowed for one archive ([download] deadline): {reason}.",
+                    fix=_network_fix(),
+                ) from None
             log(f"{name}: {reason}; retrying in {wait:.1f} s")
             if cancel.wait(wait):
                 raise Cancelled() from None

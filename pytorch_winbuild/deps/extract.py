@@ -1,10 +1,14 @@
 """Safe extraction of a verified archive into the cache, all or nothing.
 
 Entries are checked before anything is written (absolute paths, drive letters, `..`, entries
-under a link) and links are checked after (none may point outside). Extraction goes into a work
-folder next to the target; only a complete extraction with the expected layout gets its marker
-and is renamed into place. A native 7-Zip is the fast path where the catalog says so (measured by
-scripts/bench_fetch.py) and the only way for BCJ2 archives, which py7zr cannot decode.
+under a link) and links are checked after (none may point outside). A link that 7-Zip refuses as
+"dangerous" (its target has a `..`) is recreated when it stays inside the folder, or skipped with a
+note where links cannot be made; one leading outside refuses the archive. Extraction goes into a
+work folder next to the target; only a complete extraction with the expected layout gets its
+marker and is renamed into place, with ordinary permissions (folders 0777 and files 0666, plus
+x where the archive has it, less the umask). A native 7-Zip is the fast path where the catalog
+says so (measured by scripts/bench_fetch.py) and the only way for BCJ2 archives, which py7zr
+cannot decode.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 import errno
 import lzma
 import os
+import posixpath
 import re
+import secrets
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -27,6 +34,8 @@ from .catalog import Archive, ExtractSettings
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SPACE_MARGIN = 64 * 1024 * 1024  # headroom for file-system overhead
 _NO_SPACE = ("no space left on device", "not enough space on the disk", "disk full")
+_DANGEROUS_LINK = "ERROR: Dangerous link path was ignored : "  # 7-Zip 21+ (7zz), for any link target holding '..'
+_SUB_ITEM_ERRORS = re.compile(r"^Sub items Errors: (\d+)$", re.MULTILINE)
 _SEVEN_ZIP_FIX = "install 7-Zip (https://www.7-zip.org) so that `7z`, `7zz` or `7za` is on PATH or 7z.exe is in C:\\Program Files\\7-Zip, then run the command again."
 
 
@@ -161,25 +170,85 @@ def _extract_py7zr(archive_file: Path, work: Path) -> None:
         raise write_error(exc, work) from None
 
 
-def _extract_native(program: str, archive_file: Path, work: Path) -> None:
+def _refused_links(output: str, links: frozenset[str]) -> list[tuple[str, str]] | None:
+    """The (link, target) pairs 7-Zip skipped as dangerous, when they are its only errors; else None."""
+    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
+    if not errors or not all(line.startswith(_DANGEROUS_LINK) for line in errors):
+        return None
+    counted = _SUB_ITEM_ERRORS.search(output)
+    if counted is not None and int(counted.group(1)) != len(errors):
+        return None
+    refused = []
+    for line in errors:
+        rest = line[len(_DANGEROUS_LINK):].replace("\\", "/")
+        names = [name for name in links if rest.startswith(name + " : ")]
+        if not names:
+            return None  # not a link the header lists: do not guess
+        name = max(names, key=len)
+        refused.append((name, line[len(_DANGEROUS_LINK) + len(name) + 3 :]))
+    return refused
+
+
+def _stays_inside(name: str, target: str) -> bool:
+    """Whether link `name` (relative to the folder) pointing at `target` resolves inside the folder, by its text."""
+    text = target.replace("\\", "/")
+    if not text or text.startswith("/") or _DRIVE.match(text) or ":" in text:
+        return False
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(name), text))
+    return joined != ".." and not joined.startswith(("../", "/"))
+
+
+def _keep_inside_links(archive_file: Path, work: Path, refused: list[tuple[str, str]], program: str, log: Callable[[str], None]) -> None:
+    """Recreate the links 7-Zip refused that stay inside the folder; refuse the archive for one that leads outside."""
+    for name, target in refused:
+        if not _stays_inside(name, target):
+            raise BadArchive(
+                f"{archive_file.name} holds a link {name!r} to {target!r}, outside its own folder; it was not installed and has been removed.",
+                fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the public bucket.",
+            )
+    for name, target in refused:
+        path = work / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()  # 7-Zip leaves an empty file in the link's place
+        elif path.exists():
+            log(f"{archive_file.name}: skipped the link {name!r} -> {target!r}: {Path(program).name} left a folder in its place")
+            continue
+        native_target = target.replace("/", os.sep) if os.name == "nt" else target
+        try:
+            os.symlink(native_target, path, target_is_directory=(path.parent / native_target).is_dir())
+        except OSError as exc:  # Windows without the right to create links
+            log(f"{archive_file.name}: skipped the link {name!r} -> {target!r}: links cannot be created here ({exc.strerror or exc})")
+            continue
+        log(f"{archive_file.name}: {Path(program).name} refused the link {name!r} -> {target!r} as dangerous; it stays inside the folder, so it was recreated")
+
+
+def _extract_native(program: str, archive_file: Path, work: Path, links: frozenset[str] = frozenset(), log: Callable[[str], None] | None = None) -> None:
     command = [program, "x", "-y", "-bso0", "-bsp0", f"-o{work}", "--", str(archive_file)]
     result = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     if result.returncode == 0:
         return
     if result.returncode < 0 or result.returncode == 255:  # killed, or 7-Zip's "stopped by the user" (Ctrl-C reaches it too)
         raise DependencyError(f"{Path(program).name} was stopped while extracting {archive_file.name}.", fix="run the command again; the downloaded archive was kept.")
+    refused = _refused_links(result.stderr + "\n" + result.stdout, links) if result.returncode == 2 else None
+    if refused is not None:
+        _keep_inside_links(archive_file, work, refused, program, log or (lambda _line: None))
+        return
     output = " ".join(line.strip() for line in (result.stderr + result.stdout).splitlines() if line.strip())
     if any(marker in output.lower() for marker in _NO_SPACE):
         raise write_error(OSError(errno.ENOSPC, "No space left on device"), work / archive_file.name)
     raise damaged(archive_file, f"{Path(program).name} exit code {result.returncode}: {output[-400:]}")
 
 
-def extract_into(archive_file: Path, work: Path, *, prefer: str, native: str | None, log: Callable[[str], None]) -> str:
-    """Extract with the preferred tool into the empty folder `work`; return the tool's name."""
+def extract_into(
+    archive_file: Path, work: Path, *, prefer: str, native: str | None, log: Callable[[str], None], links: frozenset[str] = frozenset()
+) -> str:
+    """Extract with the preferred tool into the empty folder `work`; return the tool's name.
+
+    `links`: the names of the archive's link entries (as list_entries gives them)."""
     import py7zr
 
     if prefer == "native" and native is not None:
-        _extract_native(native, archive_file, work)
+        _extract_native(native, archive_file, work, links, log)
         return Path(native).name
     try:
         _extract_py7zr(archive_file, work)
@@ -190,9 +259,41 @@ def extract_into(archive_file: Path, work: Path, *, prefer: str, native: str | N
             raise DependencyError(f"{archive_file.name} uses a compression method py7zr cannot decode ({detail}).", fix=_SEVEN_ZIP_FIX) from None
         log(f"{archive_file.name}: py7zr cannot decode it ({str(detail).split('.')[0]}); extracting with {native}")
     remove_tree(work)
-    work.mkdir()
-    _extract_native(native, archive_file, work)
+    work.mkdir(mode=0o777)
+    _extract_native(native, archive_file, work, links, log)
     return Path(native).name
+
+
+def _make_work_folder(parent: Path, name: str) -> Path:
+    """An empty work folder created as any folder is (0777 less the umask; mkdtemp would make it 0700,
+    and the rename would carry that to the extracted folder)."""
+    for _ in range(100):
+        work = parent / f".tmp-{name}-{secrets.token_hex(4)}"
+        try:
+            work.mkdir(mode=0o777)
+        except FileExistsError:
+            continue
+        return work
+    raise FileExistsError(errno.EEXIST, "no unused work folder name", str(parent))
+
+
+def _ordinary_permissions(work: Path) -> None:
+    """Folders get the mode their work folder got (0777 less the umask), files the same without x
+    unless the archive made them executable. Links are left alone. Windows has no such modes."""
+    if os.name == "nt":
+        return
+    folders = stat.S_IMODE(os.stat(work).st_mode) | stat.S_IRWXU
+    files = folders & 0o666
+    for root, dirs, names in os.walk(work):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, folders)
+        for name in names:
+            path = os.path.join(root, name)
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISLNK(mode):
+                os.chmod(path, folders if mode & 0o111 else files)
 
 
 def _swap_into_place(work: Path, target: Path) -> None:
@@ -225,10 +326,15 @@ def install_archive(
     except OSError as exc:
         raise write_error(exc, target) from None
     _check_space(archive_file, entries, target.parent)
-    work = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    links = frozenset(entry.name.replace("\\", "/").rstrip("/") for entry in entries if entry.is_link)
     try:
-        tool = extract_into(archive_file, work, prefer=prefer, native=native, log=log)
+        work = _make_work_folder(target.parent, target.name)
+    except OSError as exc:
+        raise write_error(exc, target) from None
+    try:
+        tool = extract_into(archive_file, work, prefer=prefer, native=native, log=log, links=links)
         check_links(archive_file, work)
+        _ordinary_permissions(work)
         missing = missing_layout(work, archive.layout)
         if missing:
             raise BadArchive(

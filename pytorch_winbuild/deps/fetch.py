@@ -19,13 +19,20 @@ from ..errors import ConfigurationError
 from ..redact import redact_text
 from . import cache
 from .catalog import Archive, BuildVariable, Catalog, archive_variables, load_catalog
-from .lockfile import LockFile, default_lock_path
+from .lockfile import LockFile, Pin, default_lock_path, pins_for
+from .lockfile import shipped_lock_path as default_shipped_lock_path
 from .progress import human_size, log_line
 
 if TYPE_CHECKING:
     from .download import DownloadSettings
 
 DEFAULT_LOCK_TIMEOUT = 3600.0  # a second run waits this long for the first one's downloads
+
+# How far an archive is trusted (FetchedArchive.trust).
+VERIFIED = "verified"  # matches a published checksum: deps.toml [known] or the shipped build_config/deps.lock
+FIRST_USE = "first use"  # nothing published: accepted now, as first seen, and recorded in the cache's lock
+PINNED = "pinned"  # nothing published: matches what the cache's lock recorded at its first download
+UNRECORDED = "unrecorded"  # nothing published nor recorded (extracted before the cache had a lock)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,13 @@ class FetchedArchive:
     downloaded_bytes: int
     seconds: float
     action: str  # "cached", "downloaded", "copied", "extracted from downloads/"
+    trust: str = UNRECORDED  # VERIFIED, FIRST_USE, PINNED or UNRECORDED
+    checked_against: str = ""  # where the checksum it matched (VERIFIED, PINNED) or was recorded (FIRST_USE) is
+    sha256: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.trust == VERIFIED
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,11 @@ class FetchResult:
     @property
     def downloaded_bytes(self) -> int:
         return sum(item.downloaded_bytes for item in self.archives)
+
+    @property
+    def unverified(self) -> list[FetchedArchive]:
+        """The archives no published checksum vouches for (trust on first use)."""
+        return [item for item in self.archives if not item.verified]
 
     def folder(self, name: str) -> Path | None:
         """The folder of the archive named "mkl" or "magma", if it was requested."""
@@ -114,12 +133,33 @@ def describe_fetch(archives: Sequence[Archive], *, cache_dir: PurePath, mirror: 
     return "\n".join(lines) + "\n"
 
 
+def trust_text(item: FetchedArchive) -> str:
+    """'verified against build_config/deps.lock', or why the archive is not verified."""
+    if item.trust == VERIFIED:
+        return f"verified against {item.checked_against}"
+    if item.trust == FIRST_USE:
+        return f"UNVERIFIED: trusted on first use, recorded in {item.checked_against}"
+    if item.trust == PINNED:
+        return f"UNVERIFIED: matches its first-use record in {item.checked_against}"
+    return "UNVERIFIED: no checksum published or recorded"
+
+
 def format_summary(result: FetchResult) -> str:
-    """Where each archive is and the variables a build sets, as cmd.exe lines."""
+    """Where each archive is, whether it is verified, and the variables a build sets, as cmd.exe lines."""
     lines = []
     for item in result.archives:
         done = "already in the cache" if item.action == "cached" else f"{item.action}, {human_size(item.downloaded_bytes)} in {item.seconds:.1f} s"
-        lines.append(f"{item.archive.description}: {item.path} ({done})")
+        lines.append(f"{item.archive.description}: {item.path} ({done}; {trust_text(item)})")
+    unverified = result.unverified
+    if unverified:
+        lines.append("")
+        lines.append("Unverified archives (trust on first use: no published checksum exists for them):")
+        for item in unverified:
+            lines.append(f"  {item.archive.file_name}  SHA-256 {item.sha256 or 'unknown'}")
+        lines.append(
+            "This cache accepted what the server sent first; later downloads into it must match. To verify one, compare its SHA-256 "
+            "with a copy you trust; a checksum from a published source belongs in build_config/deps.lock."
+        )
     variables = result.variables()
     if variables:
         lines.append("")
@@ -145,41 +185,65 @@ def fetch_archives(
     catalog: Catalog | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     log: Callable[[str], None] = log_line,
+    shipped_lock_path: Path | None = None,
 ) -> FetchResult:
-    """Make every archive present and trusted in `cache_dir`; return where each one is.
+    """Make every archive present in `cache_dir`; return where each one is and how far it is trusted.
 
     `mirror` (http(s):// or file://) replaces the bucket's base URL; `from_dir` takes files
-    downloaded by hand; `update_lock` accepts files whose checksum differs from the lock file.
-    `jobs` = parallel downloads (0: one per archive, at most 4). `download_settings` is a
-    download.DownloadSettings (timeouts, retries). `prefer` ("native"/"py7zr") and `native_7zip`
-    (a 7-Zip program) override the catalog's extraction choice.
+    downloaded by hand. Checksums: an archive must match the published ones (deps.toml [known],
+    the shipped lock `shipped_lock_path`, default build_config/deps.lock, which is only read);
+    without one it is trusted on first use and recorded in `lock_path` (default <cache>/deps.lock),
+    which later downloads must match unless `update_lock`. `jobs` = parallel downloads (0: one per
+    archive, at most 4). `download_settings` is a download.DownloadSettings (timeouts, retries,
+    size/speed/time limits; default: deps.toml [download]). `prefer` ("native"/"py7zr") and
+    `native_7zip` (a 7-Zip program) override the catalog's extraction choice.
     """
     started = time.monotonic()
     cache_dir = Path(cache_dir)
     source = resolve_source(mirror, from_dir)
-    lock = LockFile.load(lock_path or default_lock_path())
+    shipped = LockFile.load(shipped_lock_path or default_shipped_lock_path())
+    lock = LockFile.load(lock_path or default_lock_path(cache_dir))
     done: dict[Archive, FetchedArchive] = {}
-    pending = _not_installed(archives, cache_dir, lock, done)
+    pending = _not_installed(archives, cache_dir, shipped, lock, done)
     if pending:
         with cache.cache_lock(cache_dir, timeout=lock_timeout, log=log):
             cache.sweep_work_folders(cache_dir)
             lock = LockFile.load(lock.path)  # another run may have recorded checksums while we waited
-            pending = _not_installed(pending, cache_dir, lock, done)
+            pending = _not_installed(pending, cache_dir, shipped, lock, done)
             if pending:
-                done.update(_fetch_missing(pending, cache_dir, source, lock, update_lock, jobs, download_settings, prefer, native_7zip, catalog, log))
+                done.update(_fetch_missing(pending, cache_dir, source, shipped, lock, update_lock, jobs, download_settings, prefer, native_7zip, catalog, log))
     return FetchResult(archives=tuple(done[archive] for archive in archives), seconds=time.monotonic() - started)
 
 
-def _not_installed(archives: Sequence[Archive], cache_dir: Path, lock: LockFile, done: dict[Archive, FetchedArchive]) -> list[Archive]:
+def trust_of(pins: list[Pin], sha256: str) -> tuple[str, str]:
+    """(trust, where) for an archive with this checksum that matched `pins`."""
+    published = [pin for pin in pins if pin.published]
+    if published:
+        return VERIFIED, published[-1].where  # the shipped lock when it has an entry, else deps.toml
+    if pins:
+        return PINNED, pins[0].where
+    return UNRECORDED, ""
+
+
+def _not_installed(archives: Sequence[Archive], cache_dir: Path, shipped: LockFile, lock: LockFile, done: dict[Archive, FetchedArchive]) -> list[Archive]:
     """Record the installed archives in `done` and return the others."""
     pending = []
     for archive in archives:
-        entry = lock.get(archive.file_name)
-        folder = cache.installed_path(cache_dir, archive, entry.sha256 if entry else None)
+        pins = pins_for(archive, shipped, lock)
+        folder = None
+        for pin in pins or [None]:  # every pin must hold for the installed folder's marker
+            folder = cache.installed_path(cache_dir, archive, pin.sha256 if pin else None)
+            if folder is None:
+                break
         if folder is None:
             pending.append(archive)
-        else:
-            done[archive] = FetchedArchive(archive=archive, path=folder, downloaded_bytes=0, seconds=0.0, action="cached")
+            continue
+        marker = cache.read_marker(folder)
+        sha256 = marker.sha256 if marker else ""
+        trust, where = trust_of(pins, sha256)
+        done[archive] = FetchedArchive(
+            archive=archive, path=folder, downloaded_bytes=0, seconds=0.0, action="cached", trust=trust, checked_against=where, sha256=sha256
+        )
     return pending
 
 
@@ -187,6 +251,7 @@ def _fetch_missing(
     archives: list[Archive],
     cache_dir: Path,
     source: Source,
+    shipped: LockFile,
     lock: LockFile,
     update_lock: bool,
     jobs: int,
@@ -201,9 +266,14 @@ def _fetch_missing(
     from .extract import find_native_7zip
     from .pipeline import Pipeline
 
-    extract_settings = (catalog or load_catalog()).extract
+    catalog = catalog or load_catalog()
+    extract_settings = catalog.extract
+    limits = catalog.download
+    settings = download_settings or DownloadSettings(
+        max_size=limits.max_size, speed_limit=limits.speed_limit, speed_time=limits.speed_time, deadline=limits.deadline
+    )
     pipeline = Pipeline(
-        cache_dir=cache_dir, source=source, lock=lock, update_lock=update_lock, settings=download_settings or DownloadSettings(),
+        cache_dir=cache_dir, source=source, shipped=shipped, lock=lock, update_lock=update_lock, settings=settings,
         prefer=prefer or extract_settings.prefer, native=native_7zip or find_native_7zip(extract_settings), jobs=jobs, log=log,
     )
     return pipeline.run(archives)

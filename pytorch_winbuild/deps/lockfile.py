@@ -1,9 +1,13 @@
-"""build_config/deps.lock: the SHA-256 and size of every archive, recorded at its first verified download.
+"""Lock files: the SHA-256 and size of archives, checked on every download.
 
-No checksums are published for PyTorch's MKL/MAGMA archives, so trust is established once (a
-download that extracts completely with the expected layout) and pinned: every later download,
-on any machine sharing the repo, must produce the same bytes. `--update-lock` accepts a new
-file, for when the bucket really replaced one.
+Two of them, with different standing:
+
+- the shipped lock, build_config/deps.lock (tracked): checksums established from a published
+  source. An archive matching it is *verified*. fetch-deps only reads it, never writes it.
+- the cache's lock, <cache>/deps.lock: what this cache saw first for archives the shipped lock
+  does not pin (trust on first use). Later downloads into the same cache must match it, but it
+  proves nothing about the first download: such archives are reported *unverified*.
+  `--update-lock` replaces its entries; `--lock-file FILE` names another file in its place.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from pathlib import Path
 
 from ..config_files import config_dir, load_toml, require
 from ..errors import ConfigurationError
+from .catalog import CATALOG_FILE, Archive
 
 LOCK_FILE = "deps.lock"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _HEADER = """\
-# SHA-256 and size of each MKL/MAGMA archive, written by `invoke fetch-deps` at the first
-# verified download (the files have no published checksums). Every later download must match;
-# `invoke fetch-deps --update-lock` accepts a changed file. Commit this file.
+# SHA-256 and size of each MKL/MAGMA archive as this cache first received it (trust on first use),
+# written by `invoke fetch-deps` for archives that build_config/deps.lock does not pin. Later
+# downloads into this cache must match; nothing here was checked against a published checksum.
+# `invoke fetch-deps --update-lock` accepts a changed file.
 """
 
 
@@ -32,12 +38,28 @@ class LockEntry:
     size: int
 
 
-def default_lock_path() -> Path:
-    """build_config/deps.lock in a checkout (commit it); beside the user cache when installed,
-    because site-packages is no place to write to."""
-    from ..paths import default_cache_dir, running_from_checkout
+def shipped_lock_path() -> Path:
+    """build_config/deps.lock: the checksums shipped with pytorch-winbuild (read, never written by fetch-deps)."""
+    return config_dir() / LOCK_FILE
 
-    return config_dir() / LOCK_FILE if running_from_checkout() else default_cache_dir() / LOCK_FILE
+
+def default_lock_path(cache_dir: Path) -> Path:
+    """The cache's own lock, where first-seen checksums go: <cache>/deps.lock (`clean` keeps it)."""
+    return Path(cache_dir) / LOCK_FILE
+
+
+def _leading_comments(path: Path) -> str | None:
+    """The comment block a lock file starts with, kept when the file is rewritten."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except OSError:
+        return None
+    header = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        header.append(line if line.endswith("\n") else line + "\n")
+    return "".join(header) or None
 
 
 def _basic_string(text: str) -> str:
@@ -78,7 +100,7 @@ class LockFile:
         current = LockFile.load(self.path).entries
         current[file_name] = entry
         self.entries = dict(sorted(current.items()))
-        lines = [_HEADER]
+        lines = [_leading_comments(self.path) or _HEADER]
         for name, item in self.entries.items():
             lines.append(f"\n[{_basic_string(name)}]\nsha256 = \"{item.sha256}\"\nsize = {item.size}\n")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,3 +112,38 @@ class LockFile:
         except BaseException:
             Path(tmp_name).unlink(missing_ok=True)
             raise
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A checksum an archive must have, and where it comes from."""
+
+    sha256: str
+    size: int | None
+    where: str  # "build_config/deps.toml [known]" or a lock file's path
+    published: bool  # deps.toml or the shipped lock (verified) vs this cache's first-use record (not)
+
+
+def pins_for(archive: Archive, shipped: LockFile, cache_lock: LockFile, *, update_lock: bool = False) -> list[Pin]:
+    """What `archive` is checked against: the published checksums (deps.toml [known], the shipped
+    lock), else the cache's first-use record unless `update_lock`. Empty: nothing, trust on first use."""
+    pins = []
+    if archive.sha256 is not None:
+        pins.append(Pin(archive.sha256, archive.size, f"build_config/{CATALOG_FILE} [known]", True))
+    entry = shipped.get(archive.file_name)
+    if entry is not None:
+        pins.append(Pin(entry.sha256, entry.size, str(shipped.path), True))
+    if pins:
+        return pins  # a first-use record never overrides (nor contradicts) a published checksum
+    entry = cache_lock.get(archive.file_name)
+    if entry is not None and not update_lock:
+        pins.append(Pin(entry.sha256, entry.size, str(cache_lock.path), False))
+    return pins
+
+
+def contradicted(pins: list[Pin], sha256: str, size: int) -> Pin | None:
+    """The first pin a file with this checksum and size does not match, or None."""
+    for pin in pins:
+        if sha256 != pin.sha256 or (pin.size is not None and size != pin.size):
+            return pin
+    return None

@@ -1,10 +1,11 @@
 """The cold path of fetch-deps: download (or copy) and verify, then extract, overlapped.
 
 Downloads run in one thread pool and extractions in another, so one archive extracts while the
-next is still downloading. Every archive is verified against the catalog's and the lock file's
-checksums before it is renamed out of its `.part` file, and recorded in the lock file only once
-it has extracted with the expected layout. Kept apart from fetch.py so a warm run never imports
-requests or py7zr.
+next is still downloading. Every archive is checked against the published checksums (deps.toml,
+the shipped lock) or the cache's first-use record before it is renamed out of its `.part` file; one
+without a published checksum is recorded in the cache's lock only once it has extracted with the
+expected layout. A failed download leaves no `.part` file (one stopped by Ctrl-C stays, to resume).
+Kept apart from fetch.py so a warm run never imports requests or py7zr.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from ..errors import DependencyError
 from ..redact import redact_text
 from . import cache
 from .catalog import Archive
-from .download import DownloadSettings, Received, copy_local, download, new_session, sha256_of
+from .download import Cancelled, DownloadSettings, Received, copy_local, download, new_session, sha256_of
 from .extract import BadArchive, install_archive
-from .fetch import FetchedArchive, Source
-from .lockfile import LockEntry, LockFile
+from .fetch import FIRST_USE, FetchedArchive, Source, trust_of
+from .lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
 from .progress import make_progress
 
 
@@ -50,6 +51,7 @@ class Pipeline:
         *,
         cache_dir: Path,
         source: Source,
+        shipped: LockFile,
         lock: LockFile,
         update_lock: bool,
         settings: DownloadSettings,
@@ -60,7 +62,8 @@ class Pipeline:
     ) -> None:
         self.cache_dir = cache_dir
         self.source = source
-        self.lock = lock
+        self.shipped = shipped  # build_config/deps.lock: read only
+        self.lock = lock  # the cache's first-use record (or --lock-file)
         self.update_lock = update_lock
         self.settings = settings
         self.prefer = prefer  # "native" or "py7zr" (see build_config/deps.toml [extract])
@@ -111,12 +114,16 @@ class Pipeline:
             raise _combined(errors)
         return results
 
-    def _expected(self, archive: Archive) -> tuple[str | None, int | None]:
-        """The checksum and size a download must have: the catalog's, else the lock file's (unless --update-lock)."""
-        entry = self.lock.get(archive.file_name)
-        sha256 = archive.sha256 or (entry.sha256 if entry and not self.update_lock else None)
-        size = archive.size or (entry.size if entry and not self.update_lock else None)
-        return sha256, size
+    def _pins(self, archive: Archive) -> list[Pin]:
+        """The checksums a download must match: the published ones, else the cache's record (unless --update-lock)."""
+        return pins_for(archive, self.shipped, self.lock, update_lock=self.update_lock)
+
+    def _expected_size(self, archive: Archive) -> tuple[int | None, str]:
+        """The size a download must have, and where it is recorded (for the messages)."""
+        for pin in self._pins(archive):
+            if pin.size is not None:
+                return pin.size, f"recorded for it in {pin.where}"
+        return None, ""
 
     def _where(self, archive: Archive) -> str:
         if self.source.folder is not None:
@@ -147,49 +154,62 @@ class Pipeline:
                 return _Obtained(final, sha256, size, 0, "extracted from downloads/", started)
             self.log(f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; fetching it again")
             final.unlink()
-        expected_sha256, expected_size = self._expected(archive)
+        try:
+            received, action = self._receive(archive, row, part)
+            self._verify(archive, received)
+            try:
+                os.replace(part, final)
+            except OSError as exc:
+                raise cache.write_error(exc, final) from None
+        except Cancelled:
+            raise  # Ctrl-C: the .part stays, and the next run resumes it
+        except BaseException:
+            _discard(part)  # a failed download never leaves a .part behind (an endless body, a full disk, a bad file)
+            raise
+        return _Obtained(final, received.sha256, received.size, received.transferred, action, started)
+
+    def _receive(self, archive: Archive, row: int, part: Path) -> tuple[Received, str]:
         progress = make_progress(archive.file_name, row, self.log)
         if self.source.folder is not None:
             received = copy_local(
                 self.source.folder / archive.file_name, part, settings=self.settings, progress=progress, cancel=self.cancel, missing_fix=self._missing_fix(archive)
             )
-            action = "copied"
-        else:
-            assert self._session is not None
-            received = download(
-                self._where(archive), part, session=self._session, settings=self.settings, expected_size=expected_size,
-                progress=progress, cancel=self.cancel, log=self.log, missing_fix=self._missing_fix(archive),
-            )
-            action = "downloaded"
-        self._verify(archive, received, part)
-        try:
-            os.replace(part, final)
-        except OSError as exc:
-            raise cache.write_error(exc, final) from None
-        return _Obtained(final, received.sha256, received.size, received.transferred, action, started)
+            return received, "copied"
+        assert self._session is not None
+        expected_size, size_source = self._expected_size(archive)
+        received = download(
+            self._where(archive), part, session=self._session, settings=self.settings, expected_size=expected_size, size_source=size_source,
+            progress=progress, cancel=self.cancel, log=self.log, missing_fix=self._missing_fix(archive),
+        )
+        return received, "downloaded"
 
     def _mismatch(self, archive: Archive, sha256: str, size: int) -> str | None:
-        """What a file's checksum or size contradicts (catalog, or lock file unless --update-lock), or None."""
-        if archive.sha256 is not None and (sha256 != archive.sha256 or (archive.size is not None and size != archive.size)):
-            return f"the published SHA-256 {archive.sha256} in build_config/deps.toml"
-        entry = self.lock.get(archive.file_name)
-        if entry is not None and not self.update_lock and (sha256 != entry.sha256 or size != entry.size):
-            return f"SHA-256 {entry.sha256} ({entry.size} bytes) recorded in {self.lock.path}"
-        return None
+        """What a file's checksum or size contradicts (published checksums, or the cache's record unless --update-lock), or None."""
+        pin = contradicted(self._pins(archive), sha256, size)
+        if pin is None:
+            return None
+        size_text = f" ({pin.size} bytes)" if pin.size is not None else ""
+        return f"SHA-256 {pin.sha256}{size_text} {'published in' if pin.published else 'recorded at its first download in'} {pin.where}"
 
-    def _verify(self, archive: Archive, received: Received, part: Path) -> None:
+    def _verify(self, archive: Archive, received: Received) -> None:
         conflict = self._mismatch(archive, received.sha256, received.size)
         if conflict is None:
             entry = self.lock.get(archive.file_name)
-            if entry is not None and entry.sha256 != received.sha256:
+            if self.update_lock and entry is not None and entry.sha256 != received.sha256 and not any(p.published for p in self._pins(archive)):
                 self.log(f"{archive.file_name}: differs from {self.lock.path} (SHA-256 {entry.sha256}); accepting the new file because of --update-lock")
             return
-        part.unlink(missing_ok=True)
+        published = any(pin.published for pin in self._pins(archive))
+        fix = (
+            "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror is not the published one: "
+            "get it from the public bucket or another mirror (--update-lock does not override a published checksum)."
+            if published else
+            "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror differs from the one recorded: "
+            "accept it with `invoke fetch-deps --update-lock` only if you trust where it comes from."
+        )
         raise DependencyError(
             f"checksum mismatch for {archive.file_name} from {redact_text(self._where(archive))}: expected {conflict}, got SHA-256 {received.sha256} "
             f"({received.size} bytes). The file was deleted; nothing was extracted.",
-            fix="run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror differs from the one recorded: "
-            "accept it with `invoke fetch-deps --update-lock` only if you trust where it comes from.",
+            fix=fix,
         )
 
     def _install(self, archive: Archive, obtained: _Obtained) -> FetchedArchive:
@@ -202,12 +222,20 @@ class Pipeline:
             obtained.file.unlink(missing_ok=True)
             raise
         self.log(f"{archive.file_name}: extracted with {tool} into {target}")
-        self._record(archive, LockEntry(sha256=obtained.sha256, size=obtained.size))
+        pins = self._pins(archive)
+        if pins:
+            trust, where = trust_of(pins, obtained.sha256)
+        else:
+            trust, where = FIRST_USE, str(self.lock.path)
+            self._record(archive, LockEntry(sha256=obtained.sha256, size=obtained.size))
         seconds = time.monotonic() - obtained.started
-        return FetchedArchive(archive=archive, path=target, downloaded_bytes=obtained.transferred, seconds=seconds, action=obtained.action)
+        return FetchedArchive(
+            archive=archive, path=target, downloaded_bytes=obtained.transferred, seconds=seconds, action=obtained.action,
+            trust=trust, checked_against=where, sha256=obtained.sha256,
+        )
 
     def _record(self, archive: Archive, entry: LockEntry) -> None:
-        """Pin the checksum of an archive that has just proven itself by extracting completely."""
+        """Pin, in the cache's lock, the checksum of an archive nothing published vouches for, once it has extracted completely."""
         with self._lock_write:
             if self.lock.get(archive.file_name) == entry:
                 return
@@ -216,7 +244,17 @@ class Pipeline:
             except OSError as exc:
                 self.log(f"warning: could not record the checksum of {archive.file_name} in {self.lock.path} ({exc.strerror or exc}); pass a writable --lock-file")
                 return
-            self.log(f"{archive.file_name}: recorded SHA-256 {entry.sha256} in {self.lock.path}")
+            self.log(
+                f"{archive.file_name}: recorded SHA-256 {entry.sha256} in {self.lock.path} "
+                "(trust on first use: no published checksum to verify it against; later downloads must match it)"
+            )
+
+
+def _discard(part: Path) -> None:
+    try:
+        part.unlink(missing_ok=True)
+    except OSError:
+        pass  # Windows: held open by a virus scanner; the next run starts it over
 
 
 def _combined(errors: list[tuple[Archive, DependencyError]]) -> DependencyError:

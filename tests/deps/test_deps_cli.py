@@ -169,15 +169,15 @@ def _full_disk_session(tmp_path: Path, server: FaultServer, size: str) -> tuple[
     return result.stdout, [(tmp_path / name).read_text() for name in ("out1", "err1", "out2", "err2")]
 
 
-def test_full_disk_while_downloading_exits_4_and_the_next_run_resumes(server: FaultServer, tmp_path: Path) -> None:
+def test_full_disk_while_downloading_exits_4_frees_the_partial_file_and_the_next_run_succeeds(server: FaultServer, tmp_path: Path) -> None:
     listing, (out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "256k")
     assert "rc1=4" in listing, err1
     assert "dependency error: the disk holding" in err1 and "is full" in err1 and "Traceback" not in err1
     assert "deps:\n" in listing  # nothing extracted
-    assert f"downloads: {MKL}.part\n" in listing  # only the partial download, kept to resume
+    assert "downloads:\n" in listing  # a failed download leaves no .part behind (issue 11): the space is given back
     assert "rc2=0" in listing, err2
     first, second = server.gets(MKL)
-    assert second.range is not None and second.status == 206  # the partial download was kept and resumed
+    assert second.range is None and second.status == 200  # started afresh
     assert "(downloaded" in out2
 
 
