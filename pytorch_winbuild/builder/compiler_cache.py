@@ -1,4 +1,4 @@
-"""The compiler cache around a build: reset before, statistics after, and reaching extension builds.
+"""The compiler cache around a build: reset before, statistics after, and reaching extension builds (nvcc included).
 
 Statistics are zeroed before the build so the numbers after it are this build's alone (a warm
 rebuild shows its hits, a cold one its misses). sccache's server is restarted with the build's
@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ToolchainError
 from ..redact import redact_text
-from .settings import CacheCommands, ExtensionCache, StatsCommand
+from .settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
 
 COMMAND_TIMEOUT_SECONDS = 120
 LAUNCHERS_FOLDER = "launchers"
@@ -161,12 +161,50 @@ def _wrapper_text(launcher: str, compiler: str) -> str:
     return f"#!/bin/sh\n# Written by pytorch-winbuild: runs {os.path.basename(compiler)} through {os.path.basename(launcher)}.\nexec {shlex.quote(launcher)} {shlex.quote(compiler)} \"$@\"\n"
 
 
+def _nvcc_wrapper_text(launcher: str, nvcc: str, hosts: Mapping[str, str]) -> str:
+    """Like _wrapper_text, but a host compiler wrapper passed as an argument becomes the real compiler.
+
+    torch adds `-ccbin $CC` to nvcc's flags, and $CC is the cache's wrapper: sccache fails
+    ("Failed to preprocess host compiler properties") when nvcc runs it inside sccache, and the
+    cache already keeps nvcc's whole output, host code included.
+    """
+    name = os.path.basename(launcher)
+    cases = "".join(f"    {shlex.quote(wrapper)}) arg={shlex.quote(real)} ;;\n" for wrapper, real in hosts.items())
+    return (
+        f"#!/bin/sh\n# Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of its {name} wrapper.\n"
+        f"for arg do\n  shift\n  case $arg in\n{cases}  esac\n  set -- \"$@\" \"$arg\"\ndone\n"
+        f"exec {shlex.quote(launcher)} {shlex.quote(nvcc)} \"$@\"\n"
+    )
+
+
+def _write_wrapper(folder: Path, name: str, text: str) -> Path:
+    """An executable script, rewritten only when its text changes."""
+    wrapper = folder / name
+    if not wrapper.is_file() or wrapper.read_text(encoding="utf-8") != text:
+        wrapper.write_text(text, encoding="utf-8")
+        wrapper.chmod(0o755)
+    return wrapper
+
+
+def find_nvcc(env: Mapping[str, str], path: str | None, route: NvccRoute) -> str | None:
+    """The nvcc torch.utils.cpp_extension would run for a .cu file (its _find_cuda_home), if any."""
+    home = next((env[name] for name in route.homes if env.get(name)), None)
+    if home is None:
+        on_path = shutil.which("nvcc", path=path)
+        if on_path is not None:
+            return on_path
+        home = route.default_home
+    nvcc = os.path.join(home, route.program)
+    return nvcc if os.path.isfile(nvcc) else None
+
+
 def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_dir: Path, settings: ExtensionCache) -> tuple[dict[str, str], str]:
-    """Variables that put the plan's cache in front of an extension's compiler, and what was done.
+    """Variables that put the plan's cache in front of an extension's compilers, and what was done.
 
     Setuptools and torch.utils.cpp_extension call $CC/$CXX and never read CMake's launcher
     variables; torch (Linux) would also pick ccache by itself when it is installed, so its
-    own wrapper is switched off and the plan's choice is the only one.
+    own wrapper is switched off and the plan's choice is the only one. With it off, torch runs
+    nvcc bare unless $PYTORCH_NVCC names another, so .cu files get a wrapper of their own.
     """
     variables = {settings.disable_torch_wrapper: "1"} if os_name != "windows" else {}
     if cache == "none":
@@ -175,7 +213,7 @@ def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_
     if method is None:
         return variables, f"{cache} does not reach extension builds on {os_name} (torch.utils.cpp_extension calls the compiler directly), so this build is not cached"
     if method == "plan":
-        return variables, f"{cache} through the plan's CC/CXX"
+        return variables, f"{cache} through the plan's CC/CXX; nvcc is not cached ({cache} caches only the C/C++ compiler), so .cu files compile again every build"
     path = next((value for key, value in env.items() if key.upper() == "PATH"), None)
     launcher = shutil.which(cache, path=path)
     if launcher is None:
@@ -183,6 +221,7 @@ def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_
     folder = cache_dir / LAUNCHERS_FOLDER / cache
     folder.mkdir(parents=True, exist_ok=True)
     wrapped = []
+    hosts: dict[str, str] = {}  # wrapper → the real compiler it runs
     for variable, default in settings.compilers.items():
         wanted = env.get(variable) or default
         compiler = shutil.which(wanted, path=path)
@@ -190,11 +229,22 @@ def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_
             raise ToolchainError(f"the compiler {wanted} (${variable}) is not on the build's PATH.", fix="install a C/C++ compiler (e.g. `apt-get install g++`), then run again.")
         real = os.path.realpath(compiler)
         # Named after the real compiler: torch checks that the name says gcc/g++/clang.
-        wrapper = folder / os.path.basename(real)
-        text = _wrapper_text(launcher, real)
-        if not wrapper.is_file() or wrapper.read_text(encoding="utf-8") != text:
-            wrapper.write_text(text, encoding="utf-8")
-            wrapper.chmod(0o755)
+        wrapper = _write_wrapper(folder, os.path.basename(real), _wrapper_text(launcher, real))
+        hosts[str(wrapper)] = real
         variables[variable] = str(wrapper)
         wrapped.append(f"{variable}={wrapper.name}")
-    return variables, f"{cache} through wrapper scripts in {folder} ({', '.join(wrapped)})"
+    nvcc_variables, nvcc_how = _nvcc_wrapper(cache, launcher, hosts, env, path, folder, settings.nvcc)
+    variables.update(nvcc_variables)
+    return variables, f"{cache} through wrapper scripts in {folder} ({', '.join(wrapped)}); {nvcc_how}"
+
+
+def _nvcc_wrapper(cache: str, launcher: str, hosts: Mapping[str, str], env: Mapping[str, str], path: str | None, folder: Path, route: NvccRoute) -> tuple[dict[str, str], str]:
+    """$PYTORCH_NVCC pointing at a wrapper of the nvcc torch would run, and what was done."""
+    if env.get(route.variable):
+        return {}, f"nvcc is left to the {route.variable} already set ({env[route.variable]})"
+    nvcc = find_nvcc(env, path, route)
+    if nvcc is None:
+        return {}, f"no nvcc found ({', '.join(route.homes)}, PATH, {route.default_home}), so no nvcc wrapper"
+    wrapper = _write_wrapper(folder, "nvcc", _nvcc_wrapper_text(launcher, nvcc, hosts))
+    # torch writes the value unquoted into a shell command line: a path with spaces needs quotes.
+    return {route.variable: shlex.quote(str(wrapper))}, f"nvcc ({nvcc}) goes through {cache} too, as {route.variable}={wrapper.name} (torch reads it in Ninja builds, its default)"

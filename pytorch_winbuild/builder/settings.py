@@ -52,9 +52,20 @@ class CacheCommands:
 
 
 @dataclass(frozen=True)
+class NvccRoute:
+    """How torch.utils.cpp_extension finds nvcc, and the variable that replaces it."""
+
+    variable: str  # PYTORCH_NVCC
+    homes: tuple[str, ...]  # CUDA_HOME, CUDA_PATH: the first one set is the toolkit
+    program: str  # nvcc under the toolkit (bin/nvcc)
+    default_home: str  # the toolkit when no variable names one and no nvcc is on PATH
+
+
+@dataclass(frozen=True)
 class ExtensionCache:
     compilers: dict[str, str]  # variable → default compiler command (CC → cc)
     disable_torch_wrapper: str
+    nvcc: NvccRoute
     methods: dict[str, dict[str, str]]  # cache → os → "wrapper" | "plan"
 
 
@@ -119,16 +130,21 @@ def _cache(name: str, table: Any, where: str) -> CacheCommands:
     )
 
 
+def _nvcc_route(table: dict[str, Any], where: str) -> NvccRoute:
+    return NvccRoute(require(table, "variable", str, where), tuple(string_list(table, "homes", where)), require(table, "program", str, where), require(table, "default_home", str, where))
+
+
 def _extension_cache(table: dict[str, Any], where: str) -> ExtensionCache:
     compilers = require(table, "compilers", dict, where)
+    nvcc = _nvcc_route(require(table, "nvcc", dict, where), f"{where}.nvcc")
     methods: dict[str, dict[str, str]] = {}
     for cache, per_os in table.items():
-        if cache in ("compilers", "disable_torch_wrapper"):
+        if cache in ("compilers", "disable_torch_wrapper", "nvcc"):
             continue
         if not isinstance(per_os, dict) or not all(method in EXTENSION_METHODS for method in per_os.values()):
             raise ConfigurationError(f"{where}.{cache}: expected {{ <os> = \"wrapper\" | \"plan\" }}, got {per_os!r}.")
         methods[cache] = dict(per_os)
-    return ExtensionCache({str(k): str(v) for k, v in compilers.items()}, require(table, "disable_torch_wrapper", str, where), methods)
+    return ExtensionCache({str(k): str(v) for k, v in compilers.items()}, require(table, "disable_torch_wrapper", str, where), nvcc, methods)
 
 
 def parse_settings(data: dict[str, Any], source: str) -> RunnerSettings:

@@ -321,7 +321,7 @@ def test_extension_wrapper_runs_the_real_compiler_through_the_cache(hello: Path,
     stats = subprocess.run(["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True).stdout
     assert "\ncache_miss\t1\n" in stats
     assert extension_cache_env("none", "linux", env, tmp_path, SETTINGS.extension_cache) == ({"TORCH_NO_COMPILER_WRAPPER": "1"}, "no compiler cache (--compiler-cache none or none installed)")
-    assert extension_cache_env("clcache", "windows", env, tmp_path, SETTINGS.extension_cache) == ({}, "clcache through the plan's CC/CXX")
+    assert extension_cache_env("clcache", "windows", env, tmp_path, SETTINGS.extension_cache) == ({}, "clcache through the plan's CC/CXX; nvcc is not cached (clcache caches only the C/C++ compiler), so .cu files compile again every build")
     assert "sccache does not reach extension builds on windows" in extension_cache_env("sccache", "windows", env, tmp_path, SETTINGS.extension_cache)[1]
 
 
