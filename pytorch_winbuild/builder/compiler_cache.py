@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import quoting_sh
 from ..errors import ToolchainError
 from ..redact import redact_text
 from .settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
@@ -158,7 +159,8 @@ class CacheSession:
 
 
 def _wrapper_text(launcher: str, compiler: str) -> str:
-    return f"#!/bin/sh\n# Written by pytorch-winbuild: runs {os.path.basename(compiler)} through {os.path.basename(launcher)}.\nexec {shlex.quote(launcher)} {shlex.quote(compiler)} \"$@\"\n"
+    note = quoting_sh.comment(f"Written by pytorch-winbuild: runs {os.path.basename(compiler)} through {os.path.basename(launcher)}.", "the compiler's file name")
+    return f"#!/bin/sh\n{note}\nexec {shlex.quote(launcher)} {shlex.quote(compiler)} \"$@\"\n"
 
 
 def _nvcc_wrapper_text(launcher: str, nvcc: str, hosts: Mapping[str, str]) -> str:
@@ -171,7 +173,7 @@ def _nvcc_wrapper_text(launcher: str, nvcc: str, hosts: Mapping[str, str]) -> st
     name = os.path.basename(launcher)
     cases = "".join(f"    {shlex.quote(wrapper)}) arg={shlex.quote(real)} ;;\n" for wrapper, real in hosts.items())
     return (
-        f"#!/bin/sh\n# Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of its {name} wrapper.\n"
+        "#!/bin/sh\n" + quoting_sh.comment(f"Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of its {name} wrapper.", "the compiler cache's file name") + "\n"
         f"for arg do\n  shift\n  case $arg in\n{cases}  esac\n  set -- \"$@\" \"$arg\"\ndone\n"
         f"exec {shlex.quote(launcher)} {shlex.quote(nvcc)} \"$@\"\n"
     )
