@@ -36,6 +36,14 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         raise ConfigurationError(f"{path}: file not found.", fix="check the path, or reinstall pytorch-winbuild if it is one of its own build_config files.") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"{path}: not valid TOML ({exc}).", fix="correct the syntax at the position shown.") from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself; TOML is UTF-8 only
+        raise ConfigurationError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded), so not a TOML file.", fix="save it as UTF-8 (an editor's \"UTF-8\" encoding), or restore it from version control.") from None
+    except RecursionError:
+        raise ConfigurationError(f"{path}: nested too deeply to read.", fix="correct the file, or restore it from version control.") from None
+    except IsADirectoryError:
+        raise ConfigurationError(f"{path} is a folder, not a TOML file.", fix="pass the path of the file.") from None
+    except OSError as exc:
+        raise ConfigurationError(f"{path} cannot be read ({exc.strerror or exc}).", fix="make the file readable, or pass another one.") from None
 
 
 def require(table: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], where: str) -> T:

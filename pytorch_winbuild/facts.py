@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import ConfigurationError
 from .redact import redact_text
@@ -125,8 +125,9 @@ class Facts:
 
 
 def _fail(source: str, where: str, problem: str) -> ConfigurationError:
+    end = "" if problem.endswith((".", "!", "?")) else "."
     return ConfigurationError(
-        f"facts file {source}: {where}: {problem}",
+        f"facts file {source}: {where}: {problem}{end}",
         fix="regenerate it with `invoke doctor --json > facts.json` on the machine it describes, or correct it by hand following build_config/hosts/README.md.",
     )
 
@@ -140,6 +141,14 @@ def _get(data: dict[str, Any], key: str, kind: type | tuple[type, ...], source: 
     if isinstance(value, bool) and kind is int or not isinstance(value, kind):
         expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise _fail(source, f"{where}.{key}" if where else key, f"expected {expected}, got {value!r}")
+    return value
+
+
+def _path(data: dict[str, Any], key: str, source: str, where: str, required: bool = True) -> str | None:
+    """A path: text that is not empty (an empty path would mean "the current folder" to every tool)."""
+    value = _get(data, key, str, source, where, required)
+    if value is not None and not value.strip():
+        raise _fail(source, f"{where}.{key}" if where else key, "empty path; give the full path" + ("" if required else ", or null when there is none"))
     return value
 
 
@@ -157,9 +166,23 @@ def _str_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[s
     return dict(values)
 
 
-def _visual_studio(data: Any, source: str, where: str) -> VisualStudio:
+def _path_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[str, str]:
+    values = _str_dict(data, key, source, where)
+    for name, value in values.items():
+        if not value.strip():
+            raise _fail(source, f"{where}.{key}.{name}", "empty path; give the script's full path, or leave the entry out")
+    return values
+
+
+def _visual_studio(data: Any, source: str, where: str, product_lines: tuple[str, ...] | None) -> VisualStudio:
     if not isinstance(data, dict):
         raise _fail(source, where, f"expected an object, got {data!r}")
+    line = _get(data, "product_line", str, source, where)
+    if product_lines is not None and line not in product_lines:
+        raise ConfigurationError(
+            f"facts file {source}: {where}.product_line: Visual Studio {line!r} is not a product line pytorch-winbuild knows ({', '.join(product_lines)}; build_config/visual_studio.toml), so no plan can use that instance.",
+            fix="remove that entry from the facts file (no PyTorch era builds with an older Visual Studio), or update pytorch-winbuild if it is a newer one.",
+        )
     toolsets = _str_list(data, "toolsets", source, where)
     for toolset in toolsets:
         try:
@@ -167,14 +190,14 @@ def _visual_studio(data: Any, source: str, where: str) -> VisualStudio:
         except ConfigurationError:
             raise _fail(source, f"{where}.toolsets", f"'{toolset}' is not an MSVC toolset version (14.x)") from None
     return VisualStudio(
-        product_line=_get(data, "product_line", str, source, where),
+        product_line=line,
         version=_get(data, "version", str, source, where),
         product=_get(data, "product", str, source, where),
-        path=_get(data, "path", str, source, where),
+        path=_path(data, "path", source, where),
         toolsets=toolsets,
-        vcvars=_str_dict(data, "vcvars", source, where),
+        vcvars=_path_dict(data, "vcvars", source, where),
         default_toolset=_get(data, "default_toolset", str, source, where, required=False),
-        cl_x64=_get(data, "cl_x64", str, source, where, required=False),
+        cl_x64=_path(data, "cl_x64", source, where, required=False),
         display_name=_get(data, "display_name", str, source, where, required=False) or "",
     )
 
@@ -193,13 +216,13 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
         msc_range = (msc_range[0], msc_range[1])
     return CudaInstall(
         version=version,
-        path=_get(data, "path", str, source, where),
+        path=_path(data, "path", source, where),
         full_version=_get(data, "full_version", str, source, where, required=False),
         env_var=_get(data, "env_var", str, source, where, required=False),
         msc_range=msc_range,
-        nvtx=_get(data, "nvtx", str, source, where, required=False),
+        nvtx=_path(data, "nvtx", source, where, required=False),
         cudnn=_get(data, "cudnn", str, source, where, required=False),
-        nvcc=_get(data, "nvcc", str, source, where, required=False),
+        nvcc=_path(data, "nvcc", source, where, required=False),
     )
 
 
@@ -227,8 +250,12 @@ def _gpu(data: Any, source: str, where: str) -> Gpu:
     return Gpu(index=index, name=_get(data, "name", str, source, where), compute_capability=_major_minor(data, "compute_capability", source, where), memory_mib=memory)
 
 
-def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
-    """Validate a parsed facts document; every problem names the key path."""
+def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[str] | None = None) -> Facts:
+    """Validate a parsed facts document; every problem names the key path.
+
+    `product_lines`: the Visual Studio product lines the knowledge files describe; an instance of
+    another line is refused (None: not checked)."""
+    known_lines = tuple(product_lines) if product_lines is not None else None
     if not isinstance(data, dict):
         raise _fail(source, "top level", "expected a JSON object")
     schema = _get(data, "schema", int, source, "")
@@ -247,7 +274,7 @@ def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
         tool = tool if isinstance(tool, dict) else None
         if tool is None:
             raise _fail(source, f"tools.{name}", "expected an object with 'path' and 'version'")
-        tools[name] = Tool(path=_get(tool, "path", str, source, f"tools.{name}"), version=_get(tool, "version", str, source, f"tools.{name}", required=False))
+        tools[name] = Tool(path=_path(tool, "path", source, f"tools.{name}"), version=_get(tool, "version", str, source, f"tools.{name}", required=False))
     gpu_list = _get(data, "gpus", list, source, "", required=False)
     vs_list = _get(data, "visual_studio", list, source, "", required=False) or []
     cuda_list = _get(data, "cuda", list, source, "", required=False) or []
@@ -257,17 +284,17 @@ def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
         python=PythonInfo(
             version=_get(python, "version", str, source, "python"),
             bits=bits,
-            executable=_get(python, "executable", str, source, "python"),
+            executable=_path(python, "executable", source, "python"),
             implementation=_get(python, "implementation", str, source, "python", required=False) or "CPython",
         ),
-        visual_studio=tuple(_visual_studio(item, source, f"visual_studio[{i}]") for i, item in enumerate(vs_list)),
+        visual_studio=tuple(_visual_studio(item, source, f"visual_studio[{i}]", known_lines) for i, item in enumerate(vs_list)),
         cuda=tuple(_cuda(item, source, f"cuda[{i}]") for i, item in enumerate(cuda_list)),
-        cuda_path=_get(data, "cuda_path", str, source, "", required=False),
+        cuda_path=_path(data, "cuda_path", source, "", required=False),
         tools=tools,
         long_paths_enabled=_get(data, "long_paths_enabled", bool, source, "", required=False),
-        temp_dir=_get(data, "temp_dir", str, source, "", required=False),
-        cache_dir=_get(data, "cache_dir", str, source, "", required=False),
-        nvtoolsext=_get(data, "nvtoolsext", str, source, "", required=False),
+        temp_dir=_path(data, "temp_dir", source, "", required=False),
+        cache_dir=_path(data, "cache_dir", source, "", required=False),
+        nvtoolsext=_path(data, "nvtoolsext", source, "", required=False),
         cpu_count=_get(data, "cpu_count", int, source, "", required=False),
         gpus=None if gpu_list is None else tuple(_gpu(item, source, f"gpus[{i}]") for i, item in enumerate(gpu_list)),
         driver_version=_driver_version(data, source),
@@ -276,17 +303,26 @@ def facts_from_dict(data: Any, source: str = "<facts>") -> Facts:
     )
 
 
-def load_facts(path: str | Path) -> Facts:
-    """Read a facts file (`--host FILE`)."""
+def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> Facts:
+    """Read a facts file (`--host FILE`). Its Visual Studio product lines are checked against
+    `product_lines`, by default the knowledge files' (build_config/visual_studio.toml)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigurationError(f"facts file {path} does not exist.", fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.") from None
+    except IsADirectoryError:
+        raise ConfigurationError(f"facts file {path} is a folder.", fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"facts file {path} cannot be read ({exc}).", fix="save it as UTF-8 JSON, as `invoke doctor --json` writes it.") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
-    return facts_from_dict(data, str(path))
+    except RecursionError:
+        raise _fail(str(path), "top level", "nested too deeply to be a facts file (not valid for this format)") from None
+    if product_lines is None:
+        from .knowledge import load_knowledge  # here: knowledge.py imports this module
+
+        product_lines = load_knowledge().products
+    return facts_from_dict(data, str(path), product_lines)

@@ -7,15 +7,20 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from invoke import Collection, Context, task
+from invoke import Collection, Context
+from invoke import task as invoke_task
 
-from .cli_errors import reports_errors
+from .cli_errors import WinbuildTask, install_command_line_checks, reports_errors
 from .errors import ConfigurationError, ToolchainError
 
 WINBUILD_DEFAULTS: dict[str, Any] = {
@@ -43,7 +48,13 @@ def _check_config_files_or_exit() -> None:
         raise SystemExit(error.exit_code) from None
 
 
+def task(*args: Any, **kwargs: Any) -> Any:
+    """Invoke's @task, making WinbuildTask tasks (no automatic short flag takes -h)."""
+    return invoke_task(*args, klass=WinbuildTask, **kwargs)
+
+
 _check_config_files_or_exit()
+install_command_line_checks(WINBUILD_DEFAULTS)
 namespace = Collection()
 namespace.configure({"winbuild": WINBUILD_DEFAULTS})
 
@@ -67,20 +78,93 @@ PLAN_HELP = {
 
 
 def _setting(c: Context, name: str, flag: Any) -> Any:
-    """A flag's value, else the `winbuild.<name>` configuration value."""
+    """A flag's value, else the `winbuild.<name>` configuration value (checked: a `-f` file or an
+    INVOKE_WINBUILD_* variable reaches here without config_check); null means the default."""
     if flag is not None:
         return flag
-    return c.config.winbuild.get(name)
+    from .config_check import check_setting
+
+    value = c.config.winbuild.get(name)
+    check_setting(name, value, f"configuration value winbuild.{name} (invoke.yaml, -f FILE or INVOKE_WINBUILD_{name.upper()})")
+    if value is None or (isinstance(value, str) and not value.strip()):  # `mirror: ''` / INVOKE_WINBUILD_MIRROR= unset it
+        return WINBUILD_DEFAULTS.get(name)
+    return value
 
 
-def _optional_number(value: Any, kind: type, flag: str) -> Any:
-    """A numeric flag or config value given as text; None when absent."""
-    if value in (None, ""):
+def _label(name: str, flag: Any) -> str:
+    """How an error names a value: the flag when it was given, else the configuration key."""
+    return f"--{name.replace('_', '-')}" if flag is not None else f"winbuild.{name}"
+
+
+def _example(label: str, value: str) -> str:
+    """`--jobs 4` for a flag; `jobs: 4` in invoke.yaml (or INVOKE_WINBUILD_JOBS=4) for a setting."""
+    if label.startswith("--"):
+        return f"{label} {value}"
+    name = label.removeprefix("winbuild.")
+    return f"`{name}: {value}` in invoke.yaml (or INVOKE_WINBUILD_{name.upper()}={value})"
+
+
+def _whole_number(value: Any, label: str, *, minimum: int = 1, unit: str = "") -> int | None:
+    """A whole-number flag or configuration value (text from the command line); None when absent."""
+    if value is None:
+        return None
+    fix = f"pass a whole number, {minimum} or more, e.g. {_example(label, '4')}, or leave it out for the default."
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigurationError(f"{label} {value!r} is not a number.", fix=fix)
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        number = int(text)
+    except ValueError:
+        try:
+            float(text)
+        except ValueError:
+            raise ConfigurationError(f"{label} {value!r} is not a number.", fix=fix) from None
+        raise ConfigurationError(f"{label} {value!r} is not a whole number.", fix=fix) from None
+    if number < minimum:
+        raise ConfigurationError(f"{label} {number}: expected {minimum} or more{unit}.", fix=fix)
+    return number
+
+
+def _finite_number(value: Any, label: str, *, minimum: float = 0.0) -> float | None:
+    """A decimal flag (text from the command line): finite, `minimum` or more; None when absent."""
+    if value is None:
         return None
     try:
-        return kind(value)
+        number = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise ConfigurationError(f"{flag} {value!r} is not a number.", fix=f"pass a whole number, e.g. {flag} 4.") from None
+        raise ConfigurationError(f"{label} {value!r} is not a number.", fix=f"pass a number such as {label} 40, or leave {label} out for its default.") from None
+    if not math.isfinite(number):
+        raise ConfigurationError(f"{label} {value!r} is not a finite number.", fix=f"pass a number such as {label} 40, or leave {label} out for its default.")
+    if number < minimum:
+        raise ConfigurationError(f"{label} {value}: expected {minimum:g} or more.", fix=f"pass a number such as {label} 40, or leave {label} out for its default.")
+    return number
+
+
+def _path_flag(value: str | None, label: str) -> str | None:
+    """A path flag: absent (None) or text; an empty path would silently mean the current folder."""
+    if value is not None and not value.strip():
+        raise ConfigurationError(f"{label} is empty.", fix=f"give {label} a path, or leave it out for its default.")
+    return value
+
+
+def _writable_folder(folder: Path, label: str) -> None:
+    """Prove, before any work starts and without leaving anything behind, that the folder can be
+    written: a file is made (and removed at once) in it, or in the nearest existing folder above it
+    when it does not exist yet (the task creates it later)."""
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigurationError(f"{label} {folder}: {existing} is a file, not a folder.", fix=f"pass a folder as {label}.")
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".pytorch-winbuild-"):
+            pass
+    except OSError as exc:
+        where = "" if existing == folder else f", since {existing} cannot be written and it would be created there"
+        raise ConfigurationError(
+            f"{label} {folder} cannot be written ({exc.strerror or exc}){where}.",
+            fix=f"make the folder writable for this user, or pass another one as {label}.",
+        ) from None
 
 
 def _facts(host: str | None):
@@ -93,7 +177,7 @@ def _facts(host: str | None):
 def _cache_dir(c: Context, flag: str | None) -> Path:
     from .paths import default_cache_dir
 
-    value = _setting(c, "cache_dir", flag)
+    value = _setting(c, "cache_dir", _path_flag(flag, "--cache-dir"))
     return Path(value) if value else default_cache_dir()
 
 
@@ -148,8 +232,8 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
     from .source_tree import default_source, is_pytorch_source, read_source_version
 
     knowledge = load_knowledge()
-    facts = _facts(host)
-    source_dir = Path(source) if source else default_source(Path.cwd())
+    facts = _facts(_path_flag(host, "--host"))
+    source_dir = Path(source) if _path_flag(source, "--source") is not None else default_source(Path.cwd())
     if source and not source_dir.is_dir():
         raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
     flags = {name: arguments.get(name) for name in PLAN_FLAGS}
@@ -161,7 +245,7 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
         generator=str(_setting(c, "generator", flags["generator"])),
         compiler_cache=str(_setting(c, "compiler_cache", flags["compiler_cache"])),
         arch_list=_setting(c, "arch_list", flags["arch_list"]),
-        jobs=_optional_number(_setting(c, "jobs", flags["jobs"]), int, "--jobs"),
+        jobs=_whole_number(_setting(c, "jobs", flags["jobs"]), _label("jobs", flags["jobs"]), unit=" parallel compile jobs (MAX_JOBS)"),
         pytorch_version=_setting(c, "pytorch_version", flags["pytorch_version"]),
         mode=mode,
         libtorch=libtorch,
@@ -187,13 +271,48 @@ def _make_plan(c: Context, *, host: str | None, source: str | None, mode: str = 
     return make_plan(options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_notes=notes)
 
 
-def _write(text: str, output: str | None) -> None:
-    """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run)."""
-    if output:
-        Path(output).write_text(text, encoding="utf-8", newline="")
-        print(f"wrote {output}", file=sys.stderr)
-    else:
+def _output_file(output: str | None) -> Path | None:
+    """--output checked before any work: a file in an existing folder, not a folder itself."""
+    if _path_flag(output, "--output") is None:
+        return None
+    target = Path(output)  # type: ignore[arg-type]
+    if target.is_dir():
+        raise ConfigurationError(f"--output {output} is a folder.", fix=f"name a file, e.g. --output {target / 'build_env.bat'}.")
+    folder = target.parent
+    if not folder.is_dir():
+        raise ConfigurationError(f"--output {output}: the folder {folder} does not exist.", fix="create the folder first, or name a file in an existing one.")
+    return target
+
+
+def _write(text: str, output: Path | None) -> None:
+    """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run).
+
+    The file is written whole or not at all: a temporary file next to it, renamed over it at the end,
+    so an error or Ctrl-C never leaves half a script that looks complete."""
+    if output is None:
         sys.stdout.write(text)
+        return
+    target = Path(os.path.realpath(output)) if output.is_symlink() else output
+    temp: str | None = None
+    try:
+        handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        if target.exists():
+            shutil.copymode(target, temp)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp, 0o666 & ~umask)
+        os.replace(temp, target)
+        temp = None
+    except OSError as exc:
+        raise ConfigurationError(f"--output {output} cannot be written ({exc.strerror or exc}); nothing was written.", fix="pass a file in a folder you can write to.") from None
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+    print(f"wrote {output}", file=sys.stderr)
 
 
 @task(help={"host": PLAN_HELP["host"], "json": "Write this machine's facts as JSON (the file --host reads; safe to share: no credentials, no environment dump)."})
@@ -203,7 +322,7 @@ def doctor(c: Context, host: str | None = None, json: bool = False) -> None:
     from .doctor import doctor_checks, render_doctor
     from .knowledge import load_knowledge
 
-    if host:
+    if _path_flag(host, "--host") is not None:
         facts, notes = _facts(host), ()
     else:
         from .probe import probe_report
@@ -254,8 +373,9 @@ def env(
     """Print the build environment the plan composes: every variable with its reason, or as a script."""
     from .render import render
 
+    target = _output_file(output)
     plan = _make_plan(c, host=host, source=source, arguments=locals())
-    _write(render(plan, format), output)
+    _write(render(plan, format), target)
 
 
 BUILD_HELP = {
@@ -309,7 +429,13 @@ def build(
         raise ConfigurationError("--host plans for another machine; a real build runs on this one.", fix="add --dry-run to see that machine's plan, or leave --host out.")
     if ref and not repo:
         raise ConfigurationError("--ref needs --repo: it names what to check out of that repository.", fix="add --repo URL, or check out the ref yourself and pass --source.")
+    for value, label in ((source, "--source"), (host, "--host"), (log_dir, "--log-dir"), (repo, "--repo"), (ref, "--ref")):
+        _path_flag(value, label)
     folder = _cache_dir(c, cache_dir)
+    if not dry_run:
+        _writable_folder(folder, "--cache-dir")
+        if log_dir:
+            _writable_folder(Path(log_dir), "--log-dir")
     checkout = None
     if repo:
         from .builder import acquire_source, clone_destination
@@ -374,8 +500,8 @@ def _fetch_era(c: Context, pytorch_version: str | None, source: str | None, cuda
     from .knowledge import load_knowledge
     from .source_tree import default_source, is_pytorch_source, read_source_version
 
-    folder = Path(source) if source else default_source(Path.cwd())
-    if source and not folder.is_dir():
+    folder = Path(source) if _path_flag(source, "--source") is not None else default_source(Path.cwd())
+    if source is not None and not folder.is_dir():
         raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
     found = read_source_version(folder) if folder and is_pytorch_source(folder) else None
     return resolve_era(load_knowledge(), None, cuda=cuda, pytorch_version=_setting(c, "pytorch_version", pytorch_version), source_version=found)
@@ -394,7 +520,7 @@ def fetch_deps(
     from_dir: str | None = None,
     update_lock: bool = False,
     cache_dir: str | None = None,
-    jobs: int = 0,
+    jobs: str | None = None,
     lock_file: str | None = None,
     pytorch_version: str | None = None,
     source: str | None = None,
@@ -404,6 +530,9 @@ def fetch_deps(
     from .deps.catalog import magma_preference, select_archives
     from .deps.fetch import describe_fetch, fetch_archives, format_summary
 
+    downloads = _whole_number(jobs, "--jobs", minimum=0, unit=" (0: one per archive, at most 4)") or 0
+    for value, label in ((from_dir, "--from-dir"), (lock_file, "--lock-file"), (mirror, "--mirror")):
+        _path_flag(value, label)
     cuda_value = str(_setting(c, "cuda", cuda) or "auto").lower()
     cuda_given = cuda_value != "auto"
     if cuda_given and cuda_value != "cpu":
@@ -411,8 +540,6 @@ def fetch_deps(
 
         cuda_prefix(cuda_value)  # a malformed --cuda is named before any era is looked for
     choice = _fetch_era(c, pytorch_version, source, cuda_value)
-    if jobs < 0:
-        raise ConfigurationError(f"--jobs {jobs}: expected 0 (automatic) or more.", fix="pass a positive number of parallel downloads, or leave it out.")
     archives = select_archives(
         cuda=cuda_value if cuda_given and cuda_value != "cpu" else None,
         mkl_version=mkl_version or choice.era.mkl,
@@ -430,6 +557,7 @@ def fetch_deps(
         return
     if other_machine:
         raise ConfigurationError(f"--cache-dir {folder} is a Windows folder, and this machine is not Windows.", fix="run the command on that Windows machine, add --dry-run to see what it would fetch, or pass a folder of this machine.")
+    _writable_folder(folder, "--cache-dir")
     result = fetch_archives(
         archives,
         cache_dir=folder,
@@ -437,7 +565,7 @@ def fetch_deps(
         from_dir=from_dir,
         update_lock=update_lock,
         lock_path=Path(lock_file) if lock_file else None,
-        jobs=jobs,
+        jobs=downloads,
     )
     print(format_summary(result))
     if not cuda_given and not no_magma:
@@ -460,6 +588,8 @@ def clean(c: Context, deps: bool = False, downloads: bool = False, cache_dir: st
     if not (deps or downloads):
         raise ConfigurationError("nothing to clean was named.", fix="pass --deps (extracted MKL/MAGMA), --downloads (downloaded archives), or both.")
     folder = _cache_dir(c, cache_dir)
+    if folder.exists():
+        _writable_folder(folder, "--cache-dir")
     removed = clean_cache(folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line)
     for item in removed:
         print(f"removed {item.path} ({human_size(item.bytes)})")
@@ -513,10 +643,13 @@ def build_ext(
     """Build a PyTorch C++/CUDA extension's setup.py in the planned environment (vcvars, CUDA, compiler cache)."""
     from .builder import ExtensionRequest, default_log_dir, run_build_ext
 
-    folder = Path(path)
+    folder = Path(_path_flag(path, "PATH") or "")
     if not folder.is_dir():
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
     cache = _cache_dir(c, cache_dir)
+    _writable_folder(cache, "--cache-dir")
+    if _path_flag(log_dir, "--log-dir"):
+        _writable_folder(Path(log_dir), "--log-dir")  # type: ignore[arg-type]
     version = _setting(c, "pytorch_version", pytorch_version) or _installed_torch_version()
     plan = _make_plan(c, host=None, source=str(folder), source_is_pytorch=False, arguments={**locals(), "pytorch_version": version, "cache_dir": str(cache)})
     request = ExtensionRequest(path=folder, cache_dir=cache, log_dir=Path(log_dir) if log_dir else default_log_dir(cache), mode=mode, clean=clean)
@@ -531,10 +664,26 @@ def verify(c: Context, python: str | None = None) -> None:
 
     from .verify import check_torch, failure_error
 
-    result = check_torch(python)
+    result = check_torch(_interpreter(python))
     print(json.dumps(result, indent=2, ensure_ascii=False))
     if not result["ok"]:
         raise failure_error(result)
+
+
+def _interpreter(python: str | None) -> str | None:
+    """--python checked before it is started: a bad path is bad input (2), not a failed check (6)."""
+    if _path_flag(python, "--python") is None:
+        return None
+    assert python is not None
+    if shutil.which(python):
+        return python
+    fix = "pass the path of a Python executable (e.g. C:\\Python311\\python.exe or /usr/bin/python3) or a name on PATH, or leave --python out for the Python running this task."
+    candidate = Path(python)
+    if candidate.is_dir():
+        raise ConfigurationError(f"--python {python} is a folder, not a Python executable.", fix=fix)
+    if candidate.is_file():
+        raise ConfigurationError(f"--python {python} is not executable.", fix=fix)
+    raise ConfigurationError(f"--python {python}: no such file{' or command on PATH' if os.sep not in python and '/' not in python else ''}.", fix=fix)
 
 
 namespace.add_task(build_ext)
@@ -597,14 +746,24 @@ def nightly(
     """Build every matrix entry into a wheel (unchanged ones are skipped), one run at a time; write the summary; exit 5 when an entry failed."""
     from .nightly import NightlyOptions, run_nightly
 
+    for value, label in ((matrix, "--matrix"), (output_dir, "--output-dir"), (mirror, "--mirror")):
+        _path_flag(value, label)
+    if any(not name.strip() for name in only or ()):
+        raise ConfigurationError("--only is empty.", fix="name a matrix entry, e.g. --only cu124-py311, or leave --only out for every entry.")
+    keep = _whole_number(keep_days, "--keep-days", unit=" days")
+    min_free = _finite_number(min_free_gb, "--min-free-gb")
+    folder = _cache_dir(c, cache_dir)
+    _writable_folder(folder, "--cache-dir")
+    if output_dir:
+        _writable_folder(Path(output_dir), "--output-dir")
     options = NightlyOptions(
         matrix=Path(matrix) if matrix else None,
-        cache_dir=_cache_dir(c, cache_dir),
+        cache_dir=folder,
         only=tuple(only or ()),
         force=force,
         output_dir=Path(output_dir) if output_dir else None,
-        keep_days=_optional_number(keep_days, int, "--keep-days"),
-        min_free_gb=_optional_number(min_free_gb, float, "--min-free-gb"),
+        keep_days=keep,
+        min_free_gb=min_free,
         mirror=mirror or _setting(c, "mirror", None),
     )
     run_nightly(options)
