@@ -431,6 +431,12 @@ def build(
         raise ConfigurationError("--ref needs --repo: it names what to check out of that repository.", fix="add --repo URL, or check out the ref yourself and pass --source.")
     for value, label in ((source, "--source"), (host, "--host"), (log_dir, "--log-dir"), (repo, "--repo"), (ref, "--ref")):
         _path_flag(value, label)
+    if repo:
+        from .builder.source import check_ref, check_repo
+
+        check_repo(repo)  # a dry run refuses what the real build would, before any plan is shown
+        if ref:
+            check_ref(ref)
     folder = _cache_dir(c, cache_dir)
     if not dry_run:
         _writable_folder(folder, "--cache-dir")
@@ -482,10 +488,10 @@ FETCH_DEPS_HELP = {
     "no_magma": "Build without MAGMA: fetch MKL only, even with --cuda.",
     "mirror": "Base URL of a flat folder holding the same file names as the public bucket: http(s)://... or file:///... (also winbuild.mirror / INVOKE_WINBUILD_MIRROR).",
     "from_dir": "Folder holding archives you downloaded by hand: take them from there, download nothing.",
-    "update_lock": "Accept archives whose SHA-256 differs from the one recorded in the lock file, and record the new one.",
+    "update_lock": "Accept archives whose SHA-256 differs from this cache's first-use record (<cache>/deps.lock) and record the new one; checksums shipped in build_config/deps.lock or deps.toml are never overridden.",
     "cache_dir": PLAN_HELP["cache_dir"],
     "jobs": "Archives downloaded in parallel (default 0: one per archive, at most 4).",
-    "lock_file": "Checksum lock file to check and record (default: build_config/deps.lock).",
+    "lock_file": "Lock file for first-seen checksums (default: deps.lock in the cache folder); build_config/deps.lock is only read unless named here.",
     "pytorch_version": "PyTorch version to fetch for: its era chooses the default MKL and MAGMA versions (default: the source tree's version, else the newest era that builds with --cuda).",
     "source": PLAN_HELP["source"],
     "dry_run": "Show what would be fetched (each archive, from where, to which folder, whether it is already there) and stop.",

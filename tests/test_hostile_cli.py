@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from support import HOSTS_DIR, REPO_ROOT
+from support import HOSTS_DIR, REPO_ROOT, run_invoke
 
 VS2017 = str(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
 CPU_ONLY = str(HOSTS_DIR / "cpu-only.json")
@@ -236,3 +236,23 @@ def test_no_task_binds_h_to_anything_but_help(helps: dict):
     for (name, flag), result in helps.items():
         bound = re.findall(r"^\s+-h\b[^\n]*", result.stdout, re.MULTILINE)
         assert not bound, f"invoke {name} {flag} shows -h bound to a flag: {bound}"
+
+
+def test_a_dry_run_refuses_a_ref_git_would_read_as_an_option(tmp_path: Path) -> None:
+    marker = tmp_path / "x"
+    result = run_invoke("build", "--dry-run", "--cuda", "cpu", "--repo", "https://github.com/pytorch/pytorch", "--ref", f"--upload-pack=touch {marker};")
+    assert result.returncode == 2 and "starts with '-'" in result.stderr and "Traceback" not in result.stderr
+    assert not marker.exists()
+
+
+def test_an_unknown_placeholder_in_deps_toml_names_the_key() -> None:
+    import tomllib
+
+    from pytorch_winbuild.deps.catalog import parse_catalog
+    from pytorch_winbuild.errors import ConfigurationError
+
+    data = tomllib.loads((REPO_ROOT / "build_config" / "deps.toml").read_text(encoding="utf-8"))
+    data["magma"]["file"] = "magma_{version}_{cuda}_{variant}.7z"
+    with pytest.raises(ConfigurationError) as error:
+        parse_catalog(data, REPO_ROOT / "build_config" / "deps.toml")
+    assert "magma.file" in error.value.paragraph() and "{cuda}" in error.value.paragraph()

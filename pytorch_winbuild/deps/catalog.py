@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,30 @@ def _known(table: dict[str, Any], file_name: str, where: str) -> tuple[str | Non
     return sha256, size
 
 
+# The placeholders each kind's `file` may use (the values parse_catalog fills in).
+FILE_PLACEHOLDERS = {"mkl": {"version"}, "magma": {"version", "cuda_prefix", "variant"}}
+
+
+def _file_pattern(table: dict[str, Any], kind: str, where: str) -> str:
+    """`file` with only the placeholders parse_catalog fills; a typo is an error naming the key, not a crash."""
+    pattern = require(table, "file", str, where)
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None}
+    except ValueError as error:
+        raise ConfigurationError(f"{where}.file: {pattern!r} is not a valid file name pattern ({error}).", fix="write placeholders as {name}, and a literal brace as {{ or }}.") from None
+    unknown = sorted(names - FILE_PLACEHOLDERS[kind])
+    if unknown:
+        allowed = ", ".join("{" + name + "}" for name in sorted(FILE_PLACEHOLDERS[kind]))
+        raise ConfigurationError(f"{where}.file: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml does not fill.", fix=f"use only {allowed}.")
+    return pattern
+
+
 def _kind(data: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
     table = require(data, kind, dict, where)
     kind_where = f"{where}.{kind}"
     return {
         "label": require(table, "label", str, kind_where),
-        "file": require(table, "file", str, kind_where),
+        "file": _file_pattern(table, kind, kind_where),
         "layout": tuple(string_list(table, "layout", kind_where)),
         "set_vars": _variables(table, "set", kind_where),
         "prepend_vars": _variables(table, "prepend", kind_where),
