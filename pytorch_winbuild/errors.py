@@ -7,6 +7,7 @@ stderr and the class's exit code. Anything else is a bug and exits with `Interna
 from __future__ import annotations
 
 from .redact import redact_text
+from .terminal_text import terminal_safe
 
 
 class WinbuildError(Exception):
@@ -21,11 +22,12 @@ class WinbuildError(Exception):
         self.fix = fix
 
     def paragraph(self) -> str:
-        """The one paragraph a user sees; a credential that reached a message is masked here, the last gate."""
+        """The one paragraph a user sees: the last gate, so a credential is masked and a control sequence
+        quoted from a path, a log or git cannot act on the terminal."""
         text = f"{self.title}: {self.message}"
         if self.fix:
             text += f" Fix: {self.fix}"
-        return redact_text(text)
+        return terminal_safe(redact_text(text))
 
 
 class ConfigurationError(WinbuildError):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from .facts import Facts, PythonInfo, VisualStudio
+from .knowledge import load_knowledge
 from .probe_common import (
     TOOL_NAMES,
     CommandResult,
@@ -468,9 +469,12 @@ def probe_windows(
         gpus = gpu_probe.result(notes)
 
     visual_studio = [vs2015] if vs2015 is not None else []
+    known_lines = load_knowledge().products
     for instance in sorted(instances, key=lambda i: version_key(i.version)):
         inspected = inspect_visual_studio(instance, notes)
-        if inspected is not None:
+        if inspected is not None and inspected.product_line not in known_lines:
+            notes.append(f"{inspected.label} at {inspected.path} ignored: pytorch-winbuild does not know Visual Studio {inspected.product_line!r} yet (build_config/visual_studio.toml knows {', '.join(known_lines)}).")
+        elif inspected is not None:
             visual_studio.append(inspected)
     cuda_path = clean_env_path(env.get("CUDA_PATH"))
     temp_dir = clean_env_path(env.get("TEMP")) or clean_env_path(env.get("TMP"))

@@ -791,3 +791,15 @@ def test_shipped_facts_file_loads_and_round_trips(path: Path, tmp_path: Path) ->
         assert cuda.nvtx is not None
     if facts.cuda:
         assert facts.cuda_by_version(facts.cuda_path.rsplit("\\v", 1)[1]) is not None
+
+
+def test_an_instance_of_a_visual_studio_it_does_not_know_is_left_out_with_a_note(tmp_path: Path) -> None:
+    """A future product line (vswhere's productLineVersion '2030') would make plans and doctor index an unknown line."""
+    machine = FakeWindows(tmp_path / "C")
+    machine.install_vs2017()
+    machine.install_vswhere()
+    listing = [vswhere_entry(machine.vs2017, "15.9.28307.812", "BuildTools", "2030", "Visual Studio Build Tools 2030")]
+    write(machine.vswhere.parent / "listing.json", json.dumps(listing))
+    report = probe_fake(machine)
+    assert report.facts.visual_studio == ()
+    assert any("does not know Visual Studio '2030'" in note for note in report.notes)
