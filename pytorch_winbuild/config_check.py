@@ -44,10 +44,14 @@ def _parse(path: Path) -> Any:
             raise ConfigurationError(f"config file {path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}).", fix="correct the file or remove it.") from None
         except RecursionError:
             raise ConfigurationError(f"config file {path}: nested too deeply to be a configuration file.", fix="correct the file or remove it.") from None
+        except ValueError as exc:  # an integer longer than Python converts
+            raise ConfigurationError(f"config file {path}: {exc}.", fix="correct the file or remove it.") from None
     try:
         return yaml.safe_load(text)
     except RecursionError:
         raise ConfigurationError(f"config file {path}: nested too deeply to be a configuration file.", fix="correct the file or remove it.") from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise ConfigurationError(f"config file {path}: {exc}.", fix="correct the file or remove it.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
@@ -64,6 +68,8 @@ def check_config_files(paths: Iterable[Path], known_keys: Iterable[str]) -> None
             continue
         if not isinstance(data, dict):
             raise ConfigurationError(f"config file {path}: expected a mapping at the top level, got {type(data).__name__}.")
+        if "winbuild" in data and data["winbuild"] is None:  # every key commented out: Invoke cannot merge a null section
+            raise ConfigurationError(f"config file {path}: 'winbuild:' has no options (YAML reads it as null).", fix="remove the empty 'winbuild:' line, or give it at least one option.")
         section = data.get("winbuild")
         if section is None:
             continue

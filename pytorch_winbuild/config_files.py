@@ -38,6 +38,8 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         raise ConfigurationError(f"{path}: not valid TOML ({exc}).", fix="correct the syntax at the position shown.") from None
     except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself; TOML is UTF-8 only
         raise ConfigurationError(f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded), so not a TOML file.", fix="save it as UTF-8 (an editor's \"UTF-8\" encoding), or restore it from version control.") from None
+    except ValueError as exc:  # an integer longer than Python converts (int_max_str_digits)
+        raise ConfigurationError(f"{path}: not a usable TOML file ({exc}).", fix="correct the value, or restore the file from version control.") from None
     except RecursionError:
         raise ConfigurationError(f"{path}: nested too deeply to read.", fix="correct the file, or restore it from version control.") from None
     except IsADirectoryError:

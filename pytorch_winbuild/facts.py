@@ -32,7 +32,7 @@ def toolset_short(version: str) -> str:
 def toolset_msc_ver(version: str) -> int:
     """The `_MSC_VER` a toolset's compiler reports: 14.0 → 1900, 14.N → 1900 + N."""
     parts = version.split(".")
-    if len(parts) < 2 or parts[0] != "14" or not parts[1].isdigit():
+    if len(parts) < 2 or parts[0] != "14" or not (parts[1].isascii() and parts[1].isdigit()):
         raise ConfigurationError(f"'{version}' is not an MSVC toolset version (expected 14.x, e.g. 14.11 or 14.16.27023).")
     return 1900 + int(parts[1])
 
@@ -141,6 +141,11 @@ def _get(data: dict[str, Any], key: str, kind: type | tuple[type, ...], source: 
     if isinstance(value, bool) and kind is int or not isinstance(value, kind):
         expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise _fail(source, f"{where}.{key}" if where else key, f"expected {expected}, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _fail(source, f"{where}.{key}" if where else key, f"{value!r} holds a lone surrogate (a broken \\ud8xx escape), which no file or console can show") from None
     return value
 
 
@@ -207,7 +212,7 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
         raise _fail(source, where, f"expected an object, got {data!r}")
     version = _get(data, "version", str, source, where)
     parts = version.split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         raise _fail(source, f"{where}.version", f"expected MAJOR.MINOR such as '9.0', got {version!r}")
     msc_range = _get(data, "msc_range", list, source, where, required=False)
     if msc_range is not None:
@@ -319,6 +324,8 @@ def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> 
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer longer than Python converts, and the like
+        raise _fail(str(path), "top level", f"not usable JSON ({exc})") from None
     except RecursionError:
         raise _fail(str(path), "top level", "nested too deeply to be a facts file (not valid for this format)") from None
     if product_lines is None:

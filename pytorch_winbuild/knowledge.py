@@ -26,7 +26,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
     for part in text.strip().split("."):
         digits = ""
         for char in part:
-            if not char.isdigit():
+            if not ("0" <= char <= "9"):  # ASCII only: "²".isdigit() is true, int("²") fails
                 break
             digits += char
         if not digits:

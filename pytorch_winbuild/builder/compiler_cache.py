@@ -75,7 +75,7 @@ def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, 
         table: dict[str, int] = {}
         for line in text.splitlines():
             key, _, value = line.partition("\t")
-            if value.strip().isdigit():
+            if value.strip().isascii() and value.strip().isdigit():
                 table[key.strip()] = int(value)
         return _sum([table.get(k) for k in spec.hits]), _sum([table.get(k) for k in spec.misses]), table
 

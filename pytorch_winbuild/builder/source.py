@@ -94,7 +94,7 @@ def _credential_env(repo: str, key: str) -> dict[str, str]:
     token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
     parts = urlsplit(url)
     count = os.environ.get("GIT_CONFIG_COUNT", "0")
-    index = int(count) if count.isdigit() else 0
+    index = int(count) if count.isascii() and count.isdigit() else 0
     return {
         "GIT_CONFIG_COUNT": str(index + 1),
         f"GIT_CONFIG_KEY_{index}": f"http.{parts.scheme}://{parts.netloc}/.extraHeader",
@@ -133,6 +133,8 @@ def check_ref(ref: str, key: str = "--ref") -> None:
     """
     if ref.startswith("-"):
         raise ConfigurationError(f"{key}: {ref!r} starts with '-', so git would read it as an option, not a ref.", fix=REF_FIX)
+    if not ref.isprintable():
+        raise ConfigurationError(f"{key}: {ref!r} holds a control character, which no branch, tag or commit name has.", fix=REF_FIX)
     command = [_git_executable(key), "check-ref-format", "--allow-onelevel", ref]
     if subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode != 0:
         raise ConfigurationError(

@@ -134,7 +134,10 @@ def _file_pattern(table: dict[str, Any], kind: str, where: str) -> str:
     """`file` with only the placeholders parse_catalog fills; a typo is an error naming the key, not a crash."""
     pattern = require(table, "file", str, where)
     try:
-        names = {name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None}
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(pattern) if name is not None]
+        if any(spec or conversion for _, spec, conversion in fields):
+            raise ValueError("placeholders take no format spec or conversion (':' or '!')")
+        names = {name for name, _, _ in fields}
     except ValueError as error:
         raise ConfigurationError(f"{where}.file: {pattern!r} is not a valid file name pattern ({error}).", fix="write placeholders as {name}, and a literal brace as {{ or }}.") from None
     unknown = sorted(names - FILE_PLACEHOLDERS[kind])
@@ -170,7 +173,10 @@ def _download_limits(data: dict[str, Any], where: str) -> DownloadLimits:
         value = table.get(key, getattr(defaults, key))
         if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
             raise ConfigurationError(f"{table_where}.{key}: expected a positive number, got {value!r}.")
-        values[key] = value if kind is int else float(value)
+        try:
+            values[key] = value if kind is int else float(value)
+        except OverflowError:
+            raise ConfigurationError(f"{table_where}.{key}: {str(value)[:20]}… is too large.", fix="write a number of seconds, e.g. 30.") from None
     return DownloadLimits(**values)
 
 

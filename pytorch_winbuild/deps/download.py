@@ -269,7 +269,7 @@ def download(
                         log(f"{name}: the server ignored the resume request; downloading from the start")
                         digest, have = hashlib.sha256(), 0
                     length = response.headers.get("Content-Length")
-                    total = int(length) if length and length.isdigit() else None
+                    total = int(length) if length and length.isascii() and length.isdigit() else None
                 if expected_size is not None and total is not None and total != expected_size:
                     raise DependencyError(
                         f"{shown} is {total} bytes, but {expected_size} bytes are expected: the file on the server is not the one recorded.",

@@ -115,7 +115,10 @@ def _positive_days(value: Any, where: str) -> int:
 def _free_gb(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise ConfigurationError(f"{where}: expected a number of GB, 0 or more, got {value!r}.")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise ConfigurationError(f"{where}: {str(value)[:20]}… GB is more than any disk.", fix="write the free space the entry needs in GB, e.g. 40.") from None
 
 
 def _unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
