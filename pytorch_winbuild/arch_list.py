@@ -34,15 +34,14 @@ class Arch:
     def __str__(self) -> str:
         return f"{self.capability}{self.suffix}{'+PTX' if self.ptx else ''}"
 
+    def torch_names(self) -> list[str]:
+        """What torch.cuda.get_arch_list() calls the code built for this entry: 'sm_90a'; '+PTX' adds 'compute_XY'."""
+        digits = f"{self.major}{self.minor}{self.suffix}"
+        return [f"sm_{digits}", *([f"compute_{digits}"] if self.ptx else [])]
+
     def runs_on(self, capability: str) -> bool:
         """Whether code built for this entry runs on a GPU of `capability` (NVIDIA's compatibility rules)."""
-        gpu = capability_key(capability)
-        own = (self.major, self.minor)
-        if self.suffix == "a":
-            return gpu == own
-        if gpu[0] == self.major and gpu[1] >= self.minor:
-            return True
-        return self.ptx and self.suffix == "" and gpu >= own
+        return any(arch_runs_on(name, capability_key(capability)) for name in self.torch_names())
 
 
 def capability_key(capability: str) -> tuple[int, int]:
@@ -112,3 +111,75 @@ def default_for_gpus(capabilities: list[str], buildable: tuple[str, ...]) -> tup
         if entry not in entries:
             entries.append(entry)
     return tuple(sorted(entries)), notes
+
+
+# NVIDIA's rules, once: which torch.cuda.get_arch_list() entries ('sm_86', 'compute_90', 'sm_90a')
+# run on a device. verify.py embeds these functions as they are into the script it runs in the
+# build's Python (which may be as old as an era in build_config/eras.toml allows), so they stay
+# Python 3.5 code: no annotations, no f-strings. Arch.runs_on asks the same function.
+
+
+def parse_cuda_arch(entry):
+    """('sm' or 'compute', major, minor, suffix) of one arch-list entry, or None if it is none.
+
+    torch.cuda.get_arch_list() names real architectures (SASS cubins) 'sm_XY' and virtual ones
+    (PTX) 'compute_XY', with the compute capability's digits as major * 10 + minor: 'sm_86' is
+    8.6, 'sm_100' is 10.0, 'sm_121' is 12.1 (the last digit is the minor version). An 'a' suffix
+    ('sm_90a') is an architecture-specific target, an 'f' suffix ('sm_100f', CUDA 12.9+) a
+    family-specific one.
+    """
+    kind, separator, rest = str(entry).strip().lower().partition("_")
+    if not separator or kind not in ("sm", "compute"):
+        return None
+    suffix = ""
+    if rest[-1:] in ("a", "f"):
+        suffix, rest = rest[-1], rest[:-1]
+    if len(rest) < 2 or any(character not in "0123456789" for character in rest):
+        return None
+    return kind, int(rest[:-1]), int(rest[-1]), suffix
+
+
+def arch_runs_on(entry, capability):
+    """Whether code built for one arch-list entry runs on a device of capability (major, minor).
+
+    NVIDIA's rules: CUDA C++ Programming Guide, "Binary Compatibility", "PTX Compatibility" and
+    "Application Compatibility"; for the suffixes, its appendix "Compute Capabilities" >
+    "Feature Availability" ("Architecture-Specific Features", "Family-Specific Features", from
+    CUDA 12.9) and NVIDIA's blog "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce Family-Specific
+    Architecture Features".
+
+    - sm_XY, a cubin: binary compatibility holds from one minor revision to the next, never to a
+      previous one nor across major revisions; "a cubin object generated for compute capability
+      X.y will only execute on devices of compute capability X.z where z>=y". So sm_80 runs on
+      8.0, 8.6 and 8.9, not on 9.0; sm_86 not on 8.0. (The guide adds that this holds for
+      desktop GPUs, not across desktop and Tegra.)
+    - compute_XY, PTX: the driver JIT-compiles it for the device, for any compute capability
+      equal to or higher than X.Y ("PTX code produced for some specific compute capability can
+      always be compiled to binary code of greater or equal compute capability").
+    - an 'a' suffix (sm_90a, compute_90a): architecture-specific features, which run only on
+      exactly that compute capability, with no forward compatibility at all.
+    - an 'f' suffix (sm_100f, compute_100f; family-specific features, from CUDA 12.9): runs on
+      devices of the same family, the same major version with an equal or higher minor (sm_100f
+      on 10.0 and 10.3, not on 11.0 or 12.0).
+    """
+    parsed = parse_cuda_arch(entry)
+    if parsed is None:
+        return False
+    kind, major, minor, suffix = parsed
+    device = (int(capability[0]), int(capability[1]))
+    if suffix == "a":
+        return device == (major, minor)
+    if suffix == "f" or kind == "sm":
+        return device[0] == major and device[1] >= minor
+    return device >= (major, minor)
+
+
+def covering_archs(arch_list, capability):
+    """The entries of an arch list (torch.cuda.get_arch_list()) that run on a device of capability (major, minor)."""
+    return [entry for entry in arch_list if arch_runs_on(entry, capability)]
+
+
+def arch_list_flag(capabilities):
+    """The --arch-list value (TORCH_CUDA_ARCH_LIST) that builds for these capabilities: '9.0', '8.6;9.0'."""
+    unique = sorted(set((int(major), int(minor)) for major, minor in capabilities))
+    return ";".join("%d.%d" % pair for pair in unique)

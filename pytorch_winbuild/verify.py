@@ -33,84 +33,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .arch_list import arch_list_flag, arch_runs_on, covering_archs, parse_cuda_arch
 from .errors import VerificationError
 from .redact import redact_text
 
 MARKER = "PYTORCH_WINBUILD_VERIFY "
 TIMEOUT_SECONDS = 600
 SCRIPT_NAME = "pytorch_winbuild_verify.py"
-
-# GPU architectures and compute capabilities: which entries of torch.cuda.get_arch_list() run on
-# a device. Pure, unit-tested without torch, and embedded as they are into VERIFY_SCRIPT (see
-# _embedded), so they stay Python 3.5 code: no annotations, no f-strings. The build's Python may
-# be as old as an era in build_config/eras.toml allows.
-
-
-def parse_cuda_arch(entry):
-    """('sm' or 'compute', major, minor, suffix) of one arch-list entry, or None if it is none.
-
-    torch.cuda.get_arch_list() names real architectures (SASS cubins) 'sm_XY' and virtual ones
-    (PTX) 'compute_XY', with the compute capability's digits as major * 10 + minor: 'sm_86' is
-    8.6, 'sm_100' is 10.0, 'sm_121' is 12.1 (the last digit is the minor version). An 'a' suffix
-    ('sm_90a') is an architecture-specific target, an 'f' suffix ('sm_100f', CUDA 12.9+) a
-    family-specific one.
-    """
-    kind, separator, rest = str(entry).strip().lower().partition("_")
-    if not separator or kind not in ("sm", "compute"):
-        return None
-    suffix = ""
-    if rest[-1:] in ("a", "f"):
-        suffix, rest = rest[-1], rest[:-1]
-    if len(rest) < 2 or any(character not in "0123456789" for character in rest):
-        return None
-    return kind, int(rest[:-1]), int(rest[-1]), suffix
-
-
-def arch_runs_on(entry, capability):
-    """Whether code built for one arch-list entry runs on a device of capability (major, minor).
-
-    NVIDIA's rules: CUDA C++ Programming Guide, "Binary Compatibility", "PTX Compatibility" and
-    "Application Compatibility"; for the suffixes, its appendix "Compute Capabilities" >
-    "Feature Availability" ("Architecture-Specific Features", "Family-Specific Features", from
-    CUDA 12.9) and NVIDIA's blog "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce Family-Specific
-    Architecture Features".
-
-    - sm_XY, a cubin: binary compatibility holds from one minor revision to the next, never to a
-      previous one nor across major revisions; "a cubin object generated for compute capability
-      X.y will only execute on devices of compute capability X.z where z>=y". So sm_80 runs on
-      8.0, 8.6 and 8.9, not on 9.0; sm_86 not on 8.0. (The guide adds that this holds for
-      desktop GPUs, not across desktop and Tegra.)
-    - compute_XY, PTX: the driver JIT-compiles it for the device, for any compute capability
-      equal to or higher than X.Y ("PTX code produced for some specific compute capability can
-      always be compiled to binary code of greater or equal compute capability").
-    - an 'a' suffix (sm_90a, compute_90a): architecture-specific features, which run only on
-      exactly that compute capability, with no forward compatibility at all.
-    - an 'f' suffix (sm_100f, compute_100f; family-specific features, from CUDA 12.9): runs on
-      devices of the same family, the same major version with an equal or higher minor (sm_100f
-      on 10.0 and 10.3, not on 11.0 or 12.0).
-    """
-    parsed = parse_cuda_arch(entry)
-    if parsed is None:
-        return False
-    kind, major, minor, suffix = parsed
-    device = (int(capability[0]), int(capability[1]))
-    if suffix == "a":
-        return device == (major, minor)
-    if suffix == "f" or kind == "sm":
-        return device[0] == major and device[1] >= minor
-    return device >= (major, minor)
-
-
-def covering_archs(arch_list, capability):
-    """The entries of an arch list (torch.cuda.get_arch_list()) that run on a device of capability (major, minor)."""
-    return [entry for entry in arch_list if arch_runs_on(entry, capability)]
-
-
-def arch_list_flag(capabilities):
-    """The --arch-list value (TORCH_CUDA_ARCH_LIST) that builds for these capabilities: '9.0', '8.6;9.0'."""
-    unique = sorted(set((int(major), int(minor)) for major, minor in capabilities))
-    return ";".join("%d.%d" % pair for pair in unique)
-
 
 def _embedded():
     """The coverage functions' source, for VERIFY_SCRIPT (which has no access to this package)."""

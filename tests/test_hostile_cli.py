@@ -187,7 +187,8 @@ def _assert_one_paragraph(result: subprocess.CompletedProcess[str], code: int, t
 def test_bad_input_is_one_paragraph_with_exit_2(name: str, workspace: Path, results: dict, root_is_restricted: bool):
     case = _cases(workspace)[name]
     if case.restricted and not root_is_restricted:
-        pytest.skip("this machine cannot take away root's access to a read-only folder (no CAP_SETPCAP)")
+        # A tier must fail, not skip: without CAP_SETPCAP, root writes into any folder and the case proves nothing.
+        pytest.fail("this machine cannot take away root's access to a read-only folder (no CAP_SETPCAP): run the tests as a normal user, or in a container that keeps CAP_SETPCAP.", pytrace=False)
     _assert_one_paragraph(results[name], case.code, case.text)
 
 
