@@ -1,6 +1,6 @@
-"""Invoke entry point. The tasks themselves live in pytorch_winbuild/tasks.py, so the same
+"""Invoke entry point. The tasks themselves live in pytorch_winbuild/faces/tasks.py, so the same
 collection also runs as the `pytorch-winbuild` console script outside this repo."""
 
-from pytorch_winbuild.tasks import namespace
+from pytorch_winbuild.faces.tasks import namespace
 
 ns = namespace

@@ -1,1 +1,1 @@
-"""Knowledge as data: read by pytorch_winbuild.knowledge, never imported for code."""
+"""Knowledge as data: read by pytorch_winbuild.knowledge.model, never imported for code."""

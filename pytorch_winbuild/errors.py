@@ -6,8 +6,8 @@ stderr and the class's exit code. Anything else is a bug and exits with `Interna
 
 from __future__ import annotations
 
-from .redact import redact_text
-from .terminal_text import terminal_safe
+from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import terminal_safe
 
 
 class WinbuildError(Exception):

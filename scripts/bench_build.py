@@ -37,7 +37,9 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, st
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        sys.exit(f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        sys.exit(
+            f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return seconds, done.stdout + done.stderr
 
 
@@ -56,9 +58,26 @@ def main() -> None:
         shutil.copytree(FIXTURE, source)
         cache = work / "cache"
         env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-        invoke = [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), "build-ext", str(source), "--cuda", "cpu", "--compiler-cache", "ccache", "--cache-dir", str(cache)]
+        invoke = [
+            sys.executable,
+            "-m",
+            "invoke",
+            "--search-root",
+            str(REPO_ROOT),
+            "build-ext",
+            str(source),
+            "--cuda",
+            "cpu",
+            "--compiler-cache",
+            "ccache",
+            "--cache-dir",
+            str(cache),
+        ]
 
-        print(f"extension: {FIXTURE.relative_to(REPO_ROOT)} (3 translation units including torch/extension.h), {os.cpu_count()} CPUs", flush=True)
+        print(
+            f"extension: {FIXTURE.relative_to(REPO_ROOT)} (3 translation units including torch/extension.h), {os.cpu_count()} CPUs",
+            flush=True,
+        )
         cold, _ = timed(invoke, REPO_ROOT, env)
         cold_report = last_report(cache / "logs")
         print(f"cold build (empty ccache)              {cold:8.2f} s   ({cold_report['cache']['summary']})", flush=True)
@@ -70,7 +89,9 @@ def main() -> None:
         for _ in range(options.repeat):
             seconds, output = timed(invoke, REPO_ROOT, env)
             if "ninja: no work to do." not in Path(last_report(cache / "logs")["log"]).read_text(encoding="utf-8"):
-                sys.exit("the rebuild through invoke compiled something: it is not a no-op, so the comparison would be wrong.")
+                sys.exit(
+                    "the rebuild through invoke compiled something: it is not a no-op, so the comparison would be wrong."
+                )
             orchestrated.append(seconds)
         # The bare run gets exactly the environment the orchestrator gave the build (from its report),
         # so Ninja sees the same compile commands and has nothing to do either.
@@ -85,11 +106,19 @@ def main() -> None:
     speedup = cold / warm
     invoke_median, bare_median = statistics.median(orchestrated), statistics.median(bare)
     overhead = invoke_median - bare_median
-    print(f"no-op rebuild, invoke build-ext        {invoke_median:8.2f} s   (median of {options.repeat}: {', '.join(f'{s:.2f}' for s in orchestrated)})")
-    print(f"no-op rebuild, bare setup.py build_ext {bare_median:8.2f} s   (median of {options.repeat}: {', '.join(f'{s:.2f}' for s in bare)})")
+    print(
+        f"no-op rebuild, invoke build-ext        {invoke_median:8.2f} s   (median of {options.repeat}: {', '.join(f'{s:.2f}' for s in orchestrated)})"
+    )
+    print(
+        f"no-op rebuild, bare setup.py build_ext {bare_median:8.2f} s   (median of {options.repeat}: {', '.join(f'{s:.2f}' for s in bare)})"
+    )
     print()
-    print(f"compiler cache: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: {'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})")
-    print(f"orchestrator overhead on a no-op rebuild: {overhead:+.2f} s (target <= {OVERHEAD_TARGET_SECONDS:.0f} s: {'met' if overhead <= OVERHEAD_TARGET_SECONDS else 'MISSED'})")
+    print(
+        f"compiler cache: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: {'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})"
+    )
+    print(
+        f"orchestrator overhead on a no-op rebuild: {overhead:+.2f} s (target <= {OVERHEAD_TARGET_SECONDS:.0f} s: {'met' if overhead <= OVERHEAD_TARGET_SECONDS else 'MISSED'})"
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def timed(command: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        sys.exit(f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        sys.exit(
+            f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return seconds
 
 
@@ -59,7 +61,10 @@ def cuda_wheel_env(cuda_major: str) -> dict[str, str]:
     wheels = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / f"cu{cuda_major}"
     if not wheels.is_dir():
         return {}
-    return {name: os.pathsep.join(filter(None, [str(wheels / folder), os.environ.get(name)])) for name, folder in (("CPATH", "include"), ("LIBRARY_PATH", "lib"))}
+    return {
+        name: os.pathsep.join(filter(None, [str(wheels / folder), os.environ.get(name)]))
+        for name, folder in (("CPATH", "include"), ("LIBRARY_PATH", "lib"))
+    }
 
 
 def describe_cache(report: dict[str, Any]) -> str:
@@ -70,7 +75,9 @@ def describe_cache(report: dict[str, Any]) -> str:
         return cache["summary"]
     hits, misses = raw["stats"]["cache_hits"]["counts"], raw["stats"]["cache_misses"]["counts"]
     kinds = sorted(set(hits) | set(misses))
-    return f"{cache['summary']}; per kind hit/miss: " + ", ".join(f"{kind} {hits.get(kind, 0)}/{misses.get(kind, 0)}" for kind in kinds)
+    return f"{cache['summary']}; per kind hit/miss: " + ", ".join(
+        f"{kind} {hits.get(kind, 0)}/{misses.get(kind, 0)}" for kind in kinds
+    )
 
 
 def bench(cache: str, cuda: str, arch_list: str, env: dict[str, str]) -> float:
@@ -80,31 +87,74 @@ def bench(cache: str, cuda: str, arch_list: str, env: dict[str, str]) -> float:
         source = work / "cuda_ext"
         shutil.copytree(FIXTURE, source)
         cache_dir = work / "cache"
-        invoke = [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), "build-ext", str(source), "--cuda", cuda, "--arch-list", arch_list, "--compiler-cache", cache, "--cache-dir", str(cache_dir)]
+        invoke = [
+            sys.executable,
+            "-m",
+            "invoke",
+            "--search-root",
+            str(REPO_ROOT),
+            "build-ext",
+            str(source),
+            "--cuda",
+            cuda,
+            "--arch-list",
+            arch_list,
+            "--compiler-cache",
+            cache,
+            "--cache-dir",
+            str(cache_dir),
+        ]
         cold = timed(invoke, env)
         report = last_report(cache_dir / "logs")
         print(f"{cache}: cold build (empty cache)          {cold:8.2f} s   ({describe_cache(report)})", flush=True)
-        print("        " + next(note for note in report["notes"] if note.startswith("Compiler cache for the extension")), flush=True)
+        print(
+            "        " + next(note for note in report["notes"] if note.startswith("Compiler cache for the extension")),
+            flush=True,
+        )
         warm = timed([*invoke, "--clean"], env)
-        print(f"{cache}: warm build (--clean, cache full)  {warm:8.2f} s   ({describe_cache(last_report(cache_dir / 'logs'))})", flush=True)
+        print(
+            f"{cache}: warm build (--clean, cache full)  {warm:8.2f} s   ({describe_cache(last_report(cache_dir / 'logs'))})",
+            flush=True,
+        )
     speedup = cold / warm
-    print(f"{cache}: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: {'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})", flush=True)
+    print(
+        f"{cache}: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: {'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})",
+        flush=True,
+    )
     return speedup
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--caches", nargs="+", default=["sccache", "ccache"], choices=["sccache", "ccache"], help="the caches to compare (default: both)")
-    parser.add_argument("--arch-list", default="9.0", help="TORCH_CUDA_ARCH_LIST: one GPU keeps the builds short (default 9.0)")
+    parser.add_argument(
+        "--caches",
+        nargs="+",
+        default=["sccache", "ccache"],
+        choices=["sccache", "ccache"],
+        help="the caches to compare (default: both)",
+    )
+    parser.add_argument(
+        "--arch-list", default="9.0", help="TORCH_CUDA_ARCH_LIST: one GPU keeps the builds short (default 9.0)"
+    )
     options = parser.parse_args()
 
     import torch  # the CUDA version the extension is built for is the one torch was built with
 
     if torch.version.cuda is None:
-        sys.exit(f"torch {torch.__version__} is a CPU build: install a CUDA build (e.g. torch==2.14.1) to benchmark a CUDA extension.")
+        sys.exit(
+            f"torch {torch.__version__} is a CPU build: install a CUDA build (e.g. torch==2.14.1) to benchmark a CUDA extension."
+        )
     cuda = ".".join(torch.version.cuda.split(".")[:2])
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "SCCACHE_SERVER_PORT": str(free_port()), **cuda_wheel_env(cuda.split(".")[0])}
-    print(f"extension: {FIXTURE.relative_to(REPO_ROOT)} (one .cu kernel + one .cpp binding, both including torch/extension.h); torch {torch.__version__}, CUDA {cuda}, arch {options.arch_list}, {os.cpu_count()} CPUs", flush=True)
+    env = {
+        **os.environ,
+        "PYTHONIOENCODING": "utf-8",
+        "SCCACHE_SERVER_PORT": str(free_port()),
+        **cuda_wheel_env(cuda.split(".")[0]),
+    }
+    print(
+        f"extension: {FIXTURE.relative_to(REPO_ROOT)} (one .cu kernel + one .cpp binding, both including torch/extension.h); torch {torch.__version__}, CUDA {cuda}, arch {options.arch_list}, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     for cache in options.caches:
         bench(cache, cuda, options.arch_list, env)
 

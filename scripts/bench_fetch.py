@@ -125,7 +125,24 @@ def baseline(url: str, out: Path) -> float:
 
 
 def fetch_deps(url: str, cache: Path, lock: Path) -> float:
-    return timed([sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--magma-version", "2.5.4", "--mirror", url, "--cache-dir", str(cache), "--lock-file", str(lock)])
+    return timed(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "fetch-deps",
+            "--cuda",
+            "10.1",
+            "--magma-version",
+            "2.5.4",
+            "--mirror",
+            url,
+            "--cache-dir",
+            str(cache),
+            "--lock-file",
+            str(lock),
+        ]
+    )
 
 
 def compare_extractors(archive: Path, scratch: Path) -> dict[str, float]:
@@ -164,8 +181,10 @@ def main() -> int:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     runs = workdir / "runs"
-    print(f"archives: {MKL} {(served / MKL).stat().st_size / 2**20:.1f} MB ({args.mkl_mb} MB extracted), "
-          f"{MAGMA} {(served / MAGMA).stat().st_size / 2**20:.1f} MB ({args.magma_mb} MB extracted); served from {url}")
+    print(
+        f"archives: {MKL} {(served / MKL).stat().st_size / 2**20:.1f} MB ({args.mkl_mb} MB extracted), "
+        f"{MAGMA} {(served / MAGMA).stat().st_size / 2**20:.1f} MB ({args.magma_mb} MB extracted); served from {url}"
+    )
 
     base_times: list[float] = []
     cold_times: list[float] = []
@@ -175,7 +194,10 @@ def main() -> int:
             base_times.append(baseline(url, runs / "baseline"))
             shutil.rmtree(runs / "baseline")
             cold_times.append(fetch_deps(url, runs / "cache", runs / "deps.lock"))
-            print(f"round {round_number}: curl + 7z x {base_times[-1]:.2f} s | fetch-deps cold {cold_times[-1]:.2f} s", flush=True)
+            print(
+                f"round {round_number}: curl + 7z x {base_times[-1]:.2f} s | fetch-deps cold {cold_times[-1]:.2f} s",
+                flush=True,
+            )
         before = CountingHandler.sent
         warm = min(fetch_deps(url, runs / "cache", runs / "deps.lock") for _ in range(3))
         warm_bytes = CountingHandler.sent - before
@@ -187,9 +209,13 @@ def main() -> int:
     ratio = statistics.median(cold_times) / statistics.median(base_times)
     cold_ok = ratio <= 1.15
     warm_ok = warm <= 0.5 and warm_bytes == 0
-    print(f"cold: fetch-deps {statistics.median(cold_times):.2f} s vs curl + 7z x {statistics.median(base_times):.2f} s (medians) "
-          f"= {ratio:.2f}× (target ≤ 1.15×) {'OK' if cold_ok else 'MISSED'}")
-    print(f"warm: fetch-deps {warm:.3f} s wall, Python start-up included, {warm_bytes} bytes served (target ≤ 0.5 s, 0 bytes) {'OK' if warm_ok else 'MISSED'}")
+    print(
+        f"cold: fetch-deps {statistics.median(cold_times):.2f} s vs curl + 7z x {statistics.median(base_times):.2f} s (medians) "
+        f"= {ratio:.2f}× (target ≤ 1.15×) {'OK' if cold_ok else 'MISSED'}"
+    )
+    print(
+        f"warm: fetch-deps {warm:.3f} s wall, Python start-up included, {warm_bytes} bytes served (target ≤ 0.5 s, 0 bytes) {'OK' if warm_ok else 'MISSED'}"
+    )
     print("extracting " + MKL + ": " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in extractors.items()))
     return 0 if cold_ok and warm_ok else 1
 

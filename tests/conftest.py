@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from support import run_invoke
 
 # marker → the executables its tests drive for real
@@ -26,7 +25,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if item.get_closest_marker(marker):
             missing = [tool for tool in tools if shutil.which(tool) is None]
             if missing:
-                pytest.fail(f"the '{marker}' tier needs {', '.join(missing)} on PATH; .ci/run installs it (apt-get install ...).", pytrace=False)
+                pytest.fail(
+                    f"the '{marker}' tier needs {', '.join(missing)} on PATH; .ci/run installs it (apt-get install ...).",
+                    pytrace=False,
+                )
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = REPO_ROOT / "build_config" / "hosts"
 
 
-def run_invoke(*args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_invoke(
+    *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run `python -m invoke ARGS` from the repo root, as a user would, with real exit codes."""
     full_env = {**os.environ, **(env or {})}
     full_env.setdefault("PYTHONIOENCODING", "utf-8")

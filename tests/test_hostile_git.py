@@ -32,7 +32,9 @@ TOKEN = "tok3n0nlyAsUser"
 
 
 def git(folder: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(folder), *IDENTITY, *args], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(folder), *IDENTITY, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -64,33 +66,75 @@ def upstream(tmp_path: Path) -> dict[str, str]:
 
 
 def test_printable_drops_terminal_control_sequences() -> None:
-    hostile = "a\x1b[31mred\x1b[0m \x1b]0;title\x07\x1bPdcs\x1b\\ \x1bc\x9b2J\x00\x08 progress 50%\rprogress 100%\n\tend"
+    hostile = (
+        "a\x1b[31mred\x1b[0m \x1b]0;title\x07\x1bPdcs\x1b\\ \x1bc\x9b2J\x00\x08 progress 50%\rprogress 100%\n\tend"
+    )
     assert printable(hostile) == "ared  2J progress 50%\rprogress 100%\n\tend"
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["fresh", "existing-clone"])
-def test_cli_refuses_an_option_as_ref_and_never_runs_it(upstream: dict[str, str], tmp_path: Path, existing: bool) -> None:
+def test_cli_refuses_an_option_as_ref_and_never_runs_it(
+    upstream: dict[str, str], tmp_path: Path, existing: bool
+) -> None:
     cache = tmp_path / "cache"
     if existing:
         acquire_source(repo=upstream["path"], ref="v1.0", destination=cache / "src" / "up")
     marker = tmp_path / "x"
-    done = run_invoke("build", "--repo", upstream["path"], "--ref", f"--upload-pack=touch {marker};", "--cache-dir", str(cache), "--cuda", "cpu")
+    done = run_invoke(
+        "build",
+        "--repo",
+        upstream["path"],
+        "--ref",
+        f"--upload-pack=touch {marker};",
+        "--cache-dir",
+        str(cache),
+        "--cuda",
+        "cpu",
+    )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(f"configuration error: --ref: '--upload-pack=touch {marker};' starts with '-', so git would read it as an option")
-    assert "Fix: pass a branch (e.g. main or release/2.6), a tag (e.g. v2.6.0) or a full 40-character commit SHA." in done.stderr
+    assert done.stderr.startswith(
+        f"configuration error: --ref: '--upload-pack=touch {marker};' starts with '-', so git would read it as an option"
+    )
+    assert (
+        "Fix: pass a branch (e.g. main or release/2.6), a tag (e.g. v2.6.0) or a full 40-character commit SHA."
+        in done.stderr
+    )
     assert not marker.exists()
     assert (cache / "src").exists() == existing  # refused before anything was cloned
 
 
 def test_cli_refuses_an_option_as_repo(tmp_path: Path) -> None:
     marker = tmp_path / "x"
-    done = run_invoke("build", "--repo", f"--upload-pack=touch {marker};", "--cache-dir", str(tmp_path / "cache"), "--cuda", "cpu")
+    done = run_invoke(
+        "build", "--repo", f"--upload-pack=touch {marker};", "--cache-dir", str(tmp_path / "cache"), "--cuda", "cpu"
+    )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("configuration error: --repo: '--upload-pack=touch ") and "so git would read it as an option, not a repository" in done.stderr
+    assert (
+        done.stderr.startswith("configuration error: --repo: '--upload-pack=touch ")
+        and "so git would read it as an option, not a repository" in done.stderr
+    )
     assert not marker.exists() and not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("ref", ["-x", "--upload-pack=touch x;", "a..b", "ref with space", "v1.0\x1b[2J", "v1.0\x07", "tab\there", "a~1", "HEAD^", "x:y", "a@{1}", "x.lock", "/x", "x/"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "-x",
+        "--upload-pack=touch x;",
+        "a..b",
+        "ref with space",
+        "v1.0\x1b[2J",
+        "v1.0\x07",
+        "tab\there",
+        "a~1",
+        "HEAD^",
+        "x:y",
+        "a@{1}",
+        "x.lock",
+        "/x",
+        "x/",
+    ],
+)
 def test_refs_git_would_misread_are_refused_before_git_runs(upstream: dict[str, str], tmp_path: Path, ref: str) -> None:
     destination = tmp_path / "clone"
     with pytest.raises(ConfigurationError) as raised:
@@ -101,7 +145,9 @@ def test_refs_git_would_misread_are_refused_before_git_runs(upstream: dict[str, 
     assert not destination.exists()
 
 
-@pytest.mark.parametrize("repo", ["-u", "--config=core.sshCommand=touch x", "/srv/git/x\n[core]", "ssh://git:hunter2@host/pytorch.git"])
+@pytest.mark.parametrize(
+    "repo", ["-u", "--config=core.sshCommand=touch x", "/srv/git/x\n[core]", "ssh://git:hunter2@host/pytorch.git"]
+)
 def test_repositories_git_would_misread_or_store_badly_are_refused(tmp_path: Path, repo: str) -> None:
     with pytest.raises(ConfigurationError) as raised:
         acquire_source(repo=repo, ref=None, destination=tmp_path / "clone")
@@ -110,7 +156,9 @@ def test_repositories_git_would_misread_or_store_badly_are_refused(tmp_path: Pat
     assert not (tmp_path / "clone").exists()
 
 
-@pytest.mark.parametrize(("ref", "expected"), [("v1.0", "v1"), ("main", "main"), ("release/2.6", "v1"), ("sha", "v1"), ("pull", "pull")])
+@pytest.mark.parametrize(
+    ("ref", "expected"), [("v1.0", "v1"), ("main", "main"), ("release/2.6", "v1"), ("sha", "v1"), ("pull", "pull")]
+)
 def test_refs_git_accepts_are_checked_out(upstream: dict[str, str], tmp_path: Path, ref: str, expected: str) -> None:
     # "sha": a full SHA of the fetched history; "pull": a pull request's head, which only `git fetch -- origin <sha>` gets.
     name = {"sha": upstream["v1"], "pull": upstream["pull"]}.get(ref, ref)
@@ -119,7 +167,9 @@ def test_refs_git_accepts_are_checked_out(upstream: dict[str, str], tmp_path: Pa
     assert checkout.commit == upstream[expected] == git(destination, "rev-parse", "HEAD")
 
 
-def test_git_output_reaches_the_console_without_control_sequences(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_git_output_reaches_the_console_without_control_sequences(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """A repository's .gitmodules is the remote's text: git prints its URL as it is ("Submodule 'lib' (URL) registered")."""
     library = tmp_path / "library"
     library.mkdir()
@@ -168,8 +218,14 @@ def http_remote(upstream: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> It
     monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
     for name in ("GIT_ASKPASS", "SSH_ASKPASS", "GIT_CONFIG_COUNT"):
         monkeypatch.delenv(name, raising=False)
-    handler = type("Handler", (_AuthServer,), {"accepted": frozenset({_basic("alice", SECRET), _basic("bob", "p@ss/w:rd" + SECRET), _basic(TOKEN, "")})})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(Path(upstream["path"]).parent)))
+    handler = type(
+        "Handler",
+        (_AuthServer,),
+        {"accepted": frozenset({_basic("alice", SECRET), _basic("bob", "p@ss/w:rd" + SECRET), _basic(TOKEN, "")})},
+    )
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(Path(upstream["path"]).parent))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -181,7 +237,11 @@ def http_remote(upstream: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> It
 
 def _files_holding(folder: Path, *secrets: str) -> list[str]:
     """Every file under `folder` that holds one of `secrets`."""
-    return [str(path) for path in folder.rglob("*") if path.is_file() and any(secret.encode() in path.read_bytes() for secret in secrets)]
+    return [
+        str(path)
+        for path in folder.rglob("*")
+        if path.is_file() and any(secret.encode() in path.read_bytes() for secret in secrets)
+    ]
 
 
 @pytest.fixture
@@ -211,14 +271,28 @@ def git_argv_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ids=["user-password", "percent-encoded", "token-as-user"],
 )
 def test_credentials_reach_git_only_through_its_environment(
-    http_remote: str, git_argv_log: Path, upstream: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str], userinfo: str, secret: str, header: str
+    http_remote: str,
+    git_argv_log: Path,
+    upstream: dict[str, str],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    userinfo: str,
+    secret: str,
+    header: str,
 ) -> None:
     clean = f"http://{http_remote}/up.git"
     destination = tmp_path / "clone"
     token = header.removeprefix("Basic ")
     cloned = acquire_source(repo=f"http://{userinfo}@{http_remote}/up.git", ref="v1.0", destination=destination)
-    fetched = acquire_source(repo=f"http://{userinfo}@{http_remote}/up.git", ref="main", destination=destination)  # the existing clone: fetch
-    assert (cloned.origin, cloned.commit, fetched.origin, fetched.commit) == ("cloned", upstream["v1"], "fetched", upstream["main"])
+    fetched = acquire_source(
+        repo=f"http://{userinfo}@{http_remote}/up.git", ref="main", destination=destination
+    )  # the existing clone: fetch
+    assert (cloned.origin, cloned.commit, fetched.origin, fetched.commit) == (
+        "cloned",
+        upstream["v1"],
+        "fetched",
+        upstream["main"],
+    )
     assert cloned.repo == clean and cloned.to_dict()["repo"] == clean
     assert git(destination, "remote", "get-url", "origin") == clean
     assert _files_holding(destination / ".git", secret, token) == []
@@ -230,10 +304,14 @@ def test_credentials_reach_git_only_through_its_environment(
         acquire_source(repo=clean, ref="v1.0", destination=tmp_path / "anonymous")
 
 
-def test_a_credential_an_earlier_clone_stored_is_removed(http_remote: str, upstream: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_credential_an_earlier_clone_stored_is_removed(
+    http_remote: str, upstream: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     credentialed = f"http://alice:{SECRET}@{http_remote}/up.git"
     destination = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", credentialed, str(destination)], check=True)  # as versions before this one left it
+    subprocess.run(
+        ["git", "clone", "-q", credentialed, str(destination)], check=True
+    )  # as versions before this one left it
     assert SECRET in (destination / ".git" / "config").read_text()
     checkout = acquire_source(repo=credentialed, ref="v1.0", destination=destination)
     assert checkout.commit == upstream["v1"]

@@ -7,17 +7,20 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from packaging.version import Version
 
-from pytorch_winbuild.config_files import config_dir
-from pytorch_winbuild.era_choice import era_of
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.facts import facts_from_dict, load_facts, toolset_msc_ver, toolset_short
-from pytorch_winbuild.knowledge import load_knowledge, version_tuple
-from pytorch_winbuild.redact import redact_env, redact_text
+from pytorch_winbuild.facts.model import facts_from_dict, load_facts, toolset_msc_ver, toolset_short
+from pytorch_winbuild.knowledge.config_files import config_dir
+from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
+from pytorch_winbuild.planning.era_choice import era_of
+from pytorch_winbuild.text.redact import redact_env, redact_text
 
-MINIMAL = {"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": 64, "executable": "C:\\Python36\\python.exe"}}
+MINIMAL = {
+    "schema": 1,
+    "os": "windows",
+    "python": {"version": "3.6.8", "bits": 64, "executable": "C:\\Python36\\python.exe"},
+}
 
 
 def test_toolset_versions_map_to_msc_ver():
@@ -43,7 +46,9 @@ def test_knowledge_loads_and_is_consistent():
     assert era_of(knowledge, Version("0.4.1"))[0].name == "0.3-0.4"
     assert era_of(knowledge, Version("1.13.1"))[0].name == "1.7-1.13"
     assert era_of(knowledge, Version("2.13.0"))[0].name == "2.5+"
-    assert era_of(knowledge, Version("2.6.0a0+git1234"))[0].name == "2.5+", "main's dev versions belong to their release"
+    assert era_of(knowledge, Version("2.6.0a0+git1234"))[0].name == "2.5+", (
+        "main's dev versions belong to their release"
+    )
     for era in knowledge.eras:
         assert set(era.compiler_caches) <= set(knowledge.compiler_caches)
 
@@ -63,10 +68,30 @@ def test_too_old_pytorch_is_a_configuration_error():
 @pytest.mark.parametrize(
     ("file_name", "old", "new", "message"),
     [
-        ("cuda.toml", "msc_range = [1600, 1912]", "msc_range = [1912, 1600]", r'cuda.toml: cuda."9.0".msc_range: expected \[low, high\]'),
-        ("cuda.toml", "needs_nvtx = true\narch_list = \"3.5;5.0;5.2;6.0;6.1\"", "arch_list = \"3.5;5.0;5.2;6.0;6.1\"", r"cuda.toml: cuda.\"8.0\": missing required key 'needs_nvtx'"),
-        ("eras.toml", 'cuda = ["8.0", "9.0", "9.1", "9.2"]', 'cuda = ["8.0", "9.5"]', r"eras.toml: era\[0\].cuda: '9.5' is not in cuda.toml"),
-        ("visual_studio.toml", "[product.\"2017\"]\nmajor = 15", "[product.\"2017\"]\nmajor = \"fifteen\"", r'visual_studio.toml: product."2017".major: expected int'),
+        (
+            "cuda.toml",
+            "msc_range = [1600, 1912]",
+            "msc_range = [1912, 1600]",
+            r'cuda.toml: cuda."9.0".msc_range: expected \[low, high\]',
+        ),
+        (
+            "cuda.toml",
+            'needs_nvtx = true\narch_list = "3.5;5.0;5.2;6.0;6.1"',
+            'arch_list = "3.5;5.0;5.2;6.0;6.1"',
+            r"cuda.toml: cuda.\"8.0\": missing required key 'needs_nvtx'",
+        ),
+        (
+            "eras.toml",
+            'cuda = ["8.0", "9.0", "9.1", "9.2"]',
+            'cuda = ["8.0", "9.5"]',
+            r"eras.toml: era\[0\].cuda: '9.5' is not in cuda.toml",
+        ),
+        (
+            "visual_studio.toml",
+            '[product."2017"]\nmajor = 15',
+            '[product."2017"]\nmajor = "fifteen"',
+            r'visual_studio.toml: product."2017".major: expected int',
+        ),
         ("eras.toml", "[[era]]", "[[era]", r"eras.toml: not valid TOML"),
     ],
 )
@@ -94,9 +119,28 @@ def test_minimal_facts_load():
         ({"python": {"version": "3.6.8", "executable": "python"}}, "python.bits: missing"),
         ({"python": {"version": "3.6.8", "bits": 48, "executable": "python"}}, "python.bits: expected 32 or 64"),
         ({"cuda": [{"version": "nine", "path": "C:\\cuda"}]}, r"cuda\[0\].version: expected MAJOR.MINOR"),
-        ({"cuda": [{"version": "9.0", "path": "C:\\cuda", "msc_range": [1912, 1600]}]}, r"cuda\[0\].msc_range: expected \[low, high\)"),
-        ({"visual_studio": [{"product_line": "2017", "version": "15.9", "product": "BuildTools", "path": "C:\\VS", "toolsets": ["15.9"]}]}, r"visual_studio\[0\].toolsets: '15.9' is not an MSVC toolset"),
-        ({"visual_studio": [{"product_line": "2017", "version": "15.9", "path": "C:\\VS"}]}, r"visual_studio\[0\].product: missing"),
+        (
+            {"cuda": [{"version": "9.0", "path": "C:\\cuda", "msc_range": [1912, 1600]}]},
+            r"cuda\[0\].msc_range: expected \[low, high\)",
+        ),
+        (
+            {
+                "visual_studio": [
+                    {
+                        "product_line": "2017",
+                        "version": "15.9",
+                        "product": "BuildTools",
+                        "path": "C:\\VS",
+                        "toolsets": ["15.9"],
+                    }
+                ]
+            },
+            r"visual_studio\[0\].toolsets: '15.9' is not an MSVC toolset",
+        ),
+        (
+            {"visual_studio": [{"product_line": "2017", "version": "15.9", "path": "C:\\VS"}]},
+            r"visual_studio\[0\].product: missing",
+        ),
         ({"tools": {"cmake": "C:\\cmake.exe"}}, "tools.cmake: expected an object"),
     ],
 )
@@ -135,7 +179,17 @@ def test_facts_json_round_trip_and_redaction():
 
 def test_redaction_of_text_and_environment():
     assert redact_text("redis://:hunter2@127.0.0.1:6379/0") == "redis://:***@127.0.0.1:6379/0"
-    assert redact_text("https://x.example/file.7z?sig=abc123&X-Amz-Signature=def") == "https://x.example/file.7z?sig=***&X-Amz-Signature=***"
+    assert (
+        redact_text("https://x.example/file.7z?sig=abc123&X-Amz-Signature=def")
+        == "https://x.example/file.7z?sig=***&X-Amz-Signature=***"
+    )
     assert redact_text("Authorization: Bearer abcdefghijklmnop") == "Authorization: Bearer ***"
-    env = redact_env({"GITHUB_TOKEN": "abc", "SCCACHE_REDIS_PASSWORD": "pw", "PATH": "C:\\x", "SCCACHE_REDIS": "redis://u:pw@h"})
-    assert env == {"GITHUB_TOKEN": "***", "SCCACHE_REDIS_PASSWORD": "***", "PATH": "C:\\x", "SCCACHE_REDIS": "redis://u:***@h"}
+    env = redact_env(
+        {"GITHUB_TOKEN": "abc", "SCCACHE_REDIS_PASSWORD": "pw", "PATH": "C:\\x", "SCCACHE_REDIS": "redis://u:pw@h"}
+    )
+    assert env == {
+        "GITHUB_TOKEN": "***",
+        "SCCACHE_REDIS_PASSWORD": "***",
+        "PATH": "C:\\x",
+        "SCCACHE_REDIS": "redis://u:***@h",
+    }

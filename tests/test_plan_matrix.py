@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from pytorch_winbuild.errors import ConfigurationError, ToolchainError, WinbuildError
-from pytorch_winbuild.facts import facts_from_dict, load_facts
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import Options, Plan, make_plan
-
 from support import HOSTS_DIR
+
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.facts.model import facts_from_dict, load_facts
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import Options, Plan, make_plan
 
 CACHE = "C:\\pwb\\cache"
 # The PyTorch each shipped machine is meant to build (its Python fits that era).
@@ -36,7 +35,12 @@ def _locate(archive) -> tuple[str, bool]:
 
 def plan_for(host: str, cuda: str, **options) -> Plan:
     facts = load_facts(HOSTS_DIR / f"{host}.json")
-    return make_plan(Options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options), facts, KNOWLEDGE, locate_archive=_locate)
+    return make_plan(
+        Options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options),
+        facts,
+        KNOWLEDGE,
+        locate_archive=_locate,
+    )
 
 
 VS2017 = "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat"
@@ -76,7 +80,10 @@ def test_seeds_era_cuda80_with_vs2015_and_vs2017_uses_prebuild_command():
     plan = plan_for("vs2015-vs2017-cuda80-cuda90", "8.0")
     env = plan.final_env()
     # v0.4.1 README.md (Windows): `call "%VS150COMNTOOLS%\vcvarsall.bat" x64 -vcvars_ver=14.11`.
-    assert plan.vcvars.command == 'call "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\Community\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.12'
+    assert (
+        plan.vcvars.command
+        == 'call "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\Community\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.12'
+    )
     assert plan.cuda_host_compiler.toolset == "14.0"
     # seeds 002: set PREBUILD_COMMAND=%VS140COMNTOOLS%\..\..\VC\vcvarsall.bat, PREBUILD_COMMAND_ARGS=x86_amd64
     assert env["PREBUILD_COMMAND"] == "C:\\Program Files (x86)\\Microsoft Visual Studio 14.0\\VC\\vcvarsall.bat"
@@ -85,7 +92,9 @@ def test_seeds_era_cuda80_with_vs2015_and_vs2017_uses_prebuild_command():
     assert "CUDAHOSTCXX" not in env
     assert "NO_CUDA" not in env and env["NO_DISTRIBUTED"] == "1"
     assert env["USE_CLCACHE"] == "1" and env["CC"] == "clcache" and env["CXX"] == "clcache"
-    assert "both VS 2015 and VS 2017 are installed" in next(c.reason for c in plan.changes if c.name == "DISTUTILS_USE_SDK")
+    assert "both VS 2015 and VS 2017 are installed" in next(
+        c.reason for c in plan.changes if c.name == "DISTUTILS_USE_SDK"
+    )
     assert [c.command for c in plan.commands][-1] == "python setup.py install"
     assert not any("cwrap_common.py" in c.command for c in plan.commands), "v0.4.0 setup.py copies it itself"
 
@@ -163,7 +172,11 @@ def test_32_bit_python_is_refused_with_the_faq_fix():
 
 def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     with pytest.raises(ToolchainError) as error:
-        make_plan(Options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE), load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), KNOWLEDGE)
+        make_plan(
+            Options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE),
+            load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
+            KNOWLEDGE,
+        )
     text = error.value.paragraph()
     assert "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8" in text
     assert "--pytorch-version 1.13.1" in text
@@ -190,7 +203,9 @@ def test_bad_options(options: dict, message: str):
 
 
 def test_path_warnings_for_long_and_non_ascii_paths():
-    long_source = "C:\\Users\\someone\\Documents\\projects\\deep-learning\\frameworks\\from-source\\pytorch-checkout-for-windows"
+    long_source = (
+        "C:\\Users\\someone\\Documents\\projects\\deep-learning\\frameworks\\from-source\\pytorch-checkout-for-windows"
+    )
     plan = plan_for("vs2017-cuda90-cuda100", "9.0", source_dir=long_source)
     assert any("Windows' 260-character limit" in w for w in plan.warnings)
     plan = plan_for("cpu-only", "cpu", source_dir="C:\\用户\\pytorch")

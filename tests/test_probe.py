@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pytorch_winbuild.facts import facts_from_dict, load_facts
-from pytorch_winbuild.probe import probe, probe_linux, probe_report
-from pytorch_winbuild.probe_common import (
+from pytorch_winbuild.facts.model import facts_from_dict, load_facts
+from pytorch_winbuild.facts.probe import probe, probe_linux, probe_report
+from pytorch_winbuild.facts.probe_common import (
     CommandResult,
     cuda_major_minor,
     cuda_version_from_files,
@@ -34,7 +34,7 @@ from pytorch_winbuild.probe_common import (
     parse_tool_version,
     run_command,
 )
-from pytorch_winbuild.probe_windows import VSWHERE_ARGS, parse_vswhere, probe_windows
+from pytorch_winbuild.facts.probe_windows import VSWHERE_ARGS, parse_vswhere, probe_windows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = REPO_ROOT / "build_config" / "hosts"
@@ -201,7 +201,11 @@ def vswhere_entry(path: Path | str, version: str, product: str, line: str, displ
             "productLineVersion": line,
             "productMilestoneIsPreRelease": "False",
         },
-        "properties": {"campaignId": "", "nickname": "", "setupEngineFilePath": "C:\\Program Files (x86)\\Microsoft Visual Studio\\Installer\\setup.exe"},
+        "properties": {
+            "campaignId": "",
+            "nickname": "",
+            "setupEngineFilePath": "C:\\Program Files (x86)\\Microsoft Visual Studio\\Installer\\setup.exe",
+        },
     }
 
 
@@ -217,9 +221,15 @@ def vswhere_entry(path: Path | str, version: str, product: str, line: str, displ
         (HOST_CONFIG_CUDA12, (1910, 1950)),
         (HOST_CONFIG_CUDA12.replace("\n", "\r\n"), (1910, 1950)),
         # a guard split over lines with a continuation
-        ("#if defined(_WIN32)\n#if (_MSC_VER < 1910) || \\\n    (_MSC_VER >= 1940)\n#error -- unsupported Microsoft Visual Studio version!\n#endif\n#endif\n", (1910, 1940)),
+        (
+            "#if defined(_WIN32)\n#if (_MSC_VER < 1910) || \\\n    (_MSC_VER >= 1940)\n#error -- unsupported Microsoft Visual Studio version!\n#endif\n#endif\n",
+            (1910, 1940),
+        ),
         # the CUDA 4 era spelling of the message
-        ("#if defined(_WIN32)\n#if _MSC_VER < 1400 || _MSC_VER > 1600\n#error -- unsupported MSVC version! Only MSVC 8.0, 9.0, and 10.0 are supported!\n#endif\n#endif\n", (1400, 1601)),
+        (
+            "#if defined(_WIN32)\n#if _MSC_VER < 1400 || _MSC_VER > 1600\n#error -- unsupported MSVC version! Only MSVC 8.0, 9.0, and 10.0 are supported!\n#endif\n#endif\n",
+            (1400, 1601),
+        ),
     ],
 )
 def test_host_config_guard_becomes_a_half_open_range(text: str, expected: tuple[int, int]) -> None:
@@ -233,7 +243,7 @@ def test_host_config_guard_becomes_a_half_open_range(text: str, expected: tuple[
         "",
         # a user "fixed" nvcc by commenting the error out: there is no guard any more
         HOST_CONFIG_CUDA90.replace("#error --", "//#error --"),
-        HOST_CONFIG_CUDA90.replace("#error --", "/* #error -- ") .replace("are supported!\n", "are supported! */\n", 1),
+        HOST_CONFIG_CUDA90.replace("#error --", "/* #error -- ").replace("are supported!\n", "are supported! */\n", 1),
         # ... or by deleting the upper bound: no complete range to report
         HOST_CONFIG_CUDA90.replace(" || _MSC_VER > 1911", ""),
         # only the GNU guard
@@ -279,7 +289,12 @@ def test_cudnn_headers() -> None:
 
 
 def test_tool_version_outputs() -> None:
-    assert parse_cmake_version("cmake version 3.27.4\n\nCMake suite maintained and supported by Kitware (kitware.com/cmake).\n") == "3.27.4"
+    assert (
+        parse_cmake_version(
+            "cmake version 3.27.4\n\nCMake suite maintained and supported by Kitware (kitware.com/cmake).\n"
+        )
+        == "3.27.4"
+    )
     assert parse_cmake_version("cmake3 version 3.10.2\n") == "3.10.2"
     assert parse_cmake_version("CMake Error: no version\n") is None
     assert parse_tool_version("1.13.2.git.kitware.jobserver-pipe-1\n") == "1.13.2"
@@ -291,9 +306,27 @@ def test_tool_version_outputs() -> None:
 
 def test_vswhere_json_with_every_kind_of_instance() -> None:
     entries = [
-        vswhere_entry("C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools", "15.9.28307.812", "BuildTools", "2017", "Visual Studio Build Tools 2017"),
-        vswhere_entry("C:\\Program Files\\Microsoft Visual Studio\\2022\\Community", "17.14.36915.13", "Community", "2022", "Visual Studio Community 2022"),
-        vswhere_entry("C:\\Program Files\\Microsoft Visual Studio\\18\\Community", "18.0.11111.16", "Community", "18", "Visual Studio Community 2026"),
+        vswhere_entry(
+            "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools",
+            "15.9.28307.812",
+            "BuildTools",
+            "2017",
+            "Visual Studio Build Tools 2017",
+        ),
+        vswhere_entry(
+            "C:\\Program Files\\Microsoft Visual Studio\\2022\\Community",
+            "17.14.36915.13",
+            "Community",
+            "2022",
+            "Visual Studio Community 2022",
+        ),
+        vswhere_entry(
+            "C:\\Program Files\\Microsoft Visual Studio\\18\\Community",
+            "18.0.11111.16",
+            "Community",
+            "18",
+            "Visual Studio Community 2026",
+        ),
         {"instanceId": "VisualStudio.14.0", "installationPath": "", "installationVersion": "14.0"},
         "not an object",
     ]
@@ -310,7 +343,14 @@ def test_vswhere_json_with_every_kind_of_instance() -> None:
 
 def test_vswhere_output_edge_cases() -> None:
     assert parse_vswhere("[]") == []
-    assert len(parse_vswhere("\ufeff" + json.dumps([vswhere_entry("C:\\VS", "16.11.33529.622", "Professional", "2019", "VS")]))) == 1
+    assert (
+        len(
+            parse_vswhere(
+                "\ufeff" + json.dumps([vswhere_entry("C:\\VS", "16.11.33529.622", "Professional", "2019", "VS")])
+            )
+        )
+        == 1
+    )
     # a logo line before the list (older vswhere without -nologo)
     logo = "Visual Studio Locator version 2.5.2+gebb9f26a3d [query version 3.0.4492.23473]\nCopyright (C) Microsoft Corporation. All rights reserved.\n\n"
     assert parse_vswhere(logo + "[]") == []
@@ -398,7 +438,14 @@ class FakeWindows:
         (self.vs2015 / "Common7" / "Tools").mkdir(parents=True)
         self.environ["VS140COMNTOOLS"] = str(self.vs2015 / "Common7" / "Tools") + os.sep
 
-    def install_cuda(self, version: str, *, version_file: tuple[str, str], host_config: dict[str, str], extra: dict[str, str] | None = None) -> Path:
+    def install_cuda(
+        self,
+        version: str,
+        *,
+        version_file: tuple[str, str],
+        host_config: dict[str, str],
+        extra: dict[str, str] | None = None,
+    ) -> Path:
         root = self.cuda_base / f"v{version}"
         write(root / "bin" / "nvcc.exe")
         write(root / "include" / "cuda_runtime.h")
@@ -418,25 +465,48 @@ class FakeWindows:
         self.install_vswhere()
         self.install_vs2015()
         self.install_nvtoolsext()
-        self.install_cuda("8.0", version_file=("version.txt", "CUDA Version 8.0.61\r\n"), host_config={"include/host_config.h": HOST_CONFIG_CUDA80})
+        self.install_cuda(
+            "8.0",
+            version_file=("version.txt", "CUDA Version 8.0.61\r\n"),
+            host_config={"include/host_config.h": HOST_CONFIG_CUDA80},
+        )
         self.install_cuda(
             "9.0",
             version_file=("version.txt", VERSION_TXT_CUDA90),
-            host_config={"include/crt/host_config.h": HOST_CONFIG_CUDA90, "include/host_config.h": HOST_CONFIG_FORWARDER},
+            host_config={
+                "include/crt/host_config.h": HOST_CONFIG_CUDA90,
+                "include/host_config.h": HOST_CONFIG_FORWARDER,
+            },
             extra={"include/cudnn.h": CUDNN_H_7},
         )
         root = self.install_cuda(
             "12.4",
             version_file=("version.json", VERSION_JSON_CUDA124),
-            host_config={"include/crt/host_config.h": HOST_CONFIG_CUDA12, "include/host_config.h": HOST_CONFIG_FORWARDER},
-            extra={"include/cudnn.h": CUDNN_H_9, "include/cudnn_version.h": CUDNN_VERSION_H_9, "include/nvtx3/nvToolsExt.h": ""},
+            host_config={
+                "include/crt/host_config.h": HOST_CONFIG_CUDA12,
+                "include/host_config.h": HOST_CONFIG_FORWARDER,
+            },
+            extra={
+                "include/cudnn.h": CUDNN_H_9,
+                "include/cudnn_version.h": CUDNN_VERSION_H_9,
+                "include/nvtx3/nvToolsExt.h": "",
+            },
         )
         self.environ["CUDA_PATH"] = str(root)
         return self
 
 
-PYTHON = facts_from_dict({"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": 64, "executable": "C:\\Program Files\\Python36\\python.exe"}}).python
-COMMUNITY_2015 = FakeRegistry(keys={r"SOFTWARE\Microsoft\DevDiv\vs\Servicing\14.0\community"}, values={(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): 1})
+PYTHON = facts_from_dict(
+    {
+        "schema": 1,
+        "os": "windows",
+        "python": {"version": "3.6.8", "bits": 64, "executable": "C:\\Program Files\\Python36\\python.exe"},
+    }
+).python
+COMMUNITY_2015 = FakeRegistry(
+    keys={r"SOFTWARE\Microsoft\DevDiv\vs\Servicing\14.0\community"},
+    values={(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): 1},
+)
 
 
 def probe_fake(machine: FakeWindows, registry: FakeRegistry | None = COMMUNITY_2015, **kwargs):
@@ -460,7 +530,12 @@ def test_probe_windows_reads_a_whole_machine(machine: FakeWindows) -> None:
     assert facts.temp_dir == str(machine.temp)
 
     vs2015, vs2017 = facts.visual_studio
-    assert (vs2015.product_line, vs2015.version, vs2015.product, vs2015.toolsets) == ("2015", "14.0", "Community", ("14.0",))
+    assert (vs2015.product_line, vs2015.version, vs2015.product, vs2015.toolsets) == (
+        "2015",
+        "14.0",
+        "Community",
+        ("14.0",),
+    )
     assert vs2015.path == str(machine.vs2015)
     assert vs2015.cl_x64 == str(machine.vs2015 / "VC" / "bin" / "amd64" / "cl.exe")
     assert vs2015.vcvars == {
@@ -476,15 +551,32 @@ def test_probe_windows_reads_a_whole_machine(machine: FakeWindows) -> None:
     assert vs2017.toolsets == ("14.11.25503", "14.16.27023")
     assert vs2017.default_toolset == "14.16.27023"
     build = machine.vs2017 / "VC" / "Auxiliary" / "Build"
-    assert vs2017.vcvars == {name: str(build / name) for name in ("vcvarsall.bat", "vcvarsx86_amd64.bat", "vcvars64.bat", "vcvars32.bat")}
+    assert vs2017.vcvars == {
+        name: str(build / name) for name in ("vcvarsall.bat", "vcvarsx86_amd64.bat", "vcvars64.bat", "vcvars32.bat")
+    }
     assert vs2017.cl_x64 is None and vs2017.display_name == "Visual Studio Build Tools 2017"
 
     cuda80, cuda90, cuda124 = facts.cuda
-    assert (cuda80.version, cuda80.full_version, cuda80.msc_range, cuda80.env_var) == ("8.0", "8.0.61", (1600, 1901), "CUDA_PATH_V8_0")
-    assert (cuda90.version, cuda90.full_version, cuda90.msc_range, cuda90.cudnn) == ("9.0", "9.0.176", (1600, 1912), "7.6.5")
+    assert (cuda80.version, cuda80.full_version, cuda80.msc_range, cuda80.env_var) == (
+        "8.0",
+        "8.0.61",
+        (1600, 1901),
+        "CUDA_PATH_V8_0",
+    )
+    assert (cuda90.version, cuda90.full_version, cuda90.msc_range, cuda90.cudnn) == (
+        "9.0",
+        "9.0.176",
+        (1600, 1912),
+        "7.6.5",
+    )
     assert cuda80.nvtx == cuda90.nvtx == str(machine.nvtoolsext)
     assert cuda80.cudnn is None
-    assert (cuda124.version, cuda124.full_version, cuda124.msc_range, cuda124.cudnn) == ("12.4", "12.4.1", (1910, 1950), "9.1.0")
+    assert (cuda124.version, cuda124.full_version, cuda124.msc_range, cuda124.cudnn) == (
+        "12.4",
+        "12.4.1",
+        (1910, 1950),
+        "9.1.0",
+    )
     assert cuda124.nvtx == str(machine.cuda_base / "v12.4" / "include" / "nvtx3")
     assert cuda124.env_var == "CUDA_PATH_V12_4"
     assert cuda124.path == str(machine.cuda_base / "v12.4")
@@ -501,7 +593,9 @@ def test_probe_windows_without_a_registry_and_with_build_tools_2015(machine: Fak
     (machine.vs2015 / "Common7" / "IDE" / "devenv.exe").unlink()
     facts = probe_fake(machine, registry=None).facts
     assert facts.long_paths_enabled is None
-    assert [(vs.product_line, vs.product, vs.display_name) for vs in facts.visual_studio] == [("2015", "BuildTools", "Visual C++ Build Tools 2015")]
+    assert [(vs.product_line, vs.product, vs.display_name) for vs in facts.visual_studio] == [
+        ("2015", "BuildTools", "Visual C++ Build Tools 2015")
+    ]
 
 
 def test_vs2015_found_in_its_default_folder_without_vs140comntools(machine: FakeWindows) -> None:
@@ -574,7 +668,11 @@ def test_vswhere_is_also_found_on_path(machine: FakeWindows, tmp_path: Path) -> 
 
 def test_32_bit_python_on_64_bit_windows_still_finds_cuda_and_a_preview(machine: FakeWindows) -> None:
     # WOW64 gives a 32-bit process ProgramFiles = the x86 folder; ProgramW6432 keeps the real one.
-    machine.install_cuda("12.4", version_file=("version.json", VERSION_JSON_CUDA124), host_config={"include/crt/host_config.h": HOST_CONFIG_CUDA12})
+    machine.install_cuda(
+        "12.4",
+        version_file=("version.json", VERSION_JSON_CUDA124),
+        host_config={"include/crt/host_config.h": HOST_CONFIG_CUDA12},
+    )
     machine.environ["ProgramW6432"] = machine.environ["ProgramFiles"]
     machine.environ["ProgramFiles"] = machine.environ["ProgramFiles(x86)"]
     preview = machine.pf / "Microsoft Visual Studio" / "2022" / "Preview"
@@ -582,13 +680,24 @@ def test_32_bit_python_on_64_bit_windows_still_finds_cuda_and_a_preview(machine:
     entry = vswhere_entry(preview, "17.14.36203.30", "Community", "2022", "Visual Studio Community 2022")
     entry["isPrerelease"] = True
     machine.install_vswhere(f"cat <<'EOF'\n{json.dumps([entry])}\nEOF\n")
-    python32 = facts_from_dict({"schema": 1, "os": "windows", "python": {"version": "3.6.8", "bits": 32, "executable": "C:\\Python36-32\\python.exe"}}).python
+    python32 = facts_from_dict(
+        {
+            "schema": 1,
+            "os": "windows",
+            "python": {"version": "3.6.8", "bits": 32, "executable": "C:\\Python36-32\\python.exe"},
+        }
+    ).python
     report = probe_windows(machine.environ, registry=None, python=python32, cpu_count=4)
     facts = report.facts
     assert facts.python.bits == 32
     assert [c.version for c in facts.cuda] == ["12.4"]
     (vs,) = facts.visual_studio
-    assert (vs.display_name, vs.toolsets, vs.default_toolset, vs.vcvars) == ("Visual Studio Community 2022 (Preview)", ("14.50.35503",), None, {})
+    assert (vs.display_name, vs.toolsets, vs.default_toolset, vs.vcvars) == (
+        "Visual Studio Community 2022 (Preview)",
+        ("14.50.35503",),
+        None,
+        {},
+    )
 
 
 def test_vswhere_instance_whose_folder_is_gone(machine: FakeWindows) -> None:
@@ -605,7 +714,9 @@ def test_cuda_folders_are_deduplicated_and_leftovers_noted(machine: FakeWindows)
     (machine.cuda_base / "v9.2" / "extras").mkdir(parents=True)  # what an uninstaller leaves behind
     machine.environ["CUDA_PATH_V11_8"] = str(machine.cuda_base / "v11.8")
     report = probe_fake(machine)
-    assert [(c.version, c.env_var, c.msc_range, c.nvtx) for c in report.facts.cuda] == [("10.0", "CUDA_PATH_V10_0", None, None)]
+    assert [(c.version, c.env_var, c.msc_range, c.nvtx) for c in report.facts.cuda] == [
+        ("10.0", "CUDA_PATH_V10_0", None, None)
+    ]
     assert any("CUDA_PATH_V11_8" in note and "not a CUDA toolkit" in note for note in report.notes)
     assert any("v9.2" in note and "not a CUDA toolkit" in note for note in report.notes)
 
@@ -616,7 +727,9 @@ def test_cuda_without_version_files_asks_nvcc(machine: FakeWindows) -> None:
     write(root / "include" / "cuda_runtime.h")
     write(root / "include" / "crt" / "host_config.h", HOST_CONFIG_CUDA12.replace("1950", "1940"))
     facts = probe_fake(machine).facts
-    assert [(c.version, c.full_version, c.msc_range, c.env_var) for c in facts.cuda] == [("11.8", "11.8.89", (1910, 1940), None)]
+    assert [(c.version, c.full_version, c.msc_range, c.env_var) for c in facts.cuda] == [
+        ("11.8", "11.8.89", (1910, 1940), None)
+    ]
 
 
 def test_cudnn_include_dir_is_used_when_cuda_has_no_cudnn(machine: FakeWindows, tmp_path: Path) -> None:
@@ -631,7 +744,10 @@ def test_windows_tools_on_path_are_probed_in_parallel(machine: FakeWindows, tmp_
     bin_dir = tmp_path / "Program Files" / "CMake" / "bin"
     scripts_dir = tmp_path / "Python36" / "Scripts"
     # every version command takes 0.6 s: run one after another they would take 3 s
-    script(bin_dir / "cmake.exe", "sleep 0.6\necho 'cmake version 3.12.4'\necho\necho 'CMake suite maintained and supported by Kitware (kitware.com/cmake).'\n")
+    script(
+        bin_dir / "cmake.exe",
+        "sleep 0.6\necho 'cmake version 3.12.4'\necho\necho 'CMake suite maintained and supported by Kitware (kitware.com/cmake).'\n",
+    )
     script(scripts_dir / "ninja.exe", "sleep 0.6\necho 1.8.2\n")
     script(scripts_dir / "sccache.exe", "sleep 0.6\necho 'sccache 0.10.0'\n")
     script(scripts_dir / "git.exe", "sleep 0.6\necho 'git version 2.19.1.windows.1'\n")
@@ -675,7 +791,9 @@ def test_no_secret_reaches_facts_or_notes(machine: FakeWindows) -> None:
         assert secret not in written
     assert report.facts.cuda_path == "https://builder:***@cuda-mirror.example.com/v12.4"
     # nothing from the environment is dumped: only the folders the plan needs
-    assert "GITHUB_TOKEN" not in written and "SCCACHE" not in written and "PATH" not in json.loads(report.facts.to_json())
+    assert (
+        "GITHUB_TOKEN" not in written and "SCCACHE" not in written and "PATH" not in json.loads(report.facts.to_json())
+    )
 
 
 # ---------------------------------------------------------------- a fake Linux machine
@@ -688,17 +806,31 @@ def test_probe_linux_on_a_fake_tree(tmp_path: Path) -> None:
     write(cuda118 / "include" / "cuda_runtime.h")
     write(cuda118 / "lib64" / "libnvToolsExt.so")
     write(cuda118 / "version.json", '{"cuda": {"name": "CUDA SDK", "version": "11.8.20220929"}}')
-    write(cuda118 / "include" / "cudnn_version.h", CUDNN_H_7.replace("CUDNN_MAJOR 7", "CUDNN_MAJOR 8").replace("CUDNN_MINOR 6", "CUDNN_MINOR 9"))
+    write(
+        cuda118 / "include" / "cudnn_version.h",
+        CUDNN_H_7.replace("CUDNN_MAJOR 7", "CUDNN_MAJOR 8").replace("CUDNN_MINOR 6", "CUDNN_MINOR 9"),
+    )
     (usr_local / "cuda").symlink_to(cuda118)
     pip_cuda = tmp_path / "venv" / "cuda 13"
     script(pip_cuda / "bin" / "nvcc", f"cat <<'EOF'\n{NVCC_VERSION_CUDA130}EOF\n")
     write(pip_cuda / "include" / "cuda_runtime.h")
     write(pip_cuda / "include" / "crt" / "host_config.h", HOST_CONFIG_CUDA12)
     (pip_cuda / "include" / "nvtx3").mkdir()
-    report = probe_linux({"CUDA_HOME": str(pip_cuda), "PATH": str(pip_cuda / "bin"), "TMPDIR": "/var/tmp"}, python=PYTHON, cpu_count=4, usr_local=usr_local)
+    report = probe_linux(
+        {"CUDA_HOME": str(pip_cuda), "PATH": str(pip_cuda / "bin"), "TMPDIR": "/var/tmp"},
+        python=PYTHON,
+        cpu_count=4,
+        usr_local=usr_local,
+    )
     facts = report.facts
     assert report.notes == ()
-    assert (facts.os, facts.visual_studio, facts.long_paths_enabled, facts.temp_dir, facts.cpu_count) == ("linux", (), None, "/var/tmp", 4)
+    assert (facts.os, facts.visual_studio, facts.long_paths_enabled, facts.temp_dir, facts.cpu_count) == (
+        "linux",
+        (),
+        None,
+        "/var/tmp",
+        4,
+    )
     assert [(c.version, c.full_version, c.path, c.msc_range, c.nvtx, c.cudnn) for c in facts.cuda] == [
         ("11.8", "11.8.20220929", str(usr_local / "cuda"), None, str(usr_local / "cuda"), "8.9.5"),
         ("13.0", "13.0.88", str(pip_cuda), None, str(pip_cuda / "include" / "nvtx3"), None),
@@ -723,7 +855,13 @@ def test_probe_reports_this_linux_machine_honestly() -> None:
     assert facts.os == "linux"
     assert facts.python.version == platform.python_version() and facts.python.bits == 64
     assert facts.visual_studio == () and facts.long_paths_enabled is None
-    for name, flag in (("cmake", "--version"), ("ninja", "--version"), ("git", "--version"), ("sccache", "--version"), ("ccache", "--version")):
+    for name, flag in (
+        ("cmake", "--version"),
+        ("ninja", "--version"),
+        ("git", "--version"),
+        ("sccache", "--version"),
+        ("ccache", "--version"),
+    ):
         path = shutil.which(name)
         if path is None:
             assert name not in facts.tools
@@ -734,7 +872,9 @@ def test_probe_reports_this_linux_machine_honestly() -> None:
     assert ("7z" in facts.tools) == any(shutil.which(n) for n in ("7z", "7zz", "7za"))
     for cuda in facts.cuda:
         assert cuda.msc_range is None  # no MSVC on Linux
-        nvcc_full = parse_nvcc_version(subprocess.run([cuda.nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout)
+        nvcc_full = parse_nvcc_version(
+            subprocess.run([cuda.nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        )
         assert nvcc_full and cuda.version == cuda_major_minor(nvcc_full)
         assert cuda.full_version == (cuda_version_from_files(Path(cuda.path)) or nvcc_full)
         # NVIDIA's real header on this machine has a guard the parser understands
@@ -751,7 +891,9 @@ def test_run_command_never_raises() -> None:
     assert run_command(["sh", "-c", "sleep 5"], 0.2).error == "timed out after 0.2 s"
     result = run_command(["sh", "-c", "echo ok; echo warn >&2; exit 3"], 5.0)
     assert (result.returncode, result.stdout, result.stderr, result.ok) == (3, "ok\n", "warn\n", False)
-    assert CommandResult(2, "", "https://u:topsecret@h/x failed\n").problem() == "exit status 2: https://u:***@h/x failed"
+    assert (
+        CommandResult(2, "", "https://u:topsecret@h/x failed\n").problem() == "exit status 2: https://u:***@h/x failed"
+    )
 
 
 # ---------------------------------------------------------------- shipped facts files
@@ -760,7 +902,13 @@ SHIPPED = sorted(HOSTS_DIR.glob("*.json"))
 
 # msc_range per CUDA version, as each release's own host_config.h states it (None: not established,
 # the planner falls back to its table). Sources are listed in build_config/hosts/README.md.
-RESEARCHED_MSC_RANGES = {"8.0": (1600, 1901), "9.0": (1600, 1912), "10.0": None, "12.4": (1910, 1950), "12.8": (1910, 1950)}
+RESEARCHED_MSC_RANGES = {
+    "8.0": (1600, 1901),
+    "9.0": (1600, 1912),
+    "10.0": None,
+    "12.4": (1910, 1950),
+    "12.8": (1910, 1950),
+}
 
 
 def test_the_typical_machines_are_shipped() -> None:
@@ -779,7 +927,9 @@ def test_shipped_facts_file_loads_and_round_trips(path: Path, tmp_path: Path) ->
     copy = tmp_path / path.name
     copy.write_text(facts.to_json(), encoding="utf-8")
     assert load_facts(copy) == facts
-    assert facts.to_json() == path.read_text(encoding="utf-8"), "regenerate the file with Facts.to_json() so it stays canonical"
+    assert facts.to_json() == path.read_text(encoding="utf-8"), (
+        "regenerate the file with Facts.to_json() so it stays canonical"
+    )
     assert facts.os == "windows" and facts.python.bits == 64 and facts.description
     for vs in facts.visual_studio:
         assert vs.default_toolset in vs.toolsets

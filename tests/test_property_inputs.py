@@ -68,7 +68,7 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -77,22 +77,23 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
-
-from pytorch_winbuild.config_check import check_config_files
-from pytorch_winbuild.deps.catalog import Catalog, parse_catalog, select_archives
-from pytorch_winbuild.diagnosis import load_rules
-from pytorch_winbuild.doctor import doctor_checks, render_doctor
-from pytorch_winbuild.errors import ConfigurationError, InternalError, WinbuildError
-from pytorch_winbuild.facts import Facts, facts_from_dict, load_facts
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.nightly.matrix import Matrix, parse_matrix
-from pytorch_winbuild.plan import Options, Plan, make_plan
-from pytorch_winbuild.render import FORMATS, render
-from pytorch_winbuild.tasks import WINBUILD_DEFAULTS, namespace
-
 from support import HOSTS_DIR, REPO_ROOT
 
-if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):  # not .hypothesis/ in the repo: nothing here writes outside temp folders
+from pytorch_winbuild.deps.catalog import Catalog, parse_catalog, select_archives
+from pytorch_winbuild.diagnosis.rules import load_rules
+from pytorch_winbuild.errors import ConfigurationError, InternalError, WinbuildError
+from pytorch_winbuild.faces.config_check import check_config_files
+from pytorch_winbuild.faces.doctor import doctor_checks, render_doctor
+from pytorch_winbuild.faces.render import FORMATS, render
+from pytorch_winbuild.faces.tasks import WINBUILD_DEFAULTS, namespace
+from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.nightly.matrix import Matrix, parse_matrix
+from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+
+if not os.environ.get(
+    "HYPOTHESIS_STORAGE_DIRECTORY"
+):  # not .hypothesis/ in the repo: nothing here writes outside temp folders
     _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="pwb-hypothesis-")
     set_hypothesis_home_dir(_HYPOTHESIS_HOME)
     atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
@@ -105,15 +106,42 @@ HOST_TEXTS = {path.name: path.read_bytes() for path in HOST_FILES}
 MATRIX_DOC = tomllib.loads((CONFIG / "nightly.toml").read_text(encoding="utf-8"))
 CATALOG_DOC = tomllib.loads((CONFIG / "deps.toml").read_text(encoding="utf-8"))
 RULES_DOC = tomllib.loads((CONFIG / "diagnosis.toml").read_text(encoding="utf-8"))
-CONFIG_DOC = {"winbuild": {"cuda": "9.0", "vs": "2017", "toolset": "14.11", "generator": "ninja", "compiler_cache": "none", "arch_list": "6.1", "jobs": 4, "pytorch_version": "1.0.1", "cache_dir": "cache", "mirror": None}}
+CONFIG_DOC = {
+    "winbuild": {
+        "cuda": "9.0",
+        "vs": "2017",
+        "toolset": "14.11",
+        "generator": "ninja",
+        "compiler_cache": "none",
+        "arch_list": "6.1",
+        "jobs": 4,
+        "pytorch_version": "1.0.1",
+        "cache_dir": "cache",
+        "mirror": None,
+    }
+}
 
 IN_PROCESS_EXAMPLES = int(os.environ.get("WINBUILD_PROPERTY_EXAMPLES", "100"))
 CLI_EXAMPLES = int(os.environ.get("WINBUILD_PROPERTY_CLI_EXAMPLES", "4"))
 BATCH = max(1, min(4, os.cpu_count() or 1))
 PROCESS_TIMEOUT = 90
 
-IN_PROCESS = settings(max_examples=IN_PROCESS_EXAMPLES, deadline=None, database=None, derandomize=True, phases=(Phase.explicit, Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck))
-THROUGH_CLI = settings(max_examples=CLI_EXAMPLES, deadline=None, database=None, derandomize=True, phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
+IN_PROCESS = settings(
+    max_examples=IN_PROCESS_EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    suppress_health_check=list(HealthCheck),
+)
+THROUGH_CLI = settings(
+    max_examples=CLI_EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=list(HealthCheck),
+)
 
 
 # ------------------------------------------------------------------ the documented exit codes
@@ -124,7 +152,10 @@ def documented_exit_codes() -> dict[int, str]:
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("### Exit codes", 1)[1]
     section = section.split("\n#", 1)[0]
-    return {int(match.group(1)): match.group(2).strip() for match in re.finditer(r"^\| (\d+) \| (.+?) \|\s*$", section, re.MULTILINE)}
+    return {
+        int(match.group(1)): match.group(2).strip()
+        for match in re.finditer(r"^\| (\d+) \| (.+?) \|\s*$", section, re.MULTILINE)
+    }
 
 
 EXIT_CODES = documented_exit_codes()
@@ -134,7 +165,9 @@ ALLOWED_EXIT_CODES = frozenset(code for code in EXIT_CODES if code != InternalEr
 def test_the_documented_exit_codes_are_read_and_name_every_error_class():
     classes = {cls.exit_code for cls in _subclasses(WinbuildError)} - {WinbuildError.exit_code}
     assert {0, 2, 3, 130} <= set(EXIT_CODES), EXIT_CODES
-    assert classes <= set(EXIT_CODES), f"error classes with undocumented exit codes: {sorted(classes - set(EXIT_CODES))}"
+    assert classes <= set(EXIT_CODES), (
+        f"error classes with undocumented exit codes: {sorted(classes - set(EXIT_CODES))}"
+    )
     assert InternalError.exit_code in EXIT_CODES and "traceback" in EXIT_CODES[InternalError.exit_code]
 
 
@@ -172,9 +205,15 @@ NASTY_STRINGS = [
 ]  # fmt: skip
 
 long_text = st.sampled_from([300, 3000]).map(lambda n: "a" * n)  # built in a map: a strategy's repr stays short
-text_values = st.one_of(st.sampled_from(NASTY_STRINGS), long_text, st.text(max_size=40), st.text(st.characters(codec="utf-8"), max_size=10))
-huge_ints = st.sampled_from([300, 4000]).map(lambda n: 10**n)  # up to 4300 digits: what json/tomllib/yaml can still read
-int_values = st.one_of(st.integers(), st.sampled_from([0, -1, 1, 2, 32, 64, 1600, 1912, 2**31, 2**63, -(2**63) - 1, 2**64]), huge_ints)
+text_values = st.one_of(
+    st.sampled_from(NASTY_STRINGS), long_text, st.text(max_size=40), st.text(st.characters(codec="utf-8"), max_size=10)
+)
+huge_ints = st.sampled_from([300, 4000]).map(
+    lambda n: 10**n
+)  # up to 4300 digits: what json/tomllib/yaml can still read
+int_values = st.one_of(
+    st.integers(), st.sampled_from([0, -1, 1, 2, 32, 64, 1600, 1912, 2**31, 2**63, -(2**63) - 1, 2**64]), huge_ints
+)
 float_values = st.floats(allow_nan=True, allow_infinity=True)
 json_scalars = st.one_of(st.none(), st.booleans(), int_values, float_values, text_values)
 
@@ -186,11 +225,17 @@ def _nest(depth: int, leaf: Any = 1) -> Any:
     return value
 
 
-deep_values = st.integers(min_value=10, max_value=300).map(_nest)  # json.loads reaches ~1000 deep; the stack here is deeper than the CLI's
+deep_values = st.integers(min_value=10, max_value=300).map(
+    _nest
+)  # json.loads reaches ~1000 deep; the stack here is deeper than the CLI's
 json_values = st.one_of(
     json_scalars,
     deep_values,
-    st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text_values, inner, max_size=4)), max_leaves=8),
+    st.recursive(
+        json_scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text_values, inner, max_size=4)),
+        max_leaves=8,
+    ),
 )
 toml_scalars = st.one_of(
     st.booleans(), int_values.filter(lambda n: -(2**63) <= n < 2**63), float_values,
@@ -200,7 +245,14 @@ toml_scalars = st.one_of(
 toml_values = st.one_of(
     toml_scalars,
     st.integers(min_value=10, max_value=200).map(lambda depth: _nest(depth, "x")),
-    st.recursive(toml_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=12), inner, max_size=4)), max_leaves=8),
+    st.recursive(
+        toml_scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=12), inner, max_size=4),
+        ),
+        max_leaves=8,
+    ),
 )
 
 
@@ -209,7 +261,15 @@ class Raw(str):
     deeper than the parser's), for the file-level strategies; never given to a function directly."""
 
 
-RAW_TOKENS = {"digits-5000": "1" * 5000, "digits-4301": "-" + "9" * 4301, "1e999": "1e999", "-0": "-0", "nest-990": "[" * 990 + "]" * 990, "nest-5000": "[" * 5000 + "]" * 5000, "zeros": "0" * 50 + "1"}
+RAW_TOKENS = {
+    "digits-5000": "1" * 5000,
+    "digits-4301": "-" + "9" * 4301,
+    "1e999": "1e999",
+    "-0": "-0",
+    "nest-990": "[" * 990 + "]" * 990,
+    "nest-5000": "[" * 5000 + "]" * 5000,
+    "zeros": "0" * 50 + "1",
+}
 raw_tokens = st.sampled_from(sorted(RAW_TOKENS)).map(lambda name: Raw(RAW_TOKENS[name]))
 
 
@@ -234,7 +294,14 @@ def _get(node: Any, path: tuple) -> Any:
 
 
 @st.composite
-def mutated(draw: st.DrawFn, base: Any, values: st.SearchStrategy, keys: st.SearchStrategy = text_values, max_changes: int = 3, root: bool = True) -> Any:
+def mutated(
+    draw: st.DrawFn,
+    base: Any,
+    values: st.SearchStrategy,
+    keys: st.SearchStrategy = text_values,
+    max_changes: int = 3,
+    root: bool = True,
+) -> Any:
     """`base` with 1..max_changes changes at random key paths: a value tweaked or replaced, a key or
     item removed, a key added, a value wrapped in a list; with `root`, the whole document may be
     replaced (JSON and YAML files can hold any value; a TOML file is always a table, see as_toml)."""
@@ -266,7 +333,30 @@ def mutated(draw: st.DrawFn, base: Any, values: st.SearchStrategy, keys: st.Sear
     return doc
 
 
-ODD_CHARACTERS = ["²", "٣", "１", "\x00", "\x1b", "\n", "\u202e", "\ufeff", " ", "\\", "/", "'", '"', "{", "%", "é", "\U0001f600", "\ud800", ":d", "!x", ":>99999999999", "{}"]
+ODD_CHARACTERS = [
+    "²",
+    "٣",
+    "１",
+    "\x00",
+    "\x1b",
+    "\n",
+    "\u202e",
+    "\ufeff",
+    " ",
+    "\\",
+    "/",
+    "'",
+    '"',
+    "{",
+    "%",
+    "é",
+    "\U0001f600",
+    "\ud800",
+    ":d",
+    "!x",
+    ":>99999999999",
+    "{}",
+]
 
 
 def tweaked(value: Any) -> st.SearchStrategy:
@@ -285,9 +375,24 @@ def tweaked(value: Any) -> st.SearchStrategy:
     if isinstance(value, bool):
         return st.sampled_from([not value, int(value), str(value).lower(), None])
     if isinstance(value, int):
-        return st.sampled_from([value + 1, value - 1, -value, 0, value * 10**6, float(value) if abs(value) < 2**1000 else math.inf, str(value), 10**400, 10**4000, None])
+        return st.sampled_from(
+            [
+                value + 1,
+                value - 1,
+                -value,
+                0,
+                value * 10**6,
+                float(value) if abs(value) < 2**1000 else math.inf,
+                str(value),
+                10**400,
+                10**4000,
+                None,
+            ]
+        )
     if isinstance(value, float):
-        return st.sampled_from([-value, int(value) if math.isfinite(value) else 0, math.nan, math.inf, str(value), None])
+        return st.sampled_from(
+            [-value, int(value) if math.isfinite(value) else 0, math.nan, math.inf, str(value), None]
+        )
     return json_values
 
 
@@ -370,7 +475,14 @@ def text_mutated(draw: st.DrawFn, original: bytes) -> bytes:
     for _ in range(draw(st.integers(1, 3))):
         at = draw(st.integers(0, len(data)))
         how = draw(st.sampled_from(["insert", "overwrite", "cut", "truncate"]))
-        snippet = draw(st.one_of(st.sampled_from(SNIPPETS), st.sampled_from([5000, 3000]).map(lambda n: b"1" * n), st.sampled_from([1000, 3000]).map(lambda n: b"[" * n), st.binary(max_size=16)))
+        snippet = draw(
+            st.one_of(
+                st.sampled_from(SNIPPETS),
+                st.sampled_from([5000, 3000]).map(lambda n: b"1" * n),
+                st.sampled_from([1000, 3000]).map(lambda n: b"[" * n),
+                st.binary(max_size=16),
+            )
+        )
         if how == "insert":
             data[at:at] = snippet
         elif how == "overwrite":
@@ -384,7 +496,16 @@ def text_mutated(draw: st.DrawFn, original: bytes) -> bytes:
 
 # ------------------------------------------------------------------ in-process properties
 
-FACT_VALUES = st.one_of(json_values, st.sampled_from([v for doc in HOST_DOCS.values() for v in (doc.get("visual_studio") or [None])[:1] + (doc.get("cuda") or [None])[:1]]))
+FACT_VALUES = st.one_of(
+    json_values,
+    st.sampled_from(
+        [
+            v
+            for doc in HOST_DOCS.values()
+            for v in (doc.get("visual_studio") or [None])[:1] + (doc.get("cuda") or [None])[:1]
+        ]
+    ),
+)
 PLAN_CACHE = "C:\\pwb\\cache"
 
 
@@ -432,8 +553,16 @@ def test_facts_from_dict_gives_facts_or_a_configuration_error(host: str, data: s
 
 @IN_PROCESS
 @given(host=st.sampled_from(sorted(HOST_TEXTS)), data=st.data())
-def test_load_facts_on_an_edited_file_gives_facts_or_a_configuration_error(host: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory):
-    content = data.draw(st.one_of(text_mutated(HOST_TEXTS[host]), mutated(HOST_DOCS[host], st.one_of(FACT_VALUES, raw_tokens)).map(lambda d: _encode(dump_json(d)))), label="file")
+def test_load_facts_on_an_edited_file_gives_facts_or_a_configuration_error(
+    host: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+):
+    content = data.draw(
+        st.one_of(
+            text_mutated(HOST_TEXTS[host]),
+            mutated(HOST_DOCS[host], st.one_of(FACT_VALUES, raw_tokens)).map(lambda d: _encode(dump_json(d))),
+        ),
+        label="file",
+    )
     path = _scratch(tmp_path_factory) / "facts.json"
     path.write_bytes(content)
     try:
@@ -453,9 +582,13 @@ OPTIONS = st.builds(
     toolset=st.one_of(st.none(), _choice_or_junk(["14.0", "14.11", "14.12", "14.16", "14.29", "14.44", "14.99"])),
     generator=_choice_or_junk(["auto", "ninja", "vs"]),
     compiler_cache=_choice_or_junk(["auto", "none", *KNOWLEDGE.compiler_caches]),
-    arch_list=st.one_of(st.none(), _choice_or_junk(["6.1", "7.5;8.6+PTX", "Ampere;Hopper", "9.0a", "5.0", "10.0f", "8.6+PTX;9.0"])),
+    arch_list=st.one_of(
+        st.none(), _choice_or_junk(["6.1", "7.5;8.6+PTX", "Ampere;Hopper", "9.0a", "5.0", "10.0f", "8.6+PTX;9.0"])
+    ),
     jobs=st.one_of(st.none(), int_values),
-    pytorch_version=st.one_of(st.none(), _choice_or_junk(["0.4.1", "1.0.1", "1.13", "2.13.0", "latest", "2.6.0a0+git1234", "v1.0.1"])),
+    pytorch_version=st.one_of(
+        st.none(), _choice_or_junk(["0.4.1", "1.0.1", "1.13", "2.13.0", "latest", "2.6.0a0+git1234", "v1.0.1"])
+    ),
     mode=_choice_or_junk(["install", "develop", "wheel"]),
     libtorch=st.booleans(),
     cache_dir=_choice_or_junk([PLAN_CACHE, "cache", "/home/you/.cache/pytorch-winbuild", "C:\\Users\\ü ser\\pwb"]),
@@ -469,8 +602,16 @@ OPTIONS = st.builds(
 
 
 @IN_PROCESS
-@given(host=st.sampled_from(sorted(HOST_DOCS)), options=OPTIONS, source_version=st.one_of(st.none(), st.tuples(_choice_or_junk(["1.0.1", "2.6.0a0", "0.4.0"]), st.just("C:\\src\\version.txt"))))
-def test_make_plan_gives_a_plan_or_a_winbuild_error(host: str, options: Options, source_version: tuple[str, str] | None):
+@given(
+    host=st.sampled_from(sorted(HOST_DOCS)),
+    options=OPTIONS,
+    source_version=st.one_of(
+        st.none(), st.tuples(_choice_or_junk(["1.0.1", "2.6.0a0", "0.4.0"]), st.just("C:\\src\\version.txt"))
+    ),
+)
+def test_make_plan_gives_a_plan_or_a_winbuild_error(
+    host: str, options: Options, source_version: tuple[str, str] | None
+):
     facts = facts_from_dict(HOST_DOCS[host], host, KNOWLEDGE.products)
     _plan_and_render(options, facts, source_version)
 
@@ -485,7 +626,11 @@ def test_parse_matrix_gives_a_matrix_or_a_configuration_error(doc: Any):
 
 
 @IN_PROCESS
-@given(doc=mutated(CATALOG_DOC, toml_values, keys=st.text(max_size=12), root=False).map(as_toml), cuda=st.one_of(st.none(), _choice_or_junk(["9.0", "10.1", "12.4", "13.0"])), debug=st.booleans())
+@given(
+    doc=mutated(CATALOG_DOC, toml_values, keys=st.text(max_size=12), root=False).map(as_toml),
+    cuda=st.one_of(st.none(), _choice_or_junk(["9.0", "10.1", "12.4", "13.0"])),
+    debug=st.booleans(),
+)
 def test_parse_catalog_gives_a_catalog_or_a_configuration_error(doc: Any, cuda: str | None, debug: bool):
     try:
         catalog = parse_catalog(doc, Path("deps.toml"))
@@ -494,7 +639,9 @@ def test_parse_catalog_gives_a_catalog_or_a_configuration_error(doc: Any, cuda: 
         return
     assert isinstance(catalog, Catalog)
     try:  # and what fetch-deps asks of it
-        select_archives(cuda=cuda, mkl_version=catalog.mkl_default, magma_versions=[], magma_debug=debug, catalog=catalog)
+        select_archives(
+            cuda=cuda, mkl_version=catalog.mkl_default, magma_versions=[], magma_debug=debug, catalog=catalog
+        )
     except ConfigurationError as error:
         error.paragraph()
 
@@ -503,7 +650,15 @@ def test_parse_catalog_gives_a_catalog_or_a_configuration_error(doc: Any, cuda: 
 @given(data=st.data())
 def test_load_rules_gives_rules_or_a_configuration_error(data: st.DataObject, tmp_path_factory: pytest.TempPathFactory):
     small = {"rule": RULES_DOC["rule"][:3]}  # three rules: the shape of the file, at a fraction of the compile time
-    content = data.draw(st.one_of(mutated(small, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False).map(lambda d: _encode(dump_toml(d))), text_mutated(_encode(dump_toml(small)))), label="rules")
+    content = data.draw(
+        st.one_of(
+            mutated(small, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False).map(
+                lambda d: _encode(dump_toml(d))
+            ),
+            text_mutated(_encode(dump_toml(small))),
+        ),
+        label="rules",
+    )
     path = _scratch(tmp_path_factory) / "rules.toml"
     path.write_bytes(content)
     try:
@@ -517,7 +672,9 @@ CONFIG_VALUES = st.one_of(json_values, raw_tokens)
 
 @IN_PROCESS
 @given(data=st.data())
-def test_config_check_passes_or_gives_a_configuration_error(data: st.DataObject, tmp_path_factory: pytest.TempPathFactory):
+def test_config_check_passes_or_gives_a_configuration_error(
+    data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+):
     """config_check.check_config_files, what tasks.py runs on ~/.invoke.yaml and `-f FILE` before Invoke reads them."""
     suffix = data.draw(st.sampled_from([".yaml", ".yml", ".json"]), label="suffix")
     doc = data.draw(mutated(CONFIG_DOC, CONFIG_VALUES), label="config")
@@ -548,7 +705,15 @@ def _scratch(factory: pytest.TempPathFactory) -> Path:
 
 
 def _run_invoke_quick(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), *args], capture_output=True, text=True, encoding="utf-8", env={**_base_env(), "HOME": _empty_home()}, timeout=PROCESS_TIMEOUT, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env={**_base_env(), "HOME": _empty_home()},
+        timeout=PROCESS_TIMEOUT,
+        check=True,
+    )
     return result.stdout
 
 
@@ -570,11 +735,13 @@ class Flag:
     takes_value: bool
 
 
-@lru_cache(maxsize=None)
+@cache
 def task_flags(task: str) -> tuple[Flag, ...]:
     """The flags `invoke --help TASK` shows (`--help` after the task name would be a PATH for build-ext)."""
     text = _run_invoke_quick("--help", task).split("Options:", 1)[1]
-    repeatable = {name.replace("_", "-") for name in namespace.tasks[task].iterable}  # shown without =STRING, yet each takes a value
+    repeatable = {
+        name.replace("_", "-") for name in namespace.tasks[task].iterable
+    }  # shown without =STRING, yet each takes a value
     return tuple(
         Flag(match.group(1), match.group(2) is not None or match.group(1) in repeatable)
         for match in re.finditer(r"^  (?:-\w(?: \w+)?, )?--([\w-]+)(=\w+)?", text, re.MULTILINE)
@@ -601,41 +768,148 @@ plain_text = st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1,
     lambda s: "/" not in s and not s.startswith("-") and s not in (".", "..") and not _is_task_name(s)
 )
 generic = st.one_of(
-    st.sampled_from(["", " ", "0", "1", "-0", "4.5", "1e309", "nan", "inf", "99999999999999999999999", "auto", "cpu", "none", "ünïcødé", "日本語", "🙂", "C:\\x", "%PATH%", "$HOME", "²", "٣"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "0",
+            "1",
+            "-0",
+            "4.5",
+            "1e309",
+            "nan",
+            "inf",
+            "99999999999999999999999",
+            "auto",
+            "cpu",
+            "none",
+            "ünïcødé",
+            "日本語",
+            "🙂",
+            "C:\\x",
+            "%PATH%",
+            "$HOME",
+            "²",
+            "٣",
+        ]
+    ),
     st.sampled_from(DASHES),
     plain_text,
 )
 DOMAIN = {
-    "cuda": ["auto", "cpu", "9.0", "10.0", "12.4", "12.8", "13.0", "8.0", "99.9", "9", "9.0.176", "cu124", "CPU", "٩.٠", "9.²"],
+    "cuda": [
+        "auto",
+        "cpu",
+        "9.0",
+        "10.0",
+        "12.4",
+        "12.8",
+        "13.0",
+        "8.0",
+        "99.9",
+        "9",
+        "9.0.176",
+        "cu124",
+        "CPU",
+        "٩.٠",
+        "9.²",
+    ],
     "vs": ["auto", "2015", "2017", "2019", "2022", "2026", "2013", "17", "vs2019"],
     "toolset": ["14.0", "14.11", "14.16", "14.29", "14.44", "14.99", "15.0", "14.11.25503", "14", "14.²"],
     "generator": ["ninja", "vs", "auto", "Ninja", "make"],
     "compiler-cache": ["clcache", "sccache", "ccache", "none", "auto", "buildcache"],
     "arch-list": ["6.1", "7.5;8.6+PTX", "Ampere;Hopper", "9.0a", "5.0", "12.0", "+PTX", ";;", "6.1 7.5", "sm_61"],
     "jobs": ["1", "4", "0", "-1", "4.5", "1e3", "99999999999999999999999999", " 4 ", "٤", "²"],
-    "pytorch-version": ["0.4.1", "1.0.1", "1.13", "2.13.0", "latest", "nightly", "2.6.0a0+git1234", "v1.0.1", "0.3", "99.0", "1..2", "2.²"],
+    "pytorch-version": [
+        "0.4.1",
+        "1.0.1",
+        "1.13",
+        "2.13.0",
+        "latest",
+        "nightly",
+        "2.6.0a0+git1234",
+        "v1.0.1",
+        "0.3",
+        "99.0",
+        "1..2",
+        "2.²",
+    ],
     "mkl-version": ["2018.2.185", "2019.4.245", "2020.0.166", "2020.2.254", "2021.0"],
     "magma-version": ["2.4.0", "2.5.4", "2.5.4,2.5.2", ",", ",,2.5.0", "9.9.9"],
     "format": ["table", "json", "bat", "ps1", "sh", "csv"],
     "mode": ["install", "develop", "wheel", "inplace", "bdist"],
     "keep-days": ["1", "14", "0", "-3", "1.5", "1e9"],
     "ref": ["main", "v2.6.0", "release/2.6", "..", "a b", "HEAD~1", "@{u}"],
-    "repo": ["https://github.com/pytorch/pytorch.git", "https://user:secret@example.invalid/pytorch.git", "ssh://git@example.invalid:x/y", "file:///nonexistent/repo", "https://[::1", "git@host:path"],
+    "repo": [
+        "https://github.com/pytorch/pytorch.git",
+        "https://user:secret@example.invalid/pytorch.git",
+        "ssh://git@example.invalid:x/y",
+        "file:///nonexistent/repo",
+        "https://[::1",
+        "git@host:path",
+    ],
     "only": ["cpu-py311", "cu124-py311", "nope", "a b"],
-    "mirror": ["https://example.invalid/ossci-windows/", "file:///nonexistent/", "ftp://example.invalid/", "http://user:pw@example.invalid/", "https://", "file://server/share/"],
+    "mirror": [
+        "https://example.invalid/ossci-windows/",
+        "file:///nonexistent/",
+        "ftp://example.invalid/",
+        "http://user:pw@example.invalid/",
+        "https://",
+        "file://server/share/",
+    ],
     "jobs-fetch": ["0", "1", "4", "-1", "x"],
 }
 WRITER_VALUES = st.one_of(
-    st.sampled_from([f"{SB}/out/x", f"{SB}/out/new/deeper/x", f"{SB}/out", f"{SB}/cache", f"{SB}/in/file.txt", f"{SB}/out/ünï cødé", "", " ", ".", "..", "rel", "rel/x", "~"]),
+    st.sampled_from(
+        [
+            f"{SB}/out/x",
+            f"{SB}/out/new/deeper/x",
+            f"{SB}/out",
+            f"{SB}/cache",
+            f"{SB}/in/file.txt",
+            f"{SB}/out/ünï cødé",
+            "",
+            " ",
+            ".",
+            "..",
+            "rel",
+            "rel/x",
+            "~",
+        ]
+    ),
     plain_text,
 )
 READER_VALUES = st.one_of(
-    st.sampled_from([f"{SB}/in", f"{SB}/in/file.txt", f"{SB}/in/missing", f"{SB}/in/empty.txt", f"{SB}/in/binary.bin", "", ".", "..", "~"]),
+    st.sampled_from(
+        [
+            f"{SB}/in",
+            f"{SB}/in/file.txt",
+            f"{SB}/in/missing",
+            f"{SB}/in/empty.txt",
+            f"{SB}/in/binary.bin",
+            "",
+            ".",
+            "..",
+            "~",
+        ]
+    ),
     plain_text,
 )
-NOT_A_FOLDER = st.one_of(st.sampled_from([f"{SB}/in/missing", f"{SB}/in/file.txt", f"{SB}/in/missing/setup.py", "", " "]), plain_text)
-ARCHIVE_NAMES = ["mkl_2020.2.254.7z", "mkl_2018.2.185.7z", "mkl_2019.4.245.7z", "mkl_2020.0.166.7z", "magma_2.5.4_cuda124_release.7z", "magma_2.4.0_cuda90_release.7z", "magma_2.5.4_cuda128_release.7z"]
-JUNK_ARCHIVE = st.one_of(st.binary(max_size=256), st.binary(max_size=128).map(lambda b: b"7z\xbc\xaf\x27\x1c\x00\x04" + b))
+NOT_A_FOLDER = st.one_of(
+    st.sampled_from([f"{SB}/in/missing", f"{SB}/in/file.txt", f"{SB}/in/missing/setup.py", "", " "]), plain_text
+)
+ARCHIVE_NAMES = [
+    "mkl_2020.2.254.7z",
+    "mkl_2018.2.185.7z",
+    "mkl_2019.4.245.7z",
+    "mkl_2020.0.166.7z",
+    "magma_2.5.4_cuda124_release.7z",
+    "magma_2.4.0_cuda90_release.7z",
+    "magma_2.5.4_cuda128_release.7z",
+]
+JUNK_ARCHIVE = st.one_of(
+    st.binary(max_size=256), st.binary(max_size=128).map(lambda b: b"7z\xbc\xaf\x27\x1c\x00\x04" + b)
+)
 
 
 def _file_value(draw: st.DrawFn, spec: Spec, name: str, content: st.SearchStrategy, junk: bool = False) -> str:
@@ -649,25 +923,34 @@ def _file_value(draw: st.DrawFn, spec: Spec, name: str, content: st.SearchStrate
 
 FACTS_CONTENT = st.one_of(
     st.sampled_from(sorted(HOST_TEXTS)).flatmap(lambda host: text_mutated(HOST_TEXTS[host])),
-    st.sampled_from(sorted(HOST_DOCS)).flatmap(lambda host: mutated(HOST_DOCS[host], st.one_of(FACT_VALUES, raw_tokens))).map(lambda d: _encode(dump_json(d))),
+    st.sampled_from(sorted(HOST_DOCS))
+    .flatmap(lambda host: mutated(HOST_DOCS[host], st.one_of(FACT_VALUES, raw_tokens)))
+    .map(lambda d: _encode(dump_json(d))),
 )
 MATRIX_CONTENT = st.one_of(
     text_mutated((CONFIG / "nightly.toml").read_bytes()),
-    mutated(MATRIX_DOC, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False).map(lambda d: _encode(dump_toml(d))),
+    mutated(MATRIX_DOC, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False).map(
+        lambda d: _encode(dump_toml(d))
+    ),
 )
 RULES_CONTENT = st.one_of(
     text_mutated(_encode(dump_toml({"rule": RULES_DOC["rule"][:3]}))),
-    mutated({"rule": RULES_DOC["rule"][:3]}, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False).map(lambda d: _encode(dump_toml(d))),
+    mutated(
+        {"rule": RULES_DOC["rule"][:3]}, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False
+    ).map(lambda d: _encode(dump_toml(d))),
 )
 LOG_LINES = ["error C2065: 'x': undeclared identifier", "LINK : fatal error LNK1104: cannot open file 'x.lib'", "nvcc fatal : Host compiler targets unsupported OS.",
              "unsupported Microsoft Visual Studio version!", "ImportError: DLL load failed", "Traceback (most recent call last):", "BrokenPipeError: [Errno 32] Broken pipe", "\x1b[31mred\x1b[0m"]  # fmt: skip
 LOG_CONTENT = st.one_of(
     st.binary(max_size=2048),
-    st.tuples(st.lists(st.one_of(st.sampled_from(LOG_LINES), st.text(max_size=80)), max_size=30), st.sampled_from(["utf-8", "utf-16", "cp1252", "utf-8-sig"])).map(
-        lambda parts: "\n".join(parts[0]).encode(parts[1], "replace")
-    ),
+    st.tuples(
+        st.lists(st.one_of(st.sampled_from(LOG_LINES), st.text(max_size=80)), max_size=30),
+        st.sampled_from(["utf-8", "utf-16", "cp1252", "utf-8-sig"]),
+    ).map(lambda parts: "\n".join(parts[0]).encode(parts[1], "replace")),
 )
-YAML_CONTENT = st.tuples(mutated(CONFIG_DOC, CONFIG_VALUES), st.booleans()).map(lambda d: _encode(dump_yaml(d[0], d[1])))
+YAML_CONTENT = st.tuples(mutated(CONFIG_DOC, CONFIG_VALUES), st.booleans()).map(
+    lambda d: _encode(dump_yaml(d[0], d[1]))
+)
 
 
 def _python_value(draw: st.DrawFn, spec: Spec) -> str:
@@ -698,12 +981,18 @@ VALID = {
     "mode": ["install", "develop", "wheel", "inplace"],
     "keep-days": ["1", "14"],
     "ref": ["main", "v2.6.0"],
-    "repo": ["https://github.com/pytorch/pytorch.git", "file:///nonexistent/repo", "https://user:secret@example.invalid/pytorch.git"],
+    "repo": [
+        "https://github.com/pytorch/pytorch.git",
+        "file:///nonexistent/repo",
+        "https://user:secret@example.invalid/pytorch.git",
+    ],
     "only": ["cpu-py311", "cu124-py311"],
     "mirror": ["https://example.invalid/ossci-windows/", "file:///nonexistent/"],
 }
 GOOD_OUTPUTS = st.sampled_from([f"{SB}/out/x", f"{SB}/out/new/deeper/x", f"{SB}/cache", f"{SB}/out/ünï cødé", "rel"])
-VERSION_TEXT = st.one_of(st.sampled_from(["2.6.0a0", "1.0.1", "0.4.0"]).flatmap(tweaked), st.text(max_size=20)).map(_encode)
+VERSION_TEXT = st.one_of(st.sampled_from(["2.6.0a0", "1.0.1", "0.4.0"]).flatmap(tweaked), st.text(max_size=20)).map(
+    _encode
+)
 
 
 def _pytorch_source(draw: st.DrawFn, spec: Spec) -> str:
@@ -712,7 +1001,9 @@ def _pytorch_source(draw: st.DrawFn, spec: Spec) -> str:
         spec.files["src/setup.py"] = b"# pytorch\nfrom setuptools import setup\nsetup(name='torch')\n"
         spec.files["src/version.txt"] = draw(VERSION_TEXT)
     else:
-        spec.files["src/setup.py"] = b"# pytorch\nversion = '" + draw(VERSION_TEXT).replace(b"'", b"") + b"'\nsetup(name='torch')\n"
+        spec.files["src/setup.py"] = (
+            b"# pytorch\nversion = '" + draw(VERSION_TEXT).replace(b"'", b"") + b"'\nsetup(name='torch')\n"
+        )
         spec.files["src/torch/__init__.py"] = b""
     return f"{SB}/src"
 
@@ -743,7 +1034,9 @@ def _value(draw: st.DrawFn, spec: Spec, flag: str, junk: bool) -> str:
         return f"{SB}/in"
     if flag == "python":
         return _python_value(draw, spec)
-    return draw(st.sampled_from(VALID.get("jobs-fetch" if (flag, spec.task) == ("jobs", "fetch-deps") else flag, ["x"])))
+    return draw(
+        st.sampled_from(VALID.get("jobs-fetch" if (flag, spec.task) == ("jobs", "fetch-deps") else flag, ["x"]))
+    )
 
 
 def _invoke_reads(content: bytes, suffix: str) -> bool:
@@ -757,7 +1050,7 @@ def _invoke_reads(content: bytes, suffix: str) -> bool:
         (Path(folder) / f".invoke{suffix}").write_bytes(content)
         try:
             Config(system_prefix=f"{folder}/nothing-here/", user_prefix=f"{folder}/.")
-        except Exception:  # noqa: BLE001 - whatever Invoke would trip over
+        except Exception:
             return False
     return True
 
@@ -778,18 +1071,22 @@ def _config_input(draw: st.DrawFn, spec: Spec) -> None:
             where = draw(READER_VALUES)
         else:
             where = f"{SB}/in/config{draw(st.sampled_from(['.yaml', '.json', '.yml']))}"
-            spec.files[where.removeprefix(f'{SB}/')] = draw(st.one_of(YAML_CONTENT, YAML_CONTENT.flatmap(text_mutated)))
+            spec.files[where.removeprefix(f"{SB}/")] = draw(st.one_of(YAML_CONTENT, YAML_CONTENT.flatmap(text_mutated)))
         if kind == "dash-f":
             spec.core += ["-f", where]
         else:
             spec.env["INVOKE_RUNTIME_CONFIG"] = where
     elif kind == "env":
-        for name in draw(st.lists(st.sampled_from([*WINBUILD_DEFAULTS, "nonsense"]), min_size=1, max_size=3, unique=True)):
+        for name in draw(
+            st.lists(st.sampled_from([*WINBUILD_DEFAULTS, "nonsense"]), min_size=1, max_size=3, unique=True)
+        ):
             if name == "cache_dir":
                 spec.env["INVOKE_WINBUILD_CACHE_DIR"] = draw(WRITER_VALUES)
                 spec.outputs.append(spec.env["INVOKE_WINBUILD_CACHE_DIR"])
             else:
-                spec.env[f"INVOKE_WINBUILD_{name.upper()}"] = draw(st.one_of(generic, st.sampled_from(DOMAIN.get(name.replace("_", "-"), ["x"]))))
+                spec.env[f"INVOKE_WINBUILD_{name.upper()}"] = draw(
+                    st.one_of(generic, st.sampled_from(DOMAIN.get(name.replace("_", "-"), ["x"])))
+                )
 
 
 # How each task is made safe: (fixed leading arguments, flags never drawn). See the module docstring.
@@ -804,11 +1101,24 @@ def _fixed_arguments(draw: st.DrawFn, spec: Spec, names: set[str]) -> tuple[list
     elif task == "verify":
         fixed, excluded = ["--python", _python_value(draw, spec)], {"python"}
     elif task == "diagnose":
-        fixed, excluded = [_file_value(draw, spec, "build.log", LOG_CONTENT, junk=draw(st.integers(0, 4)) == 0)], {"logfile"}
+        fixed, excluded = (
+            [_file_value(draw, spec, "build.log", LOG_CONTENT, junk=draw(st.integers(0, 4)) == 0)],
+            {"logfile"},
+        )
     elif task == "nightly":
         output = draw(st.one_of(GOOD_OUTPUTS, GOOD_OUTPUTS, GOOD_OUTPUTS, WRITER_VALUES))
         spec.outputs.append(output)
-        fixed = ["--output-dir", output, "--min-free-gb", draw(st.one_of(st.sampled_from(["1e12", "1000000000000", "1e12 "]), st.sampled_from(["1e12", "-1", "nan", "inf", "", "abc", "1e309"])))]
+        fixed = [
+            "--output-dir",
+            output,
+            "--min-free-gb",
+            draw(
+                st.one_of(
+                    st.sampled_from(["1e12", "1000000000000", "1e12 "]),
+                    st.sampled_from(["1e12", "-1", "nan", "inf", "", "abc", "1e309"]),
+                )
+            ),
+        ]
         excluded = {"output-dir", "min-free-gb"}
     elif task == "fetch-deps":
         mode = draw(st.sampled_from(["dry-run", "dry-run", "mirror", "from-dir"]))
@@ -823,9 +1133,13 @@ def _fixed_arguments(draw: st.DrawFn, spec: Spec, names: set[str]) -> tuple[list
             else:
                 fixed, excluded = ["--from-dir", f"{SB}/mirror"], {"dry-run", "mirror", "from-dir"}
     elif task not in ("doctor", "env", "clean"):
-        pytest.fail(f"task {task!r} is new to tests/test_property_inputs.py: decide whether any flag keeps it from acting (building, downloading, changing this machine) and add it to _fixed_arguments.")
+        pytest.fail(
+            f"task {task!r} is new to tests/test_property_inputs.py: decide whether any flag keeps it from acting (building, downloading, changing this machine) and add it to _fixed_arguments."
+        )
     if "cache-dir" in names and "cache-dir" not in excluded:
-        planned = [st.just("C:\\pwb\\cache")] * 3 if task in ("env", "build") else []  # a --host plan for Windows needs a Windows folder
+        planned = (
+            [st.just("C:\\pwb\\cache")] * 3 if task in ("env", "build") else []
+        )  # a --host plan for Windows needs a Windows folder
         cache = draw(st.one_of(*[st.just(f"{SB}/cache")] * 4, *planned, WRITER_VALUES))
         spec.outputs.append(cache)
         fixed += ["--cache-dir", cache]
@@ -843,7 +1157,9 @@ def invocations(draw: st.DrawFn, task: str) -> Spec:
     args = list(fixed)
     drawable = sorted(set(flags) - excluded)
     chosen = draw(st.lists(st.sampled_from(drawable), unique=True, max_size=min(6, len(drawable)))) if drawable else []
-    junk = draw(st.sampled_from([0, 0, 0, 1, 1, 2]))  # how many flags get junk: each one alone usually ends the run at exit 2
+    junk = draw(
+        st.sampled_from([0, 0, 0, 1, 1, 2])
+    )  # how many flags get junk: each one alone usually ends the run at exit 2
     for name in chosen:
         if not flags[name].takes_value:
             args.append(f"--{name}=x" if junk and draw(st.integers(0, 9)) == 0 else f"--{name}")
@@ -863,9 +1179,24 @@ def invocations(draw: st.DrawFn, task: str) -> Spec:
 
 
 def _base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_", "GITHUB_", "RUNNER_")) and k.lower() not in ("no_proxy", "http_proxy", "https_proxy", "all_proxy")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("INVOKE_", "GITHUB_", "RUNNER_"))
+        and k.lower() not in ("no_proxy", "http_proxy", "https_proxy", "all_proxy")
+    }
     dead = "http://127.0.0.1:9"  # the discard port: nothing listens, any request fails at once
-    env.update({"http_proxy": dead, "https_proxy": dead, "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "ALL_PROXY": dead, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"})
+    env.update(
+        {
+            "http_proxy": dead,
+            "https_proxy": dead,
+            "HTTP_PROXY": dead,
+            "HTTPS_PROXY": dead,
+            "ALL_PROXY": dead,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONIOENCODING": "utf-8",
+        }
+    )
     return env
 
 
@@ -922,7 +1253,9 @@ class Outcome:
 
 
 def _head_and_tail(text: str, size: int = 1500) -> str:
-    return text if len(text) <= 2 * size else f"{text[:size]}\n[... {len(text) - 2 * size} characters ...]\n{text[-size:]}"
+    return (
+        text if len(text) <= 2 * size else f"{text[:size]}\n[... {len(text) - 2 * size} characters ...]\n{text[-size:]}"
+    )
 
 
 def _prepare(spec: Spec, sandbox: Path) -> tuple[list[str], dict[str, str], Path]:
@@ -940,7 +1273,16 @@ def _prepare(spec: Spec, sandbox: Path) -> tuple[list[str], dict[str, str], Path
         if name in spec.executables:
             path.chmod(0o755)
     put = lambda text: text.replace(SB, str(sandbox))  # noqa: E731
-    command = [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), *map(put, spec.core), spec.task, *map(put, spec.args)]
+    command = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "--search-root",
+        str(REPO_ROOT),
+        *map(put, spec.core),
+        spec.task,
+        *map(put, spec.args),
+    ]
     extra = {name: put(value) for name, value in spec.env.items()}
     return command, extra, sandbox / "a" / "work"
 
@@ -965,9 +1307,25 @@ def _allowed(path: str, kind: str | None, roots: list[str]) -> bool:
 
 def _run(spec: Spec, sandbox: Path) -> Outcome:
     command, extra, cwd = _prepare(spec, sandbox)
-    env = {**_base_env(), "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"), "TEMP": str(sandbox / "tmp"), "TMP": str(sandbox / "tmp"), "XDG_CACHE_HOME": str(sandbox / "home/.cache"), **extra}
+    env = {
+        **_base_env(),
+        "HOME": str(sandbox / "home"),
+        "TMPDIR": str(sandbox / "tmp"),
+        "TEMP": str(sandbox / "tmp"),
+        "TMP": str(sandbox / "tmp"),
+        "XDG_CACHE_HOME": str(sandbox / "home/.cache"),
+        **extra,
+    }
     before = _walk(sandbox)
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         out, err = process.communicate(timeout=PROCESS_TIMEOUT)
         code: int | None = process.returncode
@@ -977,7 +1335,9 @@ def _run(spec: Spec, sandbox: Path) -> Outcome:
         code, err = None, err + f"\n[test] no exit after {PROCESS_TIMEOUT} s".encode()
     after = _walk(sandbox)
     roots = _allowed_roots(spec, sandbox, cwd)
-    stray = [path for path in _changes(before, after) if not _allowed(path, (after.get(path) or before.get(path))[0], roots)]
+    stray = [
+        path for path in _changes(before, after) if not _allowed(path, (after.get(path) or before.get(path))[0], roots)
+    ]
     return Outcome(spec, command, extra, code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), stray)
 
 
@@ -994,7 +1354,9 @@ def check_batch(specs: list[Spec]) -> None:
         for outcome in outcomes:
             found = []
             if outcome.returncode not in ALLOWED_EXIT_CODES:
-                found.append(f"exit code {outcome.returncode} is not one of the documented {sorted(ALLOWED_EXIT_CODES)}")
+                found.append(
+                    f"exit code {outcome.returncode} is not one of the documented {sorted(ALLOWED_EXIT_CODES)}"
+                )
             if "Traceback (most recent call last)" in outcome.stderr + outcome.stdout:
                 found.append("a traceback")
             if outcome.stray:
@@ -1002,7 +1364,10 @@ def check_batch(specs: list[Spec]) -> None:
             if found:
                 problems.append("; ".join(found) + "\n  " + outcome.report())
         if repo_changes:
-            problems.append(f"the repo changed (build_config/, cache/ or its top level): {repo_changes}; commands: " + " | ".join(shlex.join(o.command) for o in outcomes))
+            problems.append(
+                f"the repo changed (build_config/, cache/ or its top level): {repo_changes}; commands: "
+                + " | ".join(shlex.join(o.command) for o in outcomes)
+            )
         assert not problems, "\n\n".join(problems)
 
 
@@ -1026,7 +1391,21 @@ def test_the_command_line_never_crashes_and_writes_only_its_outputs(task: str):
 def test_the_sandbox_check_sees_a_file_written_outside_the_named_outputs():
     """The property is only as good as its eye: a file the command writes is reported unless the command line names it."""
     target = f"{SB}/out/env.bat"
-    spec = Spec("env", args=["--host", str(HOSTS_DIR / "cpu-only.json"), "--cuda", "cpu", "--cache-dir", "C:\\pwb\\cache", "--format", "bat", "--output", target])
+    spec = Spec(
+        "env",
+        args=[
+            "--host",
+            str(HOSTS_DIR / "cpu-only.json"),
+            "--cuda",
+            "cpu",
+            "--cache-dir",
+            "C:\\pwb\\cache",
+            "--format",
+            "bat",
+            "--output",
+            target,
+        ],
+    )
     with tempfile.TemporaryDirectory(prefix="pwb-property-") as root:
         sandbox = Path(root) / "s0"
         outcome = _run(spec, sandbox)

@@ -17,20 +17,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import HOSTS_DIR, run_invoke
 
-from pytorch_winbuild import quoting_bat as bat
-from pytorch_winbuild import quoting_ps1 as ps1
-from pytorch_winbuild import quoting_sh as sh
 from pytorch_winbuild.builder.environment import build_environment
 from pytorch_winbuild.builder.settings import RunEnv
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.facts import facts_from_dict, load_facts
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import EnvChange, Options, Plan, make_plan
-from pytorch_winbuild.render import render_bat, render_ps1, render_sh
-from pytorch_winbuild.vcvars import vcvars_command_line
-
-from support import HOSTS_DIR, run_invoke
+from pytorch_winbuild.faces.render import render_bat, render_ps1, render_sh
+from pytorch_winbuild.facts.model import facts_from_dict, load_facts
+from pytorch_winbuild.facts.vcvars import vcvars_command_line
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import EnvChange, Options, Plan, make_plan
+from pytorch_winbuild.text import quoting_bat as bat
+from pytorch_winbuild.text import quoting_ps1 as ps1
+from pytorch_winbuild.text import quoting_sh as sh
 
 # Values that break naive quoting in at least one of cmd, PowerShell and sh.
 HOSTILE = {
@@ -63,26 +62,34 @@ HOSTILE = {
     "hash": "#x",
     "equals": "a=b",
     "star": "*?[a]",
-    "everything": 'R&D 100% ^x! "Jürgen" (x86) \'s\' ; | < > `$(x)` 日本\\',
+    "everything": "R&D 100% ^x! \"Jürgen\" (x86) 's' ; | < > `$(x)` 日本\\",
 }
 CONTROL = ["\n", "\r", "\r\n", "\x00", "\t", "\x1b[31m", "\x7f", "\x85", "\x08"]
 KNOWLEDGE = load_knowledge()
 
 
 def hostile_changes(values: dict[str, str]) -> tuple[EnvChange, ...]:
-    return tuple(EnvChange(f"HOSTILE_{key.upper()}", value, "set", f"hostile value {key}") for key, value in values.items())
+    return tuple(
+        EnvChange(f"HOSTILE_{key.upper()}", value, "set", f"hostile value {key}") for key, value in values.items()
+    )
 
 
 def windows_plan(changes: tuple[EnvChange, ...]) -> Plan:
     """A real Windows plan whose changes are replaced: no vcvars call, so cmd can run it anywhere."""
-    plan = make_plan(Options(cuda="cpu", pytorch_version="2.6", cache_dir="C:\\c"), load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json"), KNOWLEDGE)
+    plan = make_plan(
+        Options(cuda="cpu", pytorch_version="2.6", cache_dir="C:\\c"),
+        load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json"),
+        KNOWLEDGE,
+    )
     return replace(plan, vcvars=None, changes=changes)
 
 
 def linux_plan(changes: tuple[EnvChange, ...]) -> Plan:
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data.update(os="linux", visual_studio=[])
-    return replace(make_plan(Options(cuda="cpu", cache_dir="/tmp/c"), facts_from_dict(data), KNOWLEDGE), changes=changes)
+    return replace(
+        make_plan(Options(cuda="cpu", cache_dir="/tmp/c"), facts_from_dict(data), KNOWLEDGE), changes=changes
+    )
 
 
 # --- control characters: refused everywhere, naming the variable, never showing the value -----------
@@ -91,7 +98,10 @@ def linux_plan(changes: tuple[EnvChange, ...]) -> Plan:
 @pytest.mark.parametrize("control", CONTROL, ids=ascii)
 @pytest.mark.parametrize("module", [bat, ps1, sh], ids=["bat", "ps1", "sh"])
 def test_every_format_refuses_control_characters_naming_the_variable(module, control: str) -> None:
-    for line in (lambda: module.set_line("CUDA_PATH", f"C:\\cuda{control}secret"), lambda: module.prepend_line("CUDA_PATH", f"x{control}secret")):
+    for line in (
+        lambda: module.set_line("CUDA_PATH", f"C:\\cuda{control}secret"),
+        lambda: module.prepend_line("CUDA_PATH", f"x{control}secret"),
+    ):
         with pytest.raises(ConfigurationError) as caught:
             line()
         assert caught.value.exit_code == 2
@@ -132,7 +142,10 @@ def test_vcvars_capture_refuses_every_control_character() -> None:
 
 
 def test_bat_plain_values_stay_readable() -> None:
-    assert bat.set_line("CLCACHE_DIR", "C:\\R&D 100% (x86)\\it's cache") == 'set "CLCACHE_DIR=C:\\R&D 100%% (x86)\\it\'s cache"'
+    assert (
+        bat.set_line("CLCACHE_DIR", "C:\\R&D 100% (x86)\\it's cache")
+        == 'set "CLCACHE_DIR=C:\\R&D 100%% (x86)\\it\'s cache"'
+    )
     assert bat.set_line("X", 'a"b&c"d') == 'set "X=a"b^&c"d"'  # the operator after an odd quote is escaped
     assert bat.set_line("X", "x^y!z") == 'set "X=x%__WINBUILD_CARET%y%__WINBUILD_BANG%z"'
 
@@ -155,11 +168,15 @@ def test_bat_remarks_keep_percent_and_the_next_line() -> None:
 
 
 def test_bat_without_special_values_has_no_prologue_and_ascii_remarks() -> None:
-    plan = make_plan(Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"), load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), KNOWLEDGE)
+    plan = make_plan(
+        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"),
+        load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
+        KNOWLEDGE,
+    )
     text = render_bat(plan)
     assert text.isascii()  # the plan's own "→" in a remark is written "->"
     assert "__WINBUILD_" not in text and "chcp" not in text
-    assert 'x64 -vcvars_ver=14.11\r\nif errorlevel 1 exit /b 1\r\n' in text and text.endswith("\r\nexit /b 0\r\n")
+    assert "x64 -vcvars_ver=14.11\r\nif errorlevel 1 exit /b 1\r\n" in text and text.endswith("\r\nexit /b 0\r\n")
 
 
 # A model of real cmd's parsing of `set` lines, written from the documented phases (percent
@@ -171,7 +188,7 @@ def test_bat_without_special_values_has_no_prologue_and_ascii_remarks() -> None:
 def _model_line(line: str, env: dict[str, str], delayed: bool) -> None:
     """Run one `[if not defined NAME ]set "NAME=..."` line the way cmd.exe does."""
     if line.startswith("if not defined "):
-        name, _, line = line[len("if not defined "):].partition(" ")
+        name, _, line = line[len("if not defined ") :].partition(" ")
         if name in env:
             return
     text = re.sub(r"%%|%([^%]*)%", lambda m: "%" if m.group(0) == "%%" else env.get(m.group(1), ""), line)
@@ -208,7 +225,18 @@ def _model_line(line: str, env: dict[str, str], delayed: bool) -> None:
 
 @pytest.mark.parametrize("delayed", [False, True], ids=["v:off", "v:on"])
 def test_bat_lines_give_the_value_back_in_a_model_of_real_cmd(delayed: bool) -> None:
-    text = bat.script([], [], [line for key, value in HOSTILE.items() for line in (bat.set_line(f"H_{key}", value), bat.prepend_line(f"L_{key}", value) if value.count('"') % 2 == 0 else "")])
+    text = bat.script(
+        [],
+        [],
+        [
+            line
+            for key, value in HOSTILE.items()
+            for line in (
+                bat.set_line(f"H_{key}", value),
+                bat.prepend_line(f"L_{key}", value) if value.count('"') % 2 == 0 else "",
+            )
+        ],
+    )
     env: dict[str, str] = {f"L_{key}": "old" for key in HOSTILE}
     probes = []
     for line in text.split(bat.NEWLINE):
@@ -265,11 +293,23 @@ def test_ps1_with_non_ascii_text_starts_with_a_bom() -> None:
 
 def test_invoke_env_writes_a_ps1_with_non_ascii_text_as_utf8_with_bom(tmp_path: Path) -> None:
     script = tmp_path / "build_env.ps1"
-    result = run_invoke("env", "--host", str(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), "--cuda", "9.0", "--format", "ps1", "--cache-dir", "C:\\Users\\Jürgen’s cache", "--output", str(script))
+    result = run_invoke(
+        "env",
+        "--host",
+        str(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
+        "--cuda",
+        "9.0",
+        "--format",
+        "ps1",
+        "--cache-dir",
+        "C:\\Users\\Jürgen’s cache",
+        "--output",
+        str(script),
+    )
     assert result.returncode == 0, result.stderr
     data = script.read_bytes()
     assert data.startswith(b"\xef\xbb\xbf# Build environment")
-    assert "'C:\\Users\\Jürgen’’s cache\\deps\\".encode("utf-8") in data
+    assert "'C:\\Users\\Jürgen’’s cache\\deps\\".encode() in data
 
 
 # --- .sh, run by bash and dash -----------------------------------------------------------------------
@@ -277,14 +317,23 @@ def test_invoke_env_writes_a_ps1_with_non_ascii_text_as_utf8_with_bom(tmp_path: 
 
 @pytest.mark.parametrize("shell", ["bash", "dash"])
 def test_sh_values_survive_a_real_shell_byte_for_byte(tmp_path: Path, shell: str) -> None:
-    changes = hostile_changes(HOSTILE) + tuple(EnvChange(f"LIST_{key.upper()}", value, "prepend", "list") for key, value in HOSTILE.items())
+    changes = hostile_changes(HOSTILE) + tuple(
+        EnvChange(f"LIST_{key.upper()}", value, "prepend", "list") for key, value in HOSTILE.items()
+    )
     script = tmp_path / "build_env.sh"
     script.write_text(render_sh(linux_plan(changes)), encoding="utf-8", newline="")
     names = [change.name for change in changes]
     reader = ". ./build_env.sh && printf '%s\\0' " + " ".join(f'"${name}"' for name in names)
     # every list but two already holds "old"; those two take the value alone, with no ":"
     seeded = {name: "old" for name in names if name.startswith("LIST_") and name not in ("LIST_BANG", "LIST_EURO")}
-    result = subprocess.run([shell, "-c", reader], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **seeded}, capture_output=True, timeout=30, check=False)
+    result = subprocess.run(
+        [shell, "-c", reader],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", **seeded},
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     got = dict(zip(names, result.stdout.decode("utf-8").split("\0")))
     for change in changes:
@@ -318,7 +367,10 @@ def test_cli_refuses_control_characters_from_flags_and_facts(tmp_path: Path, fmt
     if source == "cache_dir_flag":
         args += ["--host", str(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), "--cache-dir", "C:\\c\r\necho INJECTED"]
     elif source == "vs_product":
-        args += ["--host", _facts_with(tmp_path, lambda d: d["visual_studio"][0].update(product="BuildTools\r\necho INJECTED"))]
+        args += [
+            "--host",
+            _facts_with(tmp_path, lambda d: d["visual_studio"][0].update(product="BuildTools\r\necho INJECTED")),
+        ]
     else:
         args += ["--host", _facts_with(tmp_path, lambda d: d["cuda"][0].update(path="C:\\CUDA\x1b[2J"))]
     result = run_invoke(*args)

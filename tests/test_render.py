@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import HOSTS_DIR
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.facts import facts_from_dict, load_facts
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import Options, make_plan
-from pytorch_winbuild.render import render, render_bat, render_json, render_ps1, render_sh
-
-from support import HOSTS_DIR
+from pytorch_winbuild.faces.render import render, render_bat, render_json, render_ps1, render_sh
+from pytorch_winbuild.facts.model import facts_from_dict, load_facts
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import Options, make_plan
 
 KNOWLEDGE = load_knowledge()
 AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
@@ -20,27 +19,41 @@ AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
 
 def _windows_plan(**options):
     facts = load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
-    return make_plan(Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=AWKWARD, compiler_cache="clcache", **options), facts, KNOWLEDGE)
+    return make_plan(
+        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=AWKWARD, compiler_cache="clcache", **options),
+        facts,
+        KNOWLEDGE,
+    )
 
 
 def _linux_plan(cache_dir: str):
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data.update(os="linux", visual_studio=[])
-    return make_plan(Options(cuda="cpu", cache_dir=cache_dir, compiler_cache="ccache"), facts_from_dict({**data, "tools": {**data["tools"], "ccache": {"path": "/usr/bin/ccache"}}}), KNOWLEDGE)
+    return make_plan(
+        Options(cuda="cpu", cache_dir=cache_dir, compiler_cache="ccache"),
+        facts_from_dict({**data, "tools": {**data["tools"], "ccache": {"path": "/usr/bin/ccache"}}}),
+        KNOWLEDGE,
+    )
 
 
 def test_bat_doubles_percent_and_quotes_the_whole_assignment():
     text = render_bat(_windows_plan())
     assert '\r\nset "CLCACHE_DIR=C:\\R&D 100%% (x86)\\it\'s cache\\clcache"\r\n' in text
     assert '\r\nset "PATH=C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;%PATH%"\r\n' in text
-    assert '\r\ncall "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.11\r\nif errorlevel 1 exit /b 1\r\n' in text
+    assert (
+        '\r\ncall "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.11\r\nif errorlevel 1 exit /b 1\r\n'
+        in text
+    )
 
 
 def test_ps1_single_quotes_and_doubles_embedded_quotes():
     text = render_ps1(_windows_plan())
     assert "$env:CLCACHE_DIR = 'C:\\R&D 100% (x86)\\it''s cache\\clcache'" in text
     assert "$env:PATH = 'C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;' + $env:PATH" in text
-    assert "cmd.exe /c 'call \"C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat\" x64 -vcvars_ver=14.11 && set'" in text
+    assert (
+        "cmd.exe /c 'call \"C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat\" x64 -vcvars_ver=14.11 && set'"
+        in text
+    )
 
 
 def test_sh_quotes_single_quotes_and_keeps_an_empty_path_clean():
@@ -54,9 +67,13 @@ def test_secret_values_never_reach_any_format():
     leaked = "https://builder:hunter2@mirror.example/x"
     from dataclasses import replace
 
-    from pytorch_winbuild.plan import EnvChange
+    from pytorch_winbuild.planning.plan import EnvChange
 
-    plan = replace(plan, changes=plan.changes + (EnvChange("SCCACHE_REDIS_PASSWORD", "hunter2", "set", "test"), EnvChange("MIRROR", leaked, "set", "test")))
+    plan = replace(
+        plan,
+        changes=plan.changes
+        + (EnvChange("SCCACHE_REDIS_PASSWORD", "hunter2", "set", "test"), EnvChange("MIRROR", leaked, "set", "test")),
+    )
     for fmt in ("table", "json", "bat", "ps1"):
         text = render(plan, fmt)
         assert "hunter2" not in text, fmt
@@ -69,8 +86,8 @@ def test_a_quote_in_a_value_is_kept_but_cannot_unbalance_a_prepended_list():
     plan = _windows_plan()
     from dataclasses import replace
 
-    from pytorch_winbuild.plan import EnvChange
-    from pytorch_winbuild.quoting_bat import prepend_line
+    from pytorch_winbuild.planning.plan import EnvChange
+    from pytorch_winbuild.text.quoting_bat import prepend_line
 
     assert 'set "X=a"b"' in render_bat(replace(plan, changes=(EnvChange("X", 'a"b', "set", "test"),)))
     with pytest.raises(ConfigurationError):

@@ -17,13 +17,13 @@ from urllib.parse import quote
 import pytest
 from support import run_invoke
 
-from pytorch_winbuild import redact
 from pytorch_winbuild.builder.process import run_streamed
 from pytorch_winbuild.builder.progress import ProgressDisplay
 from pytorch_winbuild.builder.settings import load_settings
 from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github
-from pytorch_winbuild.redact import (
+from pytorch_winbuild.text import redact
+from pytorch_winbuild.text.redact import (
     REDACTED,
     StreamRedactor,
     forget_secrets,
@@ -45,7 +45,9 @@ MIRROR_TOKEN = "Gh7-mirror-tok-31"
 MIRROR_URL = f"https://builder:{MIRROR_TOKEN}@mirror.example/deps/"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiWINBUILDKEY"
 AZURE_KEY = "c2VjcmV0LWF6dXJlLWtleS0xMjM0NQ=="
-AZURE = f"DefaultEndpointsProtocol=https;AccountName=winbuildcache;AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net"
+AZURE = (
+    f"DefaultEndpointsProtocol=https;AccountName=winbuildcache;AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net"
+)
 WEBDAV_TOKEN = "dav+tok/with=signs&more"  # percent-encodes to something else
 SHORT = "x9z"  # too short to mask: below redact.MIN_SECRET_LENGTH
 LAYOUT = "de-nodeadkeys-layout"  # KEYBOARD_LAYOUT: KEY inside a word, not a secret
@@ -63,7 +65,16 @@ SECRET_ENV = {
     "SCCACHE_S3_KEY_PREFIX": PREFIX,
 }
 # Every secret, and the forms it takes in text (percent-encoded in a URL, JSON-escaped).
-SECRETS = [TOKEN, REDIS_PASSWORD, MIRROR_TOKEN, AWS_SECRET, AZURE_KEY, WEBDAV_TOKEN, quote(REDIS_PASSWORD, safe=""), quote(WEBDAV_TOKEN, safe="")]
+SECRETS = [
+    TOKEN,
+    REDIS_PASSWORD,
+    MIRROR_TOKEN,
+    AWS_SECRET,
+    AZURE_KEY,
+    WEBDAV_TOKEN,
+    quote(REDIS_PASSWORD, safe=""),
+    quote(WEBDAV_TOKEN, safe=""),
+]
 # Fragments that must not survive either: half a secret is still a leak.
 FRAGMENTS = ["7f3a9c2e1b5d4a60", "w0rd-9zq", "mirror-tok-31", "K7MDENG", "WINBUILDKEY", "tok/with=signs"]
 
@@ -122,7 +133,9 @@ def run_child(tmp_path: Path, env: dict[str, str]) -> tuple[str, str, int]:
     console = io.StringIO()
     display = ProgressDisplay(load_settings().progress, console, interactive=False)
     with log_path.open("w", encoding="utf-8", newline="\n") as log:
-        result = run_streamed([sys.executable, "-c", CHILD], cwd=tmp_path, env=env, log=log, on_line=display.line, grace_seconds=5)
+        result = run_streamed(
+            [sys.executable, "-c", CHILD], cwd=tmp_path, env=env, log=log, on_line=display.line, grace_seconds=5
+        )
     display.close()
     return log_path.read_text(encoding="utf-8"), console.getvalue(), result.exit_code
 
@@ -141,7 +154,9 @@ def test_secrets_of_the_build_environment_never_reach_log_or_console(tmp_path: P
         assert "AccountName=winbuildcache;AccountKey=***" in text or f"azure {REDACTED}" in text
         assert f"no newline at the end {REDACTED}" in text
     assert "x" * 8190 + REDACTED + "y" * 100 in log and "z" * 65530 + REDACTED + "!" in log
-    assert "[3/10] Building CXX object demo.o" in log and "-- progress: 3/10 (30%)" in console, "progress lines still drive the display"
+    assert "[3/10] Building CXX object demo.o" in log and "-- progress: 3/10 (30%)" in console, (
+        "progress lines still drive the display"
+    )
 
 
 def test_secrets_of_this_process_environment_are_masked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,24 +172,46 @@ def test_build_ext_end_to_end_keeps_secrets_out_of_console_log_and_report(tmp_pa
     extension = tmp_path / "leaky_ext"
     extension.mkdir()
     (extension / "setup.py").write_text(
-        CHILD + '\nprint()\nprint("error: could not authenticate to " + e["SCCACHE_REDIS"] + " with " + e["MY_API_TOKEN"])\nsys.exit(1)\n', encoding="utf-8"
+        CHILD
+        + '\nprint()\nprint("error: could not authenticate to " + e["SCCACHE_REDIS"] + " with " + e["MY_API_TOKEN"])\nsys.exit(1)\n',
+        encoding="utf-8",
     )
     cache = tmp_path / "cache"
-    done = run_invoke("build-ext", str(extension), "--cuda", "cpu", "--compiler-cache", "none", "--cache-dir", str(cache), env={**SECRET_ENV, "CI": "true"})
+    done = run_invoke(
+        "build-ext",
+        str(extension),
+        "--cuda",
+        "cpu",
+        "--compiler-cache",
+        "none",
+        "--cache-dir",
+        str(cache),
+        env={**SECRET_ENV, "CI": "true"},
+    )
     assert done.returncode == 5, done.stdout[-3000:] + done.stderr
     console = done.stdout + done.stderr
     [report_path] = (cache / "logs").glob("build-ext-*.json")
     [log_path] = (cache / "logs").glob("build-ext-*.log")
     report_text = report_path.read_text(encoding="utf-8")
     report = json.loads(report_text)
-    for text, where in ((console, "the console"), (log_path.read_text(encoding="utf-8"), "the log"), (report_text, "the JSON report")):
+    for text, where in (
+        (console, "the console"),
+        (log_path.read_text(encoding="utf-8"), "the log"),
+        (report_text, "the JSON report"),
+    ):
         assert_clean(text, where)
-    assert "error: could not authenticate to redis://:***@cache.internal:6379/0 with ***" in console, "the first error is shown, masked"
+    assert "error: could not authenticate to redis://:***@cache.internal:6379/0 with ***" in console, (
+        "the first error is shown, masked"
+    )
     assert report["first_error"] is not None and "with ***" in json.dumps(report["first_error"])
     assert report["environment"]["MY_API_TOKEN"] == REDACTED
     assert report["environment"]["SCCACHE_REDIS"] == "redis://:***@cache.internal:6379/0"
-    assert report["environment"]["KEYBOARD_LAYOUT"] == LAYOUT and report["environment"]["SCCACHE_S3_KEY_PREFIX"] == PREFIX
-    assert report["environment"]["SHORT_TOKEN"] == REDACTED, "a secret NAME is still shown as *** in the environment table"
+    assert (
+        report["environment"]["KEYBOARD_LAYOUT"] == LAYOUT and report["environment"]["SCCACHE_S3_KEY_PREFIX"] == PREFIX
+    )
+    assert report["environment"]["SHORT_TOKEN"] == REDACTED, (
+        "a secret NAME is still shown as *** in the environment table"
+    )
     assert_unmasked_kept(log_path.read_text(encoding="utf-8"), "the log")
 
 
@@ -183,15 +220,22 @@ def test_nightly_summary_json_markdown_and_step_summary(tmp_path: Path, monkeypa
         monkeypatch.setenv(name, value)
     entry = EntryResult("cpu-main", MIRROR_URL + "pytorch.git", "main", "cpu", result="failed", stage="build")
     entry.error = f"build failed: could not reach {REDIS_URL} with token {TOKEN} (password {REDIS_PASSWORD})."
-    entry.first_error = {"summary": {"number": 7, "text": f"error: {TOKEN}"}, "lines": [{"number": 7, "text": f"error: auth {AWS_SECRET}"}]}
+    entry.first_error = {
+        "summary": {"number": 7, "text": f"error: {TOKEN}"},
+        "lines": [{"number": 7, "text": f"error: auth {AWS_SECRET}"}],
+    }
     entry.notes.append(f"mirror {MIRROR_URL} token {MIRROR_TOKEN}")
-    summary = NightlySummary("2026-01-01T02:00:00", "2026-01-01", "builder", "nightly.toml", tmp_path / "run", "0200", False, [entry])
+    summary = NightlySummary(
+        "2026-01-01T02:00:00", "2026-01-01", "builder", "nightly.toml", tmp_path / "run", "0200", False, [entry]
+    )
     summary.write()
     step_summary, outputs = tmp_path / "step_summary.md", tmp_path / "outputs.txt"
     publish_to_github(summary, {"GITHUB_STEP_SUMMARY": str(step_summary), "GITHUB_OUTPUT": str(outputs)})
     for path in (summary.json_path, summary.markdown_path, step_summary, outputs):
         assert_clean(path.read_text(encoding="utf-8"), path.name)
-    assert "could not reach redis://:***@cache.internal:6379/0 with token ***" in summary.markdown_path.read_text(encoding="utf-8")
+    assert "could not reach redis://:***@cache.internal:6379/0 with token ***" in summary.markdown_path.read_text(
+        encoding="utf-8"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,10 +245,30 @@ def test_nightly_summary_json_markdown_and_step_summary(tmp_path: Path, monkeypa
 @pytest.mark.parametrize(
     "name",
     [
-        "GITHUB_TOKEN", "MY_API_TOKEN", "NPM_AUTHTOKEN", "SCCACHE_REDIS_PASSWORD", "SCCACHE_MEMCACHED_PASSWORD", "SCCACHE_WEBDAV_PASSWORD",
-        "SCCACHE_WEBDAV_TOKEN", "SCCACHE_GHA_RUNTIME_TOKEN", "ACTIONS_RUNTIME_TOKEN", "SCCACHE_AZURE_CONNECTION_STRING", "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "TENCENTCLOUD_SECRET_KEY", "MY_API_KEY", "APIKEY",
-        "DB_PASSWD", "GPG_PASSPHRASE", "GOOGLE_CREDENTIALS", "client_secret", "BASIC_AUTH", "AZURE_DEVOPS_PAT", "ENCRYPTION_KEYS",
+        "GITHUB_TOKEN",
+        "MY_API_TOKEN",
+        "NPM_AUTHTOKEN",
+        "SCCACHE_REDIS_PASSWORD",
+        "SCCACHE_MEMCACHED_PASSWORD",
+        "SCCACHE_WEBDAV_PASSWORD",
+        "SCCACHE_WEBDAV_TOKEN",
+        "SCCACHE_GHA_RUNTIME_TOKEN",
+        "ACTIONS_RUNTIME_TOKEN",
+        "SCCACHE_AZURE_CONNECTION_STRING",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        "TENCENTCLOUD_SECRET_KEY",
+        "MY_API_KEY",
+        "APIKEY",
+        "DB_PASSWD",
+        "GPG_PASSPHRASE",
+        "GOOGLE_CREDENTIALS",
+        "client_secret",
+        "BASIC_AUTH",
+        "AZURE_DEVOPS_PAT",
+        "ENCRYPTION_KEYS",
     ],
 )
 def test_secret_names(name: str) -> None:
@@ -214,9 +278,23 @@ def test_secret_names(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "KEYBOARD_LAYOUT", "MONKEY_PATCH", "GIT_AUTHOR_NAME", "TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK", "SCCACHE_S3_KEY_PREFIX", "SCCACHE_REDIS_KEY_PREFIX",
-        "SCCACHE_GCS_KEY_PATH", "GIT_CONFIG_KEY_0", "SCCACHE_REDIS", "SCCACHE_REDIS_USERNAME", "CLCACHE_MEMCACHED", "PASSWORD_FILE", "PATH", "PWD",
-        "CUDA_PATH", "SECRETARY",
+        "KEYBOARD_LAYOUT",
+        "MONKEY_PATCH",
+        "GIT_AUTHOR_NAME",
+        "TOKENIZERS_PARALLELISM",
+        "SSH_AUTH_SOCK",
+        "SCCACHE_S3_KEY_PREFIX",
+        "SCCACHE_REDIS_KEY_PREFIX",
+        "SCCACHE_GCS_KEY_PATH",
+        "GIT_CONFIG_KEY_0",
+        "SCCACHE_REDIS",
+        "SCCACHE_REDIS_USERNAME",
+        "CLCACHE_MEMCACHED",
+        "PASSWORD_FILE",
+        "PATH",
+        "PWD",
+        "CUDA_PATH",
+        "SECRETARY",
     ],
 )
 def test_names_that_are_not_secret(name: str) -> None:
@@ -230,10 +308,16 @@ def test_names_that_are_not_secret(name: str) -> None:
         ("redis://:hunter2@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
         ("https://user:tok@host/x", "https://user:***@host/x"),
         ("rediss://default:a/b/c==@redis.example:6380/0", "rediss://default:***@redis.example:6380/0"),
-        ("https://user:p@ss@host/x", "https://user:***@host/x"),  # an unescaped '@' in the password: the last '@' ends it
+        (
+            "https://user:p@ss@host/x",
+            "https://user:***@host/x",
+        ),  # an unescaped '@' in the password: the last '@' ends it
         ("https://u:p@host/path/x@y", "https://u:***@host/path/x@y"),
         ("postgres://app:p%2Fw%40rd@db/main", "postgres://app:***@db/main"),
-        ("git clone https://0123456789abcdef0123456789abcdef01234567@dev.azure.com/org/repo", "git clone https://***@dev.azure.com/org/repo"),
+        (
+            "git clone https://0123456789abcdef0123456789abcdef01234567@dev.azure.com/org/repo",
+            "git clone https://***@dev.azure.com/org/repo",
+        ),
         ('{"url": "redis://:p4ss/w0rd@host"}', '{"url": "redis://:***@host"}'),
         ("memcached tcp://cache:pw-secret@10.0.0.5:11211 ok", "memcached tcp://cache:***@10.0.0.5:11211 ok"),
         # not userinfo: left alone
@@ -244,12 +328,18 @@ def test_names_that_are_not_secret(name: str) -> None:
         ("https://registry.npmjs.org/@scope/pkg", "https://registry.npmjs.org/@scope/pkg"),
         ("mail builder@example.com", "mail builder@example.com"),
         # the pattern cases that were there before
-        ("https://x.example/file.7z?sig=abc123&X-Amz-Signature=def", "https://x.example/file.7z?sig=***&X-Amz-Signature=***"),
+        (
+            "https://x.example/file.7z?sig=abc123&X-Amz-Signature=def",
+            "https://x.example/file.7z?sig=***&X-Amz-Signature=***",
+        ),
         ("Authorization: Bearer abcdefghijklmnop", "Authorization: Bearer ***"),
         ("AUTHORIZATION: basic dXNlcjpwYXNzd29yZA==", "AUTHORIZATION: basic ***"),
         ("token ghp_" + "a1" * 18 + " used", f"token {REDACTED} used"),
         ("key AKIAIOSFODNN7EXAMPLE here", f"key {REDACTED} here"),
-        ("AccountName=a;AccountKey=abc/def==;EndpointSuffix=core.windows.net", "AccountName=a;AccountKey=***;EndpointSuffix=core.windows.net"),
+        (
+            "AccountName=a;AccountKey=abc/def==;EndpointSuffix=core.windows.net",
+            "AccountName=a;AccountKey=***;EndpointSuffix=core.windows.net",
+        ),
     ],
 )
 def test_url_userinfo_of_every_shape_and_patterns(text: str, expected: str) -> None:
@@ -259,11 +349,19 @@ def test_url_userinfo_of_every_shape_and_patterns(text: str, expected: str) -> N
 def test_exact_values_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_API_TOKEN", TOKEN)
     monkeypatch.setenv("SCCACHE_REDIS", REDIS_URL)
-    monkeypatch.setenv("WINBUILD_SIGNING_KEY", "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nAQEFAASCBKcwggSjAgEAAoIB\n-----END KEY-----")
+    monkeypatch.setenv(
+        "WINBUILD_SIGNING_KEY",
+        "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nAQEFAASCBKcwggSjAgEAAoIB\n-----END KEY-----",
+    )
     assert redact_text(f"echo {TOKEN}; curl -u x:{TOKEN}") == "echo ***; curl -u x:***"
-    assert redact_text(f"password is {REDIS_PASSWORD}, encoded {quote(REDIS_PASSWORD, safe='')}") == "password is ***, encoded ***"
+    assert (
+        redact_text(f"password is {REDIS_PASSWORD}, encoded {quote(REDIS_PASSWORD, safe='')}")
+        == "password is ***, encoded ***"
+    )
     assert redact_text(json.dumps({"a": 'say "' + TOKEN + '"'})) == '{"a": "say \\"***\\""}'
-    assert redact_text("line 2 of the key: AQEFAASCBKcwggSjAgEAAoIB") == "line 2 of the key: ***", "a multi-line secret is masked line by line"
+    assert redact_text("line 2 of the key: AQEFAASCBKcwggSjAgEAAoIB") == "line 2 of the key: ***", (
+        "a multi-line secret is masked line by line"
+    )
     monkeypatch.setenv("MY_API_TOKEN", "rotated-token-value")
     assert redact_text("rotated-token-value") == REDACTED, "a changed environment is read again"
 
@@ -287,7 +385,10 @@ def test_values_of_names_that_are_not_secret_are_not_masked(monkeypatch: pytest.
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Builder Bot")
     text = f"layout {LAYOUT}, prefix {PREFIX}, by Builder Bot"
     assert redact_text(text) == text
-    assert redact_env({"SCCACHE_S3_KEY_PREFIX": PREFIX, "MY_API_TOKEN": TOKEN}) == {"SCCACHE_S3_KEY_PREFIX": PREFIX, "MY_API_TOKEN": REDACTED}
+    assert redact_env({"SCCACHE_S3_KEY_PREFIX": PREFIX, "MY_API_TOKEN": TOKEN}) == {
+        "SCCACHE_S3_KEY_PREFIX": PREFIX,
+        "MY_API_TOKEN": REDACTED,
+    }
 
 
 def test_what_an_environment_holds() -> None:
@@ -300,7 +401,15 @@ def test_what_an_environment_holds() -> None:
             "GIT_CONFIG_VALUE_1": "always",
         }
     )
-    assert {TOKEN, REDIS_PASSWORD, MIRROR_TOKEN, AWS_SECRET, AZURE, WEBDAV_TOKEN, "Authorization: Basic eC1hY2Nlc3M6dG9rZW4="} <= found
+    assert {
+        TOKEN,
+        REDIS_PASSWORD,
+        MIRROR_TOKEN,
+        AWS_SECRET,
+        AZURE,
+        WEBDAV_TOKEN,
+        "Authorization: Basic eC1hY2Nlc3M6dG9rZW4=",
+    } <= found
     assert not {LAYOUT, PREFIX, REDIS_URL, "builder", "always", "protocol.file.allow"} & found
 
 
@@ -308,11 +417,23 @@ def test_remembered_values_environment_and_configuration() -> None:
     assert redact_text(f"x {TOKEN}") == f"x {TOKEN}"
     remember_secrets({"MY_API_TOKEN": TOKEN, "KEYBOARD_LAYOUT": LAYOUT})
     assert redact_text(f"x {TOKEN} {LAYOUT}") == f"x *** {LAYOUT}"
-    remember_config({"winbuild": {"mirror": MIRROR_URL, "repos": [f"https://ci:{WEBDAV_TOKEN}@git.example/x"], "upload": {"password": "conf-pass-123"}}})
+    remember_config(
+        {
+            "winbuild": {
+                "mirror": MIRROR_URL,
+                "repos": [f"https://ci:{WEBDAV_TOKEN}@git.example/x"],
+                "upload": {"password": "conf-pass-123"},
+            }
+        }
+    )
     assert redact_text(f"{MIRROR_TOKEN} {WEBDAV_TOKEN} conf-pass-123") == "*** *** ***"
     from invoke import Config
 
-    remember_config(Config(overrides={"winbuild": {"mirror": "https://u:invoke-conf-pw@m.example/", "api_token": "invoke-conf-token"}}).winbuild)
+    remember_config(
+        Config(
+            overrides={"winbuild": {"mirror": "https://u:invoke-conf-pw@m.example/", "api_token": "invoke-conf-token"}}
+        ).winbuild
+    )
     assert redact_text("invoke-conf-pw invoke-conf-token") == "*** ***"
     remember_secret("add-mask-value")
     assert redact_text("echo add-mask-value") == "echo ***"
@@ -342,7 +463,9 @@ def test_stream_redactor_masks_secrets_split_across_chunks() -> None:
     masker = StreamRedactor(hold_limit=1000)
     long_line = "x" * 5000 + TOKEN + "y" * 5000
     out = "".join(masker.feed(long_line[i : i + 999]) for i in range(0, len(long_line), 999)) + masker.flush()
-    assert out == "x" * 5000 + REDACTED + "y" * 5000, "a line longer than the hold limit still masks a secret on a chunk boundary"
+    assert out == "x" * 5000 + REDACTED + "y" * 5000, (
+        "a line longer than the hold limit still masks a secret on a chunk boundary"
+    )
 
 
 def test_redaction_is_fast_enough_for_every_build_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,9 +23,17 @@ from typing import Any
 
 import pytest
 
-from pytorch_winbuild import verify
-from pytorch_winbuild.report import BuildRecord, gpu_lines, summary
-from pytorch_winbuild.verify import VERIFY_SCRIPT, arch_list_flag, arch_runs_on, check_torch, covering_archs, failure_error, parse_cuda_arch
+from pytorch_winbuild.builder import verify
+from pytorch_winbuild.builder.report import BuildRecord, gpu_lines, summary
+from pytorch_winbuild.builder.verify import (
+    VERIFY_SCRIPT,
+    arch_list_flag,
+    arch_runs_on,
+    check_torch,
+    covering_archs,
+    failure_error,
+    parse_cuda_arch,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Coverage: pure, no torch
@@ -142,7 +150,15 @@ def _script() -> dict[str, Any]:
 class FakeCuda:
     """torch.cuda with devices of given names and capabilities; a device can fail or compute wrongly."""
 
-    def __init__(self, devices: list[tuple[str, tuple[int, int]]], arch_list: list[str], *, fail: dict[int, str] | None = None, wrong: set[int] = frozenset(), broken: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    def __init__(
+        self,
+        devices: list[tuple[str, tuple[int, int]]],
+        arch_list: list[str],
+        *,
+        fail: dict[int, str] | None = None,
+        wrong: set[int] = frozenset(),
+        broken: set[int] = frozenset(),
+    ) -> None:  # type: ignore[assignment]
         self.devices, self.arch_list, self.fail, self.wrong, self.broken = devices, arch_list, fail or {}, wrong, broken
         self.current: int | None = None
         self.wrong_next = False
@@ -184,7 +200,16 @@ def fake_torch(cuda: FakeCuda, version: str | None = "12.8") -> SimpleNamespace:
             result = result + 1
         return result
 
-    return SimpleNamespace(version=SimpleNamespace(cuda=version, hip=None), cuda=cuda, device=device, arange=torch.arange, float32=torch.float32, mm=mm, equal=torch.equal, allclose=torch.allclose)
+    return SimpleNamespace(
+        version=SimpleNamespace(cuda=version, hip=None),
+        cuda=cuda,
+        device=device,
+        arange=torch.arange,
+        float32=torch.float32,
+        mm=mm,
+        equal=torch.equal,
+        allclose=torch.allclose,
+    )
 
 
 # As torch words it: the error, then lines of advice.
@@ -193,11 +218,40 @@ NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the
 
 def test_every_covered_gpu_runs_the_kernel() -> None:
     script = _script()
-    gpu = script["check_gpus"](fake_torch(FakeCuda([("NVIDIA GeForce RTX 3090", (8, 6)), ("NVIDIA H100 80GB HBM3", (9, 0))], ["sm_80", "sm_86", "sm_90", "compute_90"])))
-    assert gpu["checked"] is True and gpu["device_count"] == 2 and gpu["arch_list"] == ["sm_80", "sm_86", "sm_90", "compute_90"]
+    gpu = script["check_gpus"](
+        fake_torch(
+            FakeCuda(
+                [("NVIDIA GeForce RTX 3090", (8, 6)), ("NVIDIA H100 80GB HBM3", (9, 0))],
+                ["sm_80", "sm_86", "sm_90", "compute_90"],
+            )
+        )
+    )
+    assert (
+        gpu["checked"] is True
+        and gpu["device_count"] == 2
+        and gpu["arch_list"] == ["sm_80", "sm_86", "sm_90", "compute_90"]
+    )
     assert gpu["devices"] == [
-        {"index": 0, "device": "cuda:0", "name": "NVIDIA GeForce RTX 3090", "capability": "8.6", "covered": True, "covered_by": ["sm_80", "sm_86"], "kernel": "ok", "ok": True},
-        {"index": 1, "device": "cuda:1", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "covered": True, "covered_by": ["sm_90", "compute_90"], "kernel": "ok", "ok": True},
+        {
+            "index": 0,
+            "device": "cuda:0",
+            "name": "NVIDIA GeForce RTX 3090",
+            "capability": "8.6",
+            "covered": True,
+            "covered_by": ["sm_80", "sm_86"],
+            "kernel": "ok",
+            "ok": True,
+        },
+        {
+            "index": 1,
+            "device": "cuda:1",
+            "name": "NVIDIA H100 80GB HBM3",
+            "capability": "9.0",
+            "covered": True,
+            "covered_by": ["sm_90", "compute_90"],
+            "kernel": "ok",
+            "ok": True,
+        },
     ]
     assert script["gpu_failure"](gpu) is None
 
@@ -207,59 +261,110 @@ def test_torch_warnings_during_the_check_are_kept_in_one_line_each() -> None:
 
     class Warning(FakeCuda):
         def get_device_capability(self, index: int) -> tuple[int, int]:
-            warnings.warn("\n    Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1.\n    Minimum and Maximum cuda capability supported by this version of PyTorch is\n    (7.5) - (12.0)\n", stacklevel=1)
+            warnings.warn(
+                "\n    Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1.\n    Minimum and Maximum cuda capability supported by this version of PyTorch is\n    (7.5) - (12.0)\n",
+                stacklevel=1,
+            )
             return super().get_device_capability(index)
 
     gpu = _script()["check_gpus"](fake_torch(Warning([("NVIDIA GeForce GTX 1080", (6, 1))], ["sm_75", "sm_80"])))
-    assert gpu["warnings"] == ["Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1. Minimum and Maximum cuda capability supported by this version of PyTorch is (7.5) - (12.0)"]
+    assert gpu["warnings"] == [
+        "Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1. Minimum and Maximum cuda capability supported by this version of PyTorch is (7.5) - (12.0)"
+    ]
     assert gpu["devices"][0]["covered"] is False and gpu["devices"][0]["ok"] is False
 
 
 def test_a_gpu_the_build_does_not_cover_fails_with_the_arch_list_that_fixes_it() -> None:
     script = _script()
-    gpu = script["check_gpus"](fake_torch(FakeCuda([("NVIDIA GeForce RTX 3090", (8, 6)), ("NVIDIA H100 80GB HBM3", (9, 0))], ["sm_80", "sm_86"])))
+    gpu = script["check_gpus"](
+        fake_torch(
+            FakeCuda([("NVIDIA GeForce RTX 3090", (8, 6)), ("NVIDIA H100 80GB HBM3", (9, 0))], ["sm_80", "sm_86"])
+        )
+    )
     first, second = gpu["devices"]
     assert first["ok"] is True  # one bad device hides no other
-    assert second["covered"] is False and second["covered_by"] == [] and second["ok"] is False and second["kernel"] == "ok"
+    assert (
+        second["covered"] is False and second["covered_by"] == [] and second["ok"] is False and second["kernel"] == "ok"
+    )
     step, error, fix = script["gpu_failure"](gpu)
     assert step == "CUDA kernel on cuda:1"
-    assert error == "cuda:1 (NVIDIA H100 80GB HBM3, compute capability 9.0): compute capability 9.0 is not among this build's CUDA architectures (sm_80 sm_86), so PyTorch's kernels have no image for it ('no kernel image is available for execution on the device')"
+    assert (
+        error
+        == "cuda:1 (NVIDIA H100 80GB HBM3, compute capability 9.0): compute capability 9.0 is not among this build's CUDA architectures (sm_80 sm_86), so PyTorch's kernels have no image for it ('no kernel image is available for execution on the device')"
+    )
     # Both GPUs' capabilities: rebuilding for 9.0 alone would drop the 3090.
-    assert fix.startswith('rebuild for the GPUs here: `invoke build --arch-list "8.6;9.0"` (TORCH_CUDA_ARCH_LIST=8.6;9.0).')
-    assert "cuda:1 (NVIDIA H100 80GB HBM3) has compute capability 9.0" in fix and "this build's CUDA architectures are sm_80 sm_86." in fix
+    assert fix.startswith(
+        'rebuild for the GPUs here: `invoke build --arch-list "8.6;9.0"` (TORCH_CUDA_ARCH_LIST=8.6;9.0).'
+    )
+    assert (
+        "cuda:1 (NVIDIA H100 80GB HBM3) has compute capability 9.0" in fix
+        and "this build's CUDA architectures are sm_80 sm_86." in fix
+    )
 
 
 def test_a_kernel_without_an_image_for_the_gpu_fails_the_device_and_names_the_flag() -> None:
     script = _script()
     # No arch list to judge from (coverage unknown): the kernel itself decides.
-    gpu = script["check_gpus"](fake_torch(FakeCuda([("NVIDIA H100 80GB HBM3", (9, 0)), ("NVIDIA H100 80GB HBM3", (9, 0))], [], fail={0: NO_KERNEL_IMAGE})))
+    gpu = script["check_gpus"](
+        fake_torch(
+            FakeCuda(
+                [("NVIDIA H100 80GB HBM3", (9, 0)), ("NVIDIA H100 80GB HBM3", (9, 0))], [], fail={0: NO_KERNEL_IMAGE}
+            )
+        )
+    )
     first, second = gpu["devices"]
     assert first["covered"] is None and first["kernel"] == "failed" and first["ok"] is False
-    assert first["error"] == "RuntimeError: CUDA error: no kernel image is available for execution on the device" and "CUDA_LAUNCH_BLOCKING" in first["traceback"]
+    assert (
+        first["error"] == "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+        and "CUDA_LAUNCH_BLOCKING" in first["traceback"]
+    )
     assert second["ok"] is True and second["kernel"] == "ok"
     step, error, fix = script["gpu_failure"](gpu)
     assert step == "CUDA kernel on cuda:0"
     assert "no kernel image is available for execution on the device" in error
-    assert error.splitlines()[-1] == "cuda:0 (NVIDIA H100 80GB HBM3, compute capability 9.0): RuntimeError: CUDA error: no kernel image is available for execution on the device"
-    assert "`invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0)" in fix and "this build's CUDA architectures are unknown." in fix
+    assert (
+        error.splitlines()[-1]
+        == "cuda:0 (NVIDIA H100 80GB HBM3, compute capability 9.0): RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    )
+    assert (
+        "`invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0)" in fix
+        and "this build's CUDA architectures are unknown." in fix
+    )
 
 
 def test_a_wrong_result_or_a_broken_device_fails_without_an_arch_list_fix() -> None:
     script = _script()
-    gpu = script["check_gpus"](fake_torch(FakeCuda([("GPU A", (8, 0)), ("GPU B", (8, 0)), ("GPU C", (8, 0))], ["sm_80"], wrong={0}, broken={1})))
+    gpu = script["check_gpus"](
+        fake_torch(
+            FakeCuda([("GPU A", (8, 0)), ("GPU B", (8, 0)), ("GPU C", (8, 0))], ["sm_80"], wrong={0}, broken={1})
+        )
+    )
     wrong, broken, fine = gpu["devices"]
-    assert wrong["kernel"] == "failed" and wrong["error"].startswith("RuntimeError: x @ x.T on cpu differs from the CPU's result (largest difference 1.0)")
-    assert broken["kernel"] == "not run" and broken["name"] is None and broken["error"] == "RuntimeError: CUDA error: unspecified launch failure"
+    assert wrong["kernel"] == "failed" and wrong["error"].startswith(
+        "RuntimeError: x @ x.T on cpu differs from the CPU's result (largest difference 1.0)"
+    )
+    assert (
+        broken["kernel"] == "not run"
+        and broken["name"] is None
+        and broken["error"] == "RuntimeError: CUDA error: unspecified launch failure"
+    )
     assert fine["ok"] is True
     step, error, fix = script["gpu_failure"](gpu)
     assert step == "CUDA kernel on cuda:0" and fix is None
-    assert error.splitlines()[-1] == "cuda:0 (GPU A, compute capability 8.0): RuntimeError: x @ x.T on cpu differs from the CPU's result (largest difference 1.0); cuda:1 (unnamed, compute capability unknown): RuntimeError: CUDA error: unspecified launch failure"
+    assert (
+        error.splitlines()[-1]
+        == "cuda:0 (GPU A, compute capability 8.0): RuntimeError: x @ x.T on cpu differs from the CPU's result (largest difference 1.0); cuda:1 (unnamed, compute capability unknown): RuntimeError: CUDA error: unspecified launch failure"
+    )
 
 
 def test_no_cuda_or_no_device_is_recorded_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
     script = _script()
     without = script["check_gpus"](fake_torch(FakeCuda([], []), version=None))
-    assert without["checked"] is False and without["reason"] == "torch was built without CUDA" and script["gpu_failure"](without) is None
+    assert (
+        without["checked"] is False
+        and without["reason"] == "torch was built without CUDA"
+        and script["gpu_failure"](without) is None
+    )
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     hidden = script["check_gpus"](fake_torch(FakeCuda([], ["sm_90"])))
     assert hidden["checked"] is False and hidden["devices"] == [] and script["gpu_failure"](hidden) is None
@@ -267,7 +372,13 @@ def test_no_cuda_or_no_device_is_recorded_not_failed(monkeypatch: pytest.MonkeyP
 
 
 def test_the_checks_own_fix_comes_before_the_diagnosis() -> None:
-    result = {"interpreter": "python", "failed_step": "CUDA kernel on cuda:0", "error_summary": "cuda:0 (H100, compute capability 9.0): not built for it", "fix": "rebuild for the GPUs here: `invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0).", "diagnosis": [{"id": "no-kernel-image", "title": "No kernel image for this GPU", "fix": "the rule's fix"}]}
+    result = {
+        "interpreter": "python",
+        "failed_step": "CUDA kernel on cuda:0",
+        "error_summary": "cuda:0 (H100, compute capability 9.0): not built for it",
+        "fix": "rebuild for the GPUs here: `invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0).",
+        "diagnosis": [{"id": "no-kernel-image", "title": "No kernel image for this GPU", "fix": "the rule's fix"}],
+    }
     error = failure_error(result)
     assert "failed at step 'CUDA kernel on cuda:0'" in str(error) and "[no-kernel-image]" in str(error)
     assert error.fix == result["fix"]
@@ -280,15 +391,36 @@ def test_the_summary_shows_each_gpu_briefly(tmp_path: Any) -> None:
         "checked": True,
         "arch_list": ["sm_80", "sm_86"],
         "devices": [
-            {"index": 0, "device": "cuda:0", "name": "NVIDIA GeForce RTX 3090", "capability": "8.6", "covered": True, "covered_by": ["sm_80", "sm_86"], "kernel": "ok", "ok": True},
-            {"index": 1, "device": "cuda:1", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "covered": False, "covered_by": [], "kernel": "failed", "ok": False, "error": "RuntimeError: CUDA error: no kernel image is available for execution on the device"},
+            {
+                "index": 0,
+                "device": "cuda:0",
+                "name": "NVIDIA GeForce RTX 3090",
+                "capability": "8.6",
+                "covered": True,
+                "covered_by": ["sm_80", "sm_86"],
+                "kernel": "ok",
+                "ok": True,
+            },
+            {
+                "index": 1,
+                "device": "cuda:1",
+                "name": "NVIDIA H100 80GB HBM3",
+                "capability": "9.0",
+                "covered": False,
+                "covered_by": [],
+                "kernel": "failed",
+                "ok": False,
+                "error": "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            },
         ],
     }
     assert gpu_lines({"gpu": gpu}) == [
         "cuda:0 NVIDIA GeForce RTX 3090 · capability 8.6 · built for it (sm_80 sm_86) · kernel ok",
         "cuda:1 NVIDIA H100 80GB HBM3 · capability 9.0 · NOT built for it (arch list sm_80 sm_86) · kernel failed: RuntimeError: CUDA error: no kernel image is available for execution on the device",
     ]
-    assert gpu_lines({"gpu": {"checked": False, "reason": "torch was built without CUDA"}}) == ["not checked: torch was built without CUDA"]
+    assert gpu_lines({"gpu": {"checked": False, "reason": "torch was built without CUDA"}}) == [
+        "not checked: torch was built without CUDA"
+    ]
     assert gpu_lines({"skipped": "--no-verify"}) == []
     record = BuildRecord("build", tmp_path / "run.log", tmp_path / "run.json")
     record.result = "verification failed"
@@ -307,7 +439,14 @@ def test_the_real_check_on_a_cpu_torch_records_no_cuda_and_passes() -> None:
     result = check_torch()
     assert result["ok"] is True and result["exit_code"] == 0, result.get("error")
     assert result["cuda_version"] is None and result["cuda_available"] is False
-    assert result["gpu"] == {"checked": False, "arch_list": None, "device_count": 0, "devices": [], "kernel_test": "x * 2 + 1 and x @ x.T on a 64x64 float32 tensor, compared with the CPU", "reason": "torch was built without CUDA"}
+    assert result["gpu"] == {
+        "checked": False,
+        "arch_list": None,
+        "device_count": 0,
+        "devices": [],
+        "kernel_test": "x * 2 + 1 and x @ x.T on a 64x64 float32 tensor, compared with the CPU",
+        "reason": "torch was built without CUDA",
+    }
     assert result["dataloader"]["ok"] is True
     assert gpu_lines(result) == ["not checked: torch was built without CUDA"]
 
@@ -317,10 +456,17 @@ def test_the_script_runs_alone_as_printed_by_the_module(tmp_path: Any) -> None:
     import sys
 
     pytest.importorskip("torch")
-    printed = subprocess.run([sys.executable, "-m", "pytorch_winbuild.verify", "--script"], capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run(
+        [sys.executable, "-m", "pytorch_winbuild.builder.verify", "--script"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert printed == VERIFY_SCRIPT
     script = tmp_path / "check.py"
     script.write_text(printed, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=verify.TIMEOUT_SECONDS)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=verify.TIMEOUT_SECONDS
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith(verify.MARKER)

@@ -6,9 +6,9 @@ command with its log and Ctrl-C handling), `progress` (what the console shows), 
 (the phases in order, with the report), `settings` (build_config/build_runner.toml).
 """
 
-from .build_folder import clean_build_folder
-from .pipeline import BuildRequest, ExtensionRequest, default_log_dir, run_build, run_build_ext
-from .source import SourceCheckout, acquire_source, clone_destination, existing_checkout
+from pytorch_winbuild.builder.build_folder import clean_build_folder
+from pytorch_winbuild.builder.pipeline import BuildRequest, ExtensionRequest, default_log_dir, run_build, run_build_ext
+from pytorch_winbuild.builder.source import SourceCheckout, acquire_source, clone_destination, existing_checkout
 
 __all__ = [
     "BuildRequest",

@@ -15,9 +15,10 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 BUILD_FOLDER = "build"
 MEMORY_FILE = ".pytorch-winbuild.json"

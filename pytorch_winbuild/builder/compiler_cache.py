@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import quoting_sh
-from ..errors import ToolchainError
-from ..redact import redact_text
-from .settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
+from pytorch_winbuild.builder.settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
+from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.text import quoting_sh
+from pytorch_winbuild.text.redact import redact_text
 
 COMMAND_TIMEOUT_SECONDS = 120
 LAUNCHERS_FOLDER = "launchers"
@@ -39,7 +39,14 @@ class CacheStats:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "hits": self.hits, "misses": self.misses, "command": self.command, "raw": self.raw, "error": self.error}
+        return {
+            "name": self.name,
+            "hits": self.hits,
+            "misses": self.misses,
+            "command": self.command,
+            "raw": self.raw,
+            "error": self.error,
+        }
 
     def describe(self) -> str:
         if self.error:
@@ -89,7 +96,7 @@ def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, 
 class _Capture:
     """A temporary file that collects a command's output."""
 
-    def __enter__(self) -> "_Capture":
+    def __enter__(self) -> _Capture:
         self.file = tempfile.TemporaryFile()
         return self
 
@@ -110,7 +117,10 @@ class CacheSession:
         path = next((value for key, value in env.items() if key.upper() == "PATH"), None)
         executable = shutil.which(commands.name, path=path)
         if executable is None:
-            raise ToolchainError(f"the plan uses the compiler cache {commands.name}, but it is not on the build's PATH.", fix=f"install {commands.name} (or pass --compiler-cache none), then run again.")
+            raise ToolchainError(
+                f"the plan uses the compiler cache {commands.name}, but it is not on the build's PATH.",
+                fix=f"install {commands.name} (or pass --compiler-cache none), then run again.",
+            )
         self.executable = executable
 
     def _run(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
@@ -118,7 +128,15 @@ class CacheSession:
         # inherits them, and a pipe would then never reach end-of-file.
         with open(os.devnull, "rb") as stdin, _Capture() as out, _Capture() as err:
             try:
-                status = subprocess.run([self.executable, *args], env=self.env, stdin=stdin, stdout=out.file, stderr=err.file, timeout=COMMAND_TIMEOUT_SECONDS, check=False).returncode
+                status = subprocess.run(
+                    [self.executable, *args],
+                    env=self.env,
+                    stdin=stdin,
+                    stdout=out.file,
+                    stderr=err.file,
+                    timeout=COMMAND_TIMEOUT_SECONDS,
+                    check=False,
+                ).returncode
             except subprocess.TimeoutExpired:
                 status = -1
             return subprocess.CompletedProcess([self.executable, *args], status, out.text(), err.text())
@@ -130,7 +148,10 @@ class CacheSession:
             if completed.returncode != 0 and args not in self.commands.may_fail:
                 output = (completed.stderr or completed.stdout).strip().splitlines()
                 message = redact_text(output[-1]) if output else "no output"
-                raise ToolchainError(f"`{self.commands.name} {' '.join(args)}` failed with exit status {completed.returncode}: {message}", fix="run the same command by hand to see why, or pass --compiler-cache none.")
+                raise ToolchainError(
+                    f"`{self.commands.name} {' '.join(args)}` failed with exit status {completed.returncode}: {message}",
+                    fix="run the same command by hand to see why, or pass --compiler-cache none.",
+                )
 
     def finish(self) -> CacheStats:
         """This build's statistics, then the cache's closing steps; never fails the build."""
@@ -159,8 +180,11 @@ class CacheSession:
 
 
 def _wrapper_text(launcher: str, compiler: str) -> str:
-    note = quoting_sh.comment(f"Written by pytorch-winbuild: runs {os.path.basename(compiler)} through {os.path.basename(launcher)}.", "the compiler's file name")
-    return f"#!/bin/sh\n{note}\nexec {shlex.quote(launcher)} {shlex.quote(compiler)} \"$@\"\n"
+    note = quoting_sh.comment(
+        f"Written by pytorch-winbuild: runs {os.path.basename(compiler)} through {os.path.basename(launcher)}.",
+        "the compiler's file name",
+    )
+    return f'#!/bin/sh\n{note}\nexec {shlex.quote(launcher)} {shlex.quote(compiler)} "$@"\n'
 
 
 def _nvcc_wrapper_text(launcher: str, nvcc: str, hosts: Mapping[str, str]) -> str:
@@ -173,9 +197,14 @@ def _nvcc_wrapper_text(launcher: str, nvcc: str, hosts: Mapping[str, str]) -> st
     name = os.path.basename(launcher)
     cases = "".join(f"    {shlex.quote(wrapper)}) arg={shlex.quote(real)} ;;\n" for wrapper, real in hosts.items())
     return (
-        "#!/bin/sh\n" + quoting_sh.comment(f"Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of its {name} wrapper.", "the compiler cache's file name") + "\n"
-        f"for arg do\n  shift\n  case $arg in\n{cases}  esac\n  set -- \"$@\" \"$arg\"\ndone\n"
-        f"exec {shlex.quote(launcher)} {shlex.quote(nvcc)} \"$@\"\n"
+        "#!/bin/sh\n"
+        + quoting_sh.comment(
+            f"Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of its {name} wrapper.",
+            "the compiler cache's file name",
+        )
+        + "\n"
+        f'for arg do\n  shift\n  case $arg in\n{cases}  esac\n  set -- "$@" "$arg"\ndone\n'
+        f'exec {shlex.quote(launcher)} {shlex.quote(nvcc)} "$@"\n'
     )
 
 
@@ -200,7 +229,9 @@ def find_nvcc(env: Mapping[str, str], path: str | None, route: NvccRoute) -> str
     return nvcc if os.path.isfile(nvcc) else None
 
 
-def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_dir: Path, settings: ExtensionCache) -> tuple[dict[str, str], str]:
+def extension_cache_env(
+    cache: str, os_name: str, env: Mapping[str, str], cache_dir: Path, settings: ExtensionCache
+) -> tuple[dict[str, str], str]:
     """Variables that put the plan's cache in front of an extension's compilers, and what was done.
 
     Setuptools and torch.utils.cpp_extension call $CC/$CXX and never read CMake's launcher
@@ -213,13 +244,22 @@ def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_
         return variables, "no compiler cache (--compiler-cache none or none installed)"
     method = settings.methods.get(cache, {}).get(os_name)
     if method is None:
-        return variables, f"{cache} does not reach extension builds on {os_name} (torch.utils.cpp_extension calls the compiler directly), so this build is not cached"
+        return (
+            variables,
+            f"{cache} does not reach extension builds on {os_name} (torch.utils.cpp_extension calls the compiler directly), so this build is not cached",
+        )
     if method == "plan":
-        return variables, f"{cache} through the plan's CC/CXX; nvcc is not cached ({cache} caches only the C/C++ compiler), so .cu files compile again every build"
+        return (
+            variables,
+            f"{cache} through the plan's CC/CXX; nvcc is not cached ({cache} caches only the C/C++ compiler), so .cu files compile again every build",
+        )
     path = next((value for key, value in env.items() if key.upper() == "PATH"), None)
     launcher = shutil.which(cache, path=path)
     if launcher is None:
-        raise ToolchainError(f"the plan uses the compiler cache {cache}, but it is not on the build's PATH.", fix=f"install {cache} (or pass --compiler-cache none), then run again.")
+        raise ToolchainError(
+            f"the plan uses the compiler cache {cache}, but it is not on the build's PATH.",
+            fix=f"install {cache} (or pass --compiler-cache none), then run again.",
+        )
     folder = cache_dir / LAUNCHERS_FOLDER / cache
     folder.mkdir(parents=True, exist_ok=True)
     wrapped = []
@@ -228,7 +268,10 @@ def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_
         wanted = env.get(variable) or default
         compiler = shutil.which(wanted, path=path)
         if compiler is None:
-            raise ToolchainError(f"the compiler {wanted} (${variable}) is not on the build's PATH.", fix="install a C/C++ compiler (e.g. `apt-get install g++`), then run again.")
+            raise ToolchainError(
+                f"the compiler {wanted} (${variable}) is not on the build's PATH.",
+                fix="install a C/C++ compiler (e.g. `apt-get install g++`), then run again.",
+            )
         real = os.path.realpath(compiler)
         # Named after the real compiler: torch checks that the name says gcc/g++/clang.
         wrapper = _write_wrapper(folder, os.path.basename(real), _wrapper_text(launcher, real))
@@ -240,7 +283,15 @@ def extension_cache_env(cache: str, os_name: str, env: Mapping[str, str], cache_
     return variables, f"{cache} through wrapper scripts in {folder} ({', '.join(wrapped)}); {nvcc_how}"
 
 
-def _nvcc_wrapper(cache: str, launcher: str, hosts: Mapping[str, str], env: Mapping[str, str], path: str | None, folder: Path, route: NvccRoute) -> tuple[dict[str, str], str]:
+def _nvcc_wrapper(
+    cache: str,
+    launcher: str,
+    hosts: Mapping[str, str],
+    env: Mapping[str, str],
+    path: str | None,
+    folder: Path,
+    route: NvccRoute,
+) -> tuple[dict[str, str], str]:
     """$PYTORCH_NVCC pointing at a wrapper of the nvcc torch would run, and what was done."""
     if env.get(route.variable):
         return {}, f"nvcc is left to the {route.variable} already set ({env[route.variable]})"
@@ -249,4 +300,7 @@ def _nvcc_wrapper(cache: str, launcher: str, hosts: Mapping[str, str], env: Mapp
         return {}, f"no nvcc found ({', '.join(route.homes)}, PATH, {route.default_home}), so no nvcc wrapper"
     wrapper = _write_wrapper(folder, "nvcc", _nvcc_wrapper_text(launcher, nvcc, hosts))
     # torch writes the value unquoted into a shell command line: a path with spaces needs quotes.
-    return {route.variable: shlex.quote(str(wrapper))}, f"nvcc ({nvcc}) goes through {cache} too, as {route.variable}={wrapper.name} (torch reads it in Ninja builds, its default)"
+    return (
+        {route.variable: shlex.quote(str(wrapper))},
+        f"nvcc ({nvcc}) goes through {cache} too, as {route.variable}={wrapper.name} (torch reads it in Ninja builds, its default)",
+    )

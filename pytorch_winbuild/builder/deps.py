@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..plan import Plan
+from pytorch_winbuild.planning.plan import Plan
 
 
 def fetch_missing_archives(plan: Plan, cache_dir: Path, mirror: str | None = None) -> str | None:
     """Fetch the archives the plan marks missing; what was done (fetch-deps' summary), or None when none was."""
     if all(archive.present for archive in plan.archives):
         return None
-    from ..deps.fetch import fetch_archives, format_summary
+    from pytorch_winbuild.deps.fetch import fetch_archives, format_summary
 
     result = fetch_archives([archive.catalog_archive for archive in plan.archives], cache_dir=cache_dir, mirror=mirror)
     return format_summary(result)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..plan import EnvChange, Plan
-from ..quoting import refuse_control_characters
-from .settings import RunEnv
+from pytorch_winbuild.builder.settings import RunEnv
+from pytorch_winbuild.planning.plan import EnvChange, Plan
+from pytorch_winbuild.text.quoting import refuse_control_characters
 
 VCVARS_CACHE_FOLDER = "vcvars"
 
@@ -45,24 +45,37 @@ def apply_change(env: dict[str, str], change: EnvChange, separator: str, *, wind
         env[key] = change.value + separator + current if current else change.value
 
 
-def build_environment(plan: Plan, cache_dir: Path, run_env: tuple[RunEnv, ...], base: Mapping[str, str] | None = None) -> BuildEnvironment:
+def build_environment(
+    plan: Plan, cache_dir: Path, run_env: tuple[RunEnv, ...], base: Mapping[str, str] | None = None
+) -> BuildEnvironment:
     """This process's environment, through the plan's vcvars call and changes, plus the runner's own.
 
     A planned or added value with a control character is refused (exit 2) as the emitted scripts
     refuse it: the build's own .bat files expand these variables with %NAME%, where a line break
     cuts the command short, and no environment can hold a NUL.
     """
-    for name, value in [*((change.name, change.value) for change in plan.changes), *((extra.name, extra.value) for extra in run_env)]:
+    for name, value in [
+        *((change.name, change.value) for change in plan.changes),
+        *((extra.name, extra.value) for extra in run_env),
+    ]:
         refuse_control_characters(value, name)
     env = dict(os.environ if base is None else base)
     windows = plan.os == "windows"
     vcvars = None
     if plan.vcvars is not None:
-        from ..vcvars import capture_vcvars
+        from pytorch_winbuild.facts.vcvars import capture_vcvars
 
-        result = capture_vcvars(plan.vcvars.script, list(plan.vcvars.args), base_env=env, cache_dir=cache_dir / VCVARS_CACHE_FOLDER)
+        result = capture_vcvars(
+            plan.vcvars.script, list(plan.vcvars.args), base_env=env, cache_dir=cache_dir / VCVARS_CACHE_FOLDER
+        )
         env = dict(result.env)
-        vcvars = {"command_line": result.command_line, "cl": result.cl, "from_cache": result.from_cache, "seconds": round(result.seconds, 3), "changed": sorted(result.changes)}
+        vcvars = {
+            "command_line": result.command_line,
+            "cl": result.cl,
+            "from_cache": result.from_cache,
+            "seconds": round(result.seconds, 3),
+            "changed": sorted(result.changes),
+        }
     for change in plan.changes:
         apply_change(env, change, plan.path_separator, windows=windows)
     for extra in run_env:

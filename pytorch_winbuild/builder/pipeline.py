@@ -15,18 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
-from ..plan import Plan
-from ..render import plan_to_dict
-from ..report import BuildRecord, run_paths, summary
-from .build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
-from .compiler_cache import CacheSession, extension_cache_env
-from .deps import fetch_missing_archives
-from .environment import build_environment
-from .process import BuildInterrupted, run_streamed
-from .progress import ProgressDisplay
-from .settings import RunnerSettings, load_settings
-from .source import SourceCheckout, old_era_prep
+from pytorch_winbuild.builder.build_folder import (
+    FolderIdentity,
+    clean_build_folder,
+    reconcile_build_folder,
+    remember_build_folder,
+)
+from pytorch_winbuild.builder.compiler_cache import CacheSession, extension_cache_env
+from pytorch_winbuild.builder.deps import fetch_missing_archives
+from pytorch_winbuild.builder.environment import build_environment
+from pytorch_winbuild.builder.process import BuildInterrupted, run_streamed
+from pytorch_winbuild.builder.progress import ProgressDisplay
+from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
+from pytorch_winbuild.builder.settings import RunnerSettings, load_settings
+from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
+from pytorch_winbuild.errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
+from pytorch_winbuild.faces.render import plan_to_dict
+from pytorch_winbuild.planning.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,9 @@ class BuildRequest:
     libtorch: bool = False
     clean: bool = False
     verify: bool = True
-    python: str | None = None  # the interpreter that runs setup.py and the check (default: this one); the nightly's per-entry Python
+    python: str | None = (
+        None  # the interpreter that runs setup.py and the check (default: this one); the nightly's per-entry Python
+    )
     mirror: str | None = None  # where missing MKL/MAGMA archives come from (fetch-deps' --mirror)
 
 
@@ -65,7 +72,9 @@ def _stream(record: BuildRecord, command: list[str], cwd: Path, env: dict[str, s
     with record.log.open("w", encoding="utf-8", newline="\n") as log:
         log.write(f"pytorch-winbuild {record.kind}: `{' '.join(command)}` in {cwd}, started {record.started}\n")
         try:
-            result = run_streamed(command, cwd=cwd, env=env, log=log, on_line=display.line, grace_seconds=settings.stop_grace_seconds)
+            result = run_streamed(
+                command, cwd=cwd, env=env, log=log, on_line=display.line, grace_seconds=settings.stop_grace_seconds
+            )
         finally:
             display.close()
             if display.last_step is not None:
@@ -73,7 +82,9 @@ def _stream(record: BuildRecord, command: list[str], cwd: Path, env: dict[str, s
     return result.exit_code
 
 
-def _run_command(record: BuildRecord, session: CacheSession | None, cwd: Path, env: dict[str, str], settings: RunnerSettings) -> int:
+def _run_command(
+    record: BuildRecord, session: CacheSession | None, cwd: Path, env: dict[str, str], settings: RunnerSettings
+) -> int:
     """Reset the cache, run the command, read the cache's numbers (also after a failure or Ctrl-C)."""
     if session is not None:
         with record.phase("cache reset"):
@@ -90,7 +101,7 @@ def _run_command(record: BuildRecord, session: CacheSession | None, cwd: Path, e
 
 def _build_failed(record: BuildRecord, exit_code: int) -> BuildError:
     """Triage the log: print the first real error and the diagnosis, and say it in one paragraph."""
-    from ..triage import triage_log
+    from pytorch_winbuild.diagnosis.triage import triage_log
 
     triage = triage_log(record.log)
     record.first_error = triage.first_error.to_dict() if triage.first_error else None
@@ -111,7 +122,7 @@ def _build_failed(record: BuildRecord, exit_code: int) -> BuildError:
 
 def _verify_build(record: BuildRecord, request: BuildRequest, started: float) -> None:
     """Check what the mode produced: the installed torch, or the wheel unpacked into a temporary folder."""
-    from ..verify import check_torch, failure_error
+    from pytorch_winbuild.builder.verify import check_torch, failure_error
 
     if request.libtorch:
         record.verification = {"skipped": "a LibTorch build installs no Python package to import"}
@@ -120,7 +131,10 @@ def _verify_build(record: BuildRecord, request: BuildRequest, started: float) ->
         wheels = sorted((request.checkout.path / "dist").glob("*.whl"), key=lambda p: p.stat().st_mtime)
         fresh = [wheel for wheel in wheels if wheel.stat().st_mtime >= started - 1]
         if not fresh:
-            raise VerificationError(f"the build succeeded but wrote no new wheel to {request.checkout.path / 'dist'}.", fix="read the end of the log for where bdist_wheel put it.")
+            raise VerificationError(
+                f"the build succeeded but wrote no new wheel to {request.checkout.path / 'dist'}.",
+                fix="read the end of the log for where bdist_wheel put it.",
+            )
         with tempfile.TemporaryDirectory(prefix="pytorch-winbuild-wheel-") as folder:
             with zipfile.ZipFile(fresh[-1]) as wheel:
                 wheel.extractall(folder)
@@ -139,7 +153,11 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
         body()
         record.result, record.exit_code = "success", 0
     except (BuildInterrupted, KeyboardInterrupt) as stop:
-        stopped = f"the build's {stop.stopped} processes were stopped ({stop.killed} of them had to be killed)" if isinstance(stop, BuildInterrupted) else "no build process was running yet"
+        stopped = (
+            f"the build's {stop.stopped} processes were stopped ({stop.killed} of them had to be killed)"
+            if isinstance(stop, BuildInterrupted)
+            else "no build process was running yet"
+        )
         error = InterruptedByUser(
             f"stopped by Ctrl-C: {stopped}. The log so far is {record.log}.",
             fix="run the same command again to continue: compiled objects are kept, so the build picks up where it stopped.",
@@ -170,9 +188,14 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     source = request.checkout.path
     record.command = _python_command(plan.build_arguments, request.python)
     record.cwd = str(source)
-    script = next((argument for argument in plan.build_arguments if argument.endswith(".py")), "setup.py")  # `-m pip install .` builds setup.py too
+    script = next(
+        (argument for argument in plan.build_arguments if argument.endswith(".py")), "setup.py"
+    )  # `-m pip install .` builds setup.py too
     if not (source / script).is_file():
-        raise ConfigurationError(f"{source} has no {script}, so it is not a PyTorch checkout this build can run.", fix="pass --source with the folder of a PyTorch checkout, or --repo URL to clone one.")
+        raise ConfigurationError(
+            f"{source} has no {script}, so it is not a PyTorch checkout this build can run.",
+            fix="pass --source with the folder of a PyTorch checkout, or --repo URL to clone one.",
+        )
     identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
 
@@ -183,7 +206,9 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
                 record.note(prep)
             if request.clean:
                 removed = clean_build_folder(source)
-                record.note(f"--clean: removed {removed}." if removed else f"--clean: {source / 'build'} did not exist.")
+                record.note(
+                    f"--clean: removed {removed}." if removed else f"--clean: {source / 'build'} did not exist."
+                )
             cleared = reconcile_build_folder(source, identity)
             if cleared:
                 record.note(cleared)
@@ -198,7 +223,9 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
         record.set_environment(environment.env)
         record.vcvars = environment.vcvars
         record.runner_env = [{"name": e.name, "value": e.value, "reason": e.reason} for e in environment.added]
-        exit_code = _run_command(record, _cache_session(plan, environment.env, settings), source, environment.env, settings)
+        exit_code = _run_command(
+            record, _cache_session(plan, environment.env, settings), source, environment.env, settings
+        )
         if exit_code != 0:
             raise _build_failed(record, exit_code)
         if request.verify:
@@ -215,11 +242,20 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
     settings = load_settings()
     path = request.path
     if not (path / "setup.py").is_file():
-        raise ConfigurationError(f"{path} has no setup.py, so it is not an extension build-ext can build.", fix="pass the folder that holds the extension's setup.py.")
+        raise ConfigurationError(
+            f"{path} has no setup.py, so it is not an extension build-ext can build.",
+            fix="pass the folder that holds the extension's setup.py.",
+        )
     if request.mode not in settings.extension_commands:
         raise ConfigurationError(f"--mode {request.mode!r} is not one of {', '.join(settings.extension_commands)}.")
     log, report = run_paths(request.log_dir, "build-ext", path.resolve().name)
-    record = BuildRecord("build-ext", log, report, plan=plan_to_dict(plan), source={"path": str(path), "origin": "extension", "commit": None})
+    record = BuildRecord(
+        "build-ext",
+        log,
+        report,
+        plan=plan_to_dict(plan),
+        source={"path": str(path), "origin": "extension", "commit": None},
+    )
     record.command = _python_command(settings.extension_commands[request.mode])
     record.cwd = str(path)
 
@@ -231,13 +267,18 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
         with record.phase("environment"):
             environment = build_environment(plan, request.cache_dir, settings.run_env)
             env = dict(environment.env)
-            variables, how = extension_cache_env(plan.compiler_cache, plan.os, env, request.cache_dir, settings.extension_cache)
+            variables, how = extension_cache_env(
+                plan.compiler_cache, plan.os, env, request.cache_dir, settings.extension_cache
+            )
             env.update(variables)
         record.note(f"Compiler cache for the extension: {how}.")
         record.set_environment(env)
         record.vcvars = environment.vcvars
         record.runner_env = [{"name": e.name, "value": e.value, "reason": e.reason} for e in environment.added]
-        record.runner_env += [{"name": name, "value": value, "reason": "compiler cache for extension builds"} for name, value in variables.items()]
+        record.runner_env += [
+            {"name": name, "value": value, "reason": "compiler cache for extension builds"}
+            for name, value in variables.items()
+        ]
         reaches = settings.extension_cache.methods.get(plan.compiler_cache, {}).get(plan.os) is not None
         exit_code = _run_command(record, _cache_session(plan, env, settings) if reaches else None, path, env, settings)
         if exit_code != 0:

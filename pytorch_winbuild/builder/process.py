@@ -21,15 +21,15 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import psutil
 
-from ..errors import ToolchainError
-from ..redact import redact_text, remember_secrets
+from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.text.redact import redact_text, remember_secrets
 
 
 class BuildInterrupted(Exception):
@@ -109,9 +109,20 @@ def run_streamed(
     remember_secrets(env)  # the build's own environment: plan and runner variables this process does not have
     started = time.monotonic()
     try:
-        process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_group_options())
+        process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            **_group_options(),
+        )
     except OSError as exc:
-        raise ToolchainError(redact_text(f"could not start `{' '.join(command)}` in {cwd}: {exc}."), fix="check that the program exists and the folder is readable.") from None
+        raise ToolchainError(
+            redact_text(f"could not start `{' '.join(command)}` in {cwd}: {exc}."),
+            fix="check that the program exists and the folder is readable.",
+        ) from None
     assert process.stdout is not None
     try:
         for raw in process.stdout:  # complete lines (up to b"\n" or the end), never a partial chunk

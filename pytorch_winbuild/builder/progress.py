@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
-from ..redact import redact_text
-from .settings import ProgressSettings
+from pytorch_winbuild.builder.settings import ProgressSettings
+from pytorch_winbuild.text.redact import redact_text
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,14 @@ def _clock_text(seconds: float) -> str:
 class ProgressDisplay:
     """Takes every output line of the build; prints it, or turns it into progress."""
 
-    def __init__(self, settings: ProgressSettings, stream: TextIO | None = None, *, interactive: bool | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: ProgressSettings,
+        stream: TextIO | None = None,
+        *,
+        interactive: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._settings = settings
         self._stream = stream or sys.stdout
         self._interactive = is_interactive(self._stream) if interactive is None else interactive
@@ -96,7 +104,15 @@ class ProgressDisplay:
         if self._bar is None or self._bar.total != step.total:
             if self._bar is not None:
                 self._bar.close()
-            self._bar = tqdm(total=step.total, initial=step.done, file=self._stream, unit="step", dynamic_ncols=True, mininterval=0.5, leave=True)
+            self._bar = tqdm(
+                total=step.total,
+                initial=step.done,
+                file=self._stream,
+                unit="step",
+                dynamic_ncols=True,
+                mininterval=0.5,
+                leave=True,
+            )
         self._bar.update(step.done - self._bar.n)
         self._bar.set_postfix_str(text.split("] ", 1)[-1][:60], refresh=False)
 
@@ -111,7 +127,11 @@ class ProgressDisplay:
     def _maybe_plain(self, step: Step) -> None:
         now = self._clock()
         percent = 100 * step.done // step.total if step.total else 100
-        due = percent >= self._next_percent or now - self._last_plain >= self._settings.plain_every_seconds or step.done == step.total
+        due = (
+            percent >= self._next_percent
+            or now - self._last_plain >= self._settings.plain_every_seconds
+            or step.done == step.total
+        )
         if not due:
             return
         every = self._settings.plain_every_percent
@@ -119,7 +139,9 @@ class ProgressDisplay:
         self._last_plain = now
         eta = self.eta_seconds(step)
         eta_text = f", ETA {_clock_text(eta)}" if eta is not None else ""
-        self._print(f"-- progress: {step.done}/{step.total} ({percent}%), elapsed {_clock_text(now - self._started)}{eta_text}")
+        self._print(
+            f"-- progress: {step.done}/{step.total} ({percent}%), elapsed {_clock_text(now - self._started)}{eta_text}"
+        )
 
     def close(self) -> None:
         if self._bar is not None:

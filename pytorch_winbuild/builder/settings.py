@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..config_files import load_toml, require, string_list
-from ..errors import ConfigurationError
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.config_files import load_toml, require, string_list
 
 SETTINGS_FILE = "build_runner.toml"
 STATS_FORMATS = ("json", "tsv", "text")
@@ -96,7 +96,7 @@ def _pattern(text: str, where: str) -> re.Pattern[str]:
 def _argument_lists(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, ...], ...]:
     value = require(table, key, list, where)
     if not all(isinstance(item, list) and item and all(isinstance(arg, str) for arg in item) for item in value):
-        raise ConfigurationError(f"{where}.{key}: expected a list of argument lists such as [[\"-z\"]], got {value!r}.")
+        raise ConfigurationError(f'{where}.{key}: expected a list of argument lists such as [["-z"]], got {value!r}.')
     return tuple(tuple(item) for item in value)
 
 
@@ -131,7 +131,12 @@ def _cache(name: str, table: Any, where: str) -> CacheCommands:
 
 
 def _nvcc_route(table: dict[str, Any], where: str) -> NvccRoute:
-    return NvccRoute(require(table, "variable", str, where), tuple(string_list(table, "homes", where)), require(table, "program", str, where), require(table, "default_home", str, where))
+    return NvccRoute(
+        require(table, "variable", str, where),
+        tuple(string_list(table, "homes", where)),
+        require(table, "program", str, where),
+        require(table, "default_home", str, where),
+    )
 
 
 def _extension_cache(table: dict[str, Any], where: str) -> ExtensionCache:
@@ -142,9 +147,14 @@ def _extension_cache(table: dict[str, Any], where: str) -> ExtensionCache:
         if cache in ("compilers", "disable_torch_wrapper", "nvcc"):
             continue
         if not isinstance(per_os, dict) or not all(method in EXTENSION_METHODS for method in per_os.values()):
-            raise ConfigurationError(f"{where}.{cache}: expected {{ <os> = \"wrapper\" | \"plan\" }}, got {per_os!r}.")
+            raise ConfigurationError(f'{where}.{cache}: expected {{ <os> = "wrapper" | "plan" }}, got {per_os!r}.')
         methods[cache] = dict(per_os)
-    return ExtensionCache({str(k): str(v) for k, v in compilers.items()}, require(table, "disable_torch_wrapper", str, where), nvcc, methods)
+    return ExtensionCache(
+        {str(k): str(v) for k, v in compilers.items()},
+        require(table, "disable_torch_wrapper", str, where),
+        nvcc,
+        methods,
+    )
 
 
 def parse_settings(data: dict[str, Any], source: str) -> RunnerSettings:
@@ -159,16 +169,28 @@ def parse_settings(data: dict[str, Any], source: str) -> RunnerSettings:
         where = f"{source}: run.env[{index}]"
         if not isinstance(entry, dict):
             raise ConfigurationError(f"{where}: expected {{ name, value, reason }}.")
-        run_env.append(RunEnv(require(entry, "name", str, where), require(entry, "value", str, where), require(entry, "reason", str, where)))
+        run_env.append(
+            RunEnv(
+                require(entry, "name", str, where),
+                require(entry, "value", str, where),
+                require(entry, "reason", str, where),
+            )
+        )
     return RunnerSettings(
         progress=ProgressSettings(
-            patterns=tuple(_pattern(text, f"{source}: progress.patterns[{i}]") for i, text in enumerate(string_list(progress, "patterns", f"{source}: progress"))),
+            patterns=tuple(
+                _pattern(text, f"{source}: progress.patterns[{i}]")
+                for i, text in enumerate(string_list(progress, "patterns", f"{source}: progress"))
+            ),
             plain_every_percent=int(_number(progress, "plain_every_percent", f"{source}: progress")),
             plain_every_seconds=_number(progress, "plain_every_seconds", f"{source}: progress"),
         ),
         stop_grace_seconds=_number(run, "stop_grace_seconds", f"{source}: run"),
         run_env=tuple(run_env),
-        extension_commands={mode: tuple(string_list(extension_commands, mode, f"{source}: commands.extension")) for mode in extension_commands},
+        extension_commands={
+            mode: tuple(string_list(extension_commands, mode, f"{source}: commands.extension"))
+            for mode in extension_commands
+        },
         caches={name: _cache(name, table, f"{source}: cache.{name}") for name, table in caches.items()},
         extension_cache=_extension_cache(require(data, "extension_cache", dict, source), f"{source}: extension_cache"),
     )

@@ -25,9 +25,9 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
-from ..errors import ConfigurationError, DependencyError, ToolchainError
-from ..knowledge import Era
-from ..redact import StreamRedactor, redact_text, remember_secrets
+from pytorch_winbuild.errors import ConfigurationError, DependencyError, ToolchainError
+from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.text.redact import StreamRedactor, redact_text, remember_secrets
 
 CLONES_FOLDER = "src"
 CWRAP_SOURCE = Path("aten/src/ATen/common_with_cwrap.py")
@@ -35,7 +35,9 @@ CWRAP_TARGET = Path("tools/shared/cwrap_common.py")
 REF_FIX = "pass a branch (e.g. main or release/2.6), a tag (e.g. v2.6.0) or a full 40-character commit SHA."
 # CSI (ESC [ ... final), OSC/DCS/PM/APC/SOS strings up to BEL or ST, two-character ESC sequences, and every
 # other C0/C1 control but tab, newline and carriage return (git's progress redraws its line with \r).
-_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[]P^_X][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_TERMINAL_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[]P^_X][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HEADER_SCHEMES = ("http", "https")
 
@@ -50,7 +52,14 @@ class SourceCheckout:
     seconds: float
 
     def to_dict(self) -> dict[str, object]:
-        return {"path": str(self.path), "origin": self.origin, "repo": redact_text(self.repo) if self.repo else None, "ref": self.ref, "commit": self.commit, "seconds": round(self.seconds, 3)}
+        return {
+            "path": str(self.path),
+            "origin": self.origin,
+            "repo": redact_text(self.repo) if self.repo else None,
+            "ref": self.ref,
+            "commit": self.commit,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def printable(text: str) -> str:
@@ -62,7 +71,10 @@ def _parsed(repo: str, key: str) -> SplitResult:
     try:
         return urlsplit(repo)
     except ValueError as error:  # e.g. an unclosed [IPv6] host
-        raise ConfigurationError(f"{key}: {redact_text(repo)!r} is not a valid URL ({error}).", fix="pass the repository's URL or path as `git clone` takes it.") from None
+        raise ConfigurationError(
+            f"{key}: {redact_text(repo)!r} is not a valid URL ({error}).",
+            fix="pass the repository's URL or path as `git clone` takes it.",
+        ) from None
 
 
 def _split_userinfo(repo: str, key: str) -> tuple[str, str | None]:
@@ -105,7 +117,10 @@ def _credential_env(repo: str, key: str) -> dict[str, str]:
 def _git_executable(key: str) -> str:
     executable = shutil.which("git")
     if executable is None:
-        raise ToolchainError(f"{key} needs git, and git is not installed.", fix="install Git for Windows (or `apt-get install git`), then run again; or pass --source with an existing checkout.")
+        raise ToolchainError(
+            f"{key} needs git, and git is not installed.",
+            fix="install Git for Windows (or `apt-get install git`), then run again; or pass --source with an existing checkout.",
+        )
     return executable
 
 
@@ -113,9 +128,15 @@ def check_repo(repo: str, key: str = "--repo") -> None:
     """Refuse, before git sees it, a repository git would read as an option or that could not be stored safely."""
     shown = repr(redact_text(repo))
     if repo.startswith("-"):
-        raise ConfigurationError(f"{key}: {shown} starts with '-', so git would read it as an option, not a repository.", fix="pass the repository's URL (https://..., ssh://..., git@host:path) or path; write a path that starts with '-' as ./-name.")
+        raise ConfigurationError(
+            f"{key}: {shown} starts with '-', so git would read it as an option, not a repository.",
+            fix="pass the repository's URL (https://..., ssh://..., git@host:path) or path; write a path that starts with '-' as ./-name.",
+        )
     if _CONTROL_CHARACTER.search(repo):
-        raise ConfigurationError(f"{key}: {shown} contains control characters, which no repository URL or path has.", fix="pass the repository's URL or path as plain text.")
+        raise ConfigurationError(
+            f"{key}: {shown} contains control characters, which no repository URL or path has.",
+            fix="pass the repository's URL or path as plain text.",
+        )
     parts = _parsed(repo, key)
     if parts.password is not None and parts.scheme.lower() not in _HEADER_SCHEMES:
         raise ConfigurationError(
@@ -132,9 +153,13 @@ def check_ref(ref: str, key: str = "--ref") -> None:
     command takes no `--` and would read the ref as its own option.
     """
     if ref.startswith("-"):
-        raise ConfigurationError(f"{key}: {ref!r} starts with '-', so git would read it as an option, not a ref.", fix=REF_FIX)
+        raise ConfigurationError(
+            f"{key}: {ref!r} starts with '-', so git would read it as an option, not a ref.", fix=REF_FIX
+        )
     if not ref.isprintable():
-        raise ConfigurationError(f"{key}: {ref!r} holds a control character, which no branch, tag or commit name has.", fix=REF_FIX)
+        raise ConfigurationError(
+            f"{key}: {ref!r} holds a control character, which no branch, tag or commit name has.", fix=REF_FIX
+        )
     command = [_git_executable(key), "check-ref-format", "--allow-onelevel", ref]
     if subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode != 0:
         raise ConfigurationError(
@@ -178,7 +203,9 @@ class _Git:
     def show(self, *args: str) -> None:
         """Run a step with git's output on stderr as it comes, less control sequences (a remote's messages are not trusted)."""
         command = [self.git, "-C", str(self.folder), *args]
-        with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env) as process:
+        with subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env
+        ) as process:
             stream = process.stdout
             assert stream is not None
             decoder = getincrementaldecoder("utf-8")(errors="replace")
@@ -195,7 +222,14 @@ class _Git:
             )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.git, "-C", str(self.folder), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False, env=self.env)
+        return subprocess.run(
+            [self.git, "-C", str(self.folder), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=self.env,
+        )
 
     def query(self, *args: str) -> str | None:
         completed = self.run(*args)
@@ -213,12 +247,17 @@ def _resolve(git: _Git, ref: str | None, key: str) -> str:
     if ref:
         # A commit no branch or tag of the fetched ones contains (a pull request's head): ask for it.
         fetched = git.run("fetch", "--quiet", "--", "origin", ref)
-        commit = git.query("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}") if fetched.returncode == 0 else None
+        commit = (
+            git.query("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}") if fetched.returncode == 0 else None
+        )
         if commit:
             return commit
         lines = fetched.stderr.strip().splitlines()
         said = f" (git: {printable(redact_text(lines[-1]))})" if lines else ""
-    raise ConfigurationError(f"{key} {ref} names no branch, tag or commit of the repository{said}.", fix="pass an existing branch (e.g. main), tag (e.g. v2.4.0) or full commit SHA.")
+    raise ConfigurationError(
+        f"{key} {ref} names no branch, tag or commit of the repository{said}.",
+        fix="pass an existing branch (e.g. main), tag (e.g. v2.4.0) or full commit SHA.",
+    )
 
 
 def _check_existing(git: _Git, url: str, folder: Path) -> None:
@@ -232,7 +271,11 @@ def _check_existing(git: _Git, url: str, folder: Path) -> None:
         )
     if stored != origin:
         git.show("remote", "set-url", "--", "origin", origin)
-        print(f"Removed the user and password stored in {folder / '.git' / 'config'}: git now gets them from its environment only.", file=sys.stderr, flush=True)
+        print(
+            f"Removed the user and password stored in {folder / '.git' / 'config'}: git now gets them from its environment only.",
+            file=sys.stderr,
+            flush=True,
+        )
     changes = git.query("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
     if changes:
         first = printable(changes.splitlines()[0].strip())
@@ -242,7 +285,9 @@ def _check_existing(git: _Git, url: str, folder: Path) -> None:
         )
 
 
-def acquire_source(*, repo: str, ref: str | None, destination: Path, repo_key: str = "--repo", ref_key: str = "--ref") -> SourceCheckout:
+def acquire_source(
+    *, repo: str, ref: str | None, destination: Path, repo_key: str = "--repo", ref_key: str = "--ref"
+) -> SourceCheckout:
     """Clone `repo` into `destination`, or fetch an existing clone there; check out `ref` with its submodules.
 
     repo_key and ref_key say where the values came from (the flags, or a nightly entry's keys) in errors.
@@ -259,7 +304,10 @@ def acquire_source(*, repo: str, ref: str | None, destination: Path, repo_key: s
         origin = "fetched"
     else:
         if destination.exists() and any(destination.iterdir()):
-            raise ConfigurationError(f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of {redact_text(url)}.", fix="pass --source with an empty or new folder, or remove that one.")
+            raise ConfigurationError(
+                f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of {redact_text(url)}.",
+                fix="pass --source with an empty or new folder, or remove that one.",
+            )
         destination.parent.mkdir(parents=True, exist_ok=True)
         parent = _Git(destination.parent, key=repo_key, env=env)
         parent.show("clone", "--no-checkout", *parent.progress, "--", url, str(destination))

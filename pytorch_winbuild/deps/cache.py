@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BusyError, DependencyError
-from .catalog import Archive
+from pytorch_winbuild.deps.catalog import Archive
+from pytorch_winbuild.errors import BusyError, DependencyError
 
 MARKER_NAME = ".pytorch-winbuild-archive.json"
 MARKER_SCHEMA = 1
@@ -75,13 +75,21 @@ def read_marker(folder: Path) -> Marker | None:
     if not isinstance(data, dict) or data.get("schema") != MARKER_SCHEMA:
         return None
     file_name, sha256, size, extractor = (data.get(k) for k in ("file", "sha256", "size", "extractor"))
-    if not (isinstance(file_name, str) and isinstance(sha256, str) and isinstance(size, int) and isinstance(extractor, str)):
+    if not (
+        isinstance(file_name, str) and isinstance(sha256, str) and isinstance(size, int) and isinstance(extractor, str)
+    ):
         return None
     return Marker(file_name=file_name, sha256=sha256, size=size, extractor=extractor)
 
 
 def write_marker(folder: Path, marker: Marker) -> None:
-    data = {"schema": MARKER_SCHEMA, "file": marker.file_name, "sha256": marker.sha256, "size": marker.size, "extractor": marker.extractor}
+    data = {
+        "schema": MARKER_SCHEMA,
+        "file": marker.file_name,
+        "sha256": marker.sha256,
+        "size": marker.size,
+        "extractor": marker.extractor,
+    }
     (folder / MARKER_NAME).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
@@ -145,7 +153,10 @@ def cache_lock(cache_dir: Path, *, timeout: float, log: Callable[[str], None]) -
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DependencyError(f"cannot create the cache folder {cache_dir} ({exc.strerror or exc}).", fix="pass a writable folder with --cache-dir.") from None
+        raise DependencyError(
+            f"cannot create the cache folder {cache_dir} ({exc.strerror or exc}).",
+            fix="pass a writable folder with --cache-dir.",
+        ) from None
     lock = FileLock(str(cache_dir / LOCK_NAME))
     try:
         lock.acquire(timeout=0)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config_files import config_dir, load_toml, optional, require, string_list
-from ..errors import ConfigurationError
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
 
 CATALOG_FILE = "deps.toml"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -134,16 +134,26 @@ def _file_pattern(table: dict[str, Any], kind: str, where: str) -> str:
     """`file` with only the placeholders parse_catalog fills; a typo is an error naming the key, not a crash."""
     pattern = require(table, "file", str, where)
     try:
-        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(pattern) if name is not None]
+        fields = [
+            (name, spec, conversion)
+            for _, name, spec, conversion in string.Formatter().parse(pattern)
+            if name is not None
+        ]
         if any(spec or conversion for _, spec, conversion in fields):
             raise ValueError("placeholders take no format spec or conversion (':' or '!')")
         names = {name for name, _, _ in fields}
     except ValueError as error:
-        raise ConfigurationError(f"{where}.file: {pattern!r} is not a valid file name pattern ({error}).", fix="write placeholders as {name}, and a literal brace as {{ or }}.") from None
+        raise ConfigurationError(
+            f"{where}.file: {pattern!r} is not a valid file name pattern ({error}).",
+            fix="write placeholders as {name}, and a literal brace as {{ or }}.",
+        ) from None
     unknown = sorted(names - FILE_PLACEHOLDERS[kind])
     if unknown:
         allowed = ", ".join("{" + name + "}" for name in sorted(FILE_PLACEHOLDERS[kind]))
-        raise ConfigurationError(f"{where}.file: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml does not fill.", fix=f"use only {allowed}.")
+        raise ConfigurationError(
+            f"{where}.file: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml does not fill.",
+            fix=f"use only {allowed}.",
+        )
     return pattern
 
 
@@ -167,16 +177,25 @@ def _download_limits(data: dict[str, Any], where: str) -> DownloadLimits:
     defaults = DownloadLimits()
     unknown = sorted(set(table) - {"max_size", "speed_limit", "speed_time", "deadline"})
     if unknown:
-        raise ConfigurationError(f"{table_where}: unknown keys {unknown}; expected max_size, speed_limit, speed_time, deadline.")
+        raise ConfigurationError(
+            f"{table_where}: unknown keys {unknown}; expected max_size, speed_limit, speed_time, deadline."
+        )
     values: dict[str, Any] = {}
-    for key, kind in (("max_size", int), ("speed_limit", int), ("speed_time", (int, float)), ("deadline", (int, float))):
+    for key, kind in (
+        ("max_size", int),
+        ("speed_limit", int),
+        ("speed_time", (int, float)),
+        ("deadline", (int, float)),
+    ):
         value = table.get(key, getattr(defaults, key))
         if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
             raise ConfigurationError(f"{table_where}.{key}: expected a positive number, got {value!r}.")
         try:
             values[key] = value if kind is int else float(value)
         except OverflowError:
-            raise ConfigurationError(f"{table_where}.{key}: {str(value)[:20]}… is too large.", fix="write a number of seconds, e.g. 30.") from None
+            raise ConfigurationError(
+                f"{table_where}.{key}: {str(value)[:20]}… is too large.", fix="write a number of seconds, e.g. 30."
+            ) from None
     return DownloadLimits(**values)
 
 
@@ -195,13 +214,22 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
         file_name = mkl_spec["file"].format(version=version)
         sha256, size = _known(known, file_name, where)
         mkl[version] = Archive(
-            name="mkl", label=mkl_spec["label"], version=version, file_name=file_name, base_url=base_url,
-            sha256=sha256, size=size, layout=mkl_spec["layout"],
-            set_vars=mkl_spec["set_vars"], prepend_vars=mkl_spec["prepend_vars"],
+            name="mkl",
+            label=mkl_spec["label"],
+            version=version,
+            file_name=file_name,
+            base_url=base_url,
+            sha256=sha256,
+            size=size,
+            layout=mkl_spec["layout"],
+            set_vars=mkl_spec["set_vars"],
+            prepend_vars=mkl_spec["prepend_vars"],
         )
     mkl_default = require(mkl_spec["table"], "default_version", str, mkl_spec["where"])
     if mkl_default not in mkl:
-        raise ConfigurationError(f"{mkl_spec['where']}.default_version: '{mkl_default}' is not one of versions {sorted(mkl)}.")
+        raise ConfigurationError(
+            f"{mkl_spec['where']}.default_version: '{mkl_default}' is not one of versions {sorted(mkl)}."
+        )
 
     magma_spec = _kind(data, "magma", where)
     magma: dict[tuple[str, str, str], Archive] = {}
@@ -221,10 +249,18 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
                 file_name = magma_spec["file"].format(version=version, cuda_prefix=prefix, variant=variant)
                 sha256, size = _known(known, file_name, where)
                 magma[(version, prefix, variant)] = Archive(
-                    name="magma", label=magma_spec["label"], version=version, file_name=file_name, base_url=base_url,
-                    sha256=sha256, size=size, layout=magma_spec["layout"],
-                    set_vars=magma_spec["set_vars"], prepend_vars=magma_spec["prepend_vars"],
-                    cuda_prefix=prefix, variant=variant,
+                    name="magma",
+                    label=magma_spec["label"],
+                    version=version,
+                    file_name=file_name,
+                    base_url=base_url,
+                    sha256=sha256,
+                    size=size,
+                    layout=magma_spec["layout"],
+                    set_vars=magma_spec["set_vars"],
+                    prepend_vars=magma_spec["prepend_vars"],
+                    cuda_prefix=prefix,
+                    variant=variant,
                 )
     preference = tuple(string_list(magma_spec["table"], "preference", magma_spec["where"]))
     unknown = [v for v in preference if v not in versions]
@@ -242,8 +278,14 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
         prefer=prefer,
     )
     return Catalog(
-        source=source, base_url=base_url, mkl=mkl, mkl_default=mkl_default, magma=magma,
-        magma_versions=tuple(versions), magma_preference=preference, extract=extract,
+        source=source,
+        base_url=base_url,
+        mkl=mkl,
+        mkl_default=mkl_default,
+        magma=magma,
+        magma_versions=tuple(versions),
+        magma_preference=preference,
+        extract=extract,
         download=_download_limits(data, where),
     )
 
@@ -281,7 +323,11 @@ def _magma_for(catalog: Catalog, cuda: str, magma_versions: list[str], debug: bo
         if archive is not None:
             return archive
     for_prefix = sorted({f"{v} {var}" for (v, p, var) in catalog.magma if p == prefix})
-    available = f"for CUDA {cuda} ({prefix}) there is: {', '.join(for_prefix)}" if for_prefix else f"there is no MAGMA build at all for CUDA {cuda} ({prefix})"
+    available = (
+        f"for CUDA {cuda} ({prefix}) there is: {', '.join(for_prefix)}"
+        if for_prefix
+        else f"there is no MAGMA build at all for CUDA {cuda} ({prefix})"
+    )
     raise ConfigurationError(
         f"no MAGMA {variant} archive for CUDA {cuda} among versions {', '.join(preference)}; {available}.",
         fix=(
@@ -331,6 +377,7 @@ class BuildVariable:
 
 def archive_variables(archive: Archive, folder: Path) -> list[BuildVariable]:
     """CMAKE_INCLUDE_PATH=<mkl>/include, LIB=<mkl>/lib (prepended), MAGMA_HOME=<magma> — as the catalog says."""
+
     def under(sub_path: str) -> str:
         return str(folder / sub_path) if sub_path else str(folder)
 

@@ -26,12 +26,12 @@ from pathlib import Path
 import requests
 from requests.adapters import HTTPAdapter
 
-from .. import __version__
-from ..errors import DependencyError
-from ..redact import redact_text
-from .cache import write_error
-from .catalog import DownloadLimits
-from .progress import Progress
+from pytorch_winbuild import __version__
+from pytorch_winbuild.deps.cache import write_error
+from pytorch_winbuild.deps.catalog import DownloadLimits
+from pytorch_winbuild.deps.progress import Progress
+from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.text.redact import redact_text
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
@@ -213,7 +213,8 @@ def download(
     name = part.name.removesuffix(".part")
     limit = expected_size if expected_size is not None else settings.max_size
     limit_text = (
-        f"the {expected_size} bytes {size_source}" if expected_size is not None
+        f"the {expected_size} bytes {size_source}"
+        if expected_size is not None
         else f"the limit of {settings.max_size} bytes for an archive of unknown size ([download] max_size in build_config/deps.toml)"
     )
     started = time.monotonic()
@@ -250,19 +251,28 @@ def download(
                 status = response.status_code
                 if status == 416 and have:
                     if response.headers.get("Content-Range") == f"bytes */{have}":
-                        return Received(sha256=digest.hexdigest(), size=have, transferred=transferred)  # the .part was already complete
+                        return Received(
+                            sha256=digest.hexdigest(), size=have, transferred=transferred
+                        )  # the .part was already complete
                     raise _Restart("the server refused to resume (HTTP 416)")
                 if status >= 500 or status == 429:
                     raise _Retryable(f"HTTP {status} {response.reason}")
                 if status >= 400:
-                    raise DependencyError(f"{shown} answered HTTP {status} {response.reason}: the file is not there or not readable.", fix=missing_fix)
+                    raise DependencyError(
+                        f"{shown} answered HTTP {status} {response.reason}: the file is not there or not readable.",
+                        fix=missing_fix,
+                    )
                 if status not in (200, 206):
-                    raise DependencyError(f"{shown} answered HTTP {status} {response.reason} instead of the file.", fix=missing_fix)
+                    raise DependencyError(
+                        f"{shown} answered HTTP {status} {response.reason} instead of the file.", fix=missing_fix
+                    )
                 total: int | None = None
                 if status == 206:
                     match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
                     if match is None or int(match.group(1)) != have:
-                        raise _Restart(f"the server resumed at the wrong place ({response.headers.get('Content-Range')!r})")
+                        raise _Restart(
+                            f"the server resumed at the wrong place ({response.headers.get('Content-Range')!r})"
+                        )
                     total = None if match.group(3) == "*" else int(match.group(3))
                 else:
                     if have:
@@ -276,7 +286,10 @@ def download(
                         fix="check the mirror holds the same files as the public bucket; if the file was really replaced, accept it with --update-lock.",
                     )
                 if total is not None and total > limit:
-                    raise DependencyError(f"{shown} announces {total} bytes, more than {limit_text}; nothing was downloaded.", fix=_limits_fix())
+                    raise DependencyError(
+                        f"{shown} announces {total} bytes, more than {limit_text}; nothing was downloaded.",
+                        fix=_limits_fix(),
+                    )
                 progress.start(total, have)
                 pace = _Pace(settings.speed_limit, settings.speed_time, time.monotonic())
                 ended = False  # the body ended by itself, not by an error or a limit
@@ -318,8 +331,15 @@ def download(
                 f"the TLS certificate of {shown} could not be verified ({redact_text(str(exc))}).",
                 fix="if a company proxy inspects HTTPS, point REQUESTS_CA_BUNDLE at its CA certificate file; TLS checks are never switched off.",
             ) from None
-        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema) as exc:
-            raise DependencyError(f"{shown} is not a usable URL ({redact_text(str(exc))}).", fix="pass --mirror as http(s)://host/folder/ or file:///folder/.") from None
+        except (
+            requests.exceptions.InvalidURL,
+            requests.exceptions.MissingSchema,
+            requests.exceptions.InvalidSchema,
+        ) as exc:
+            raise DependencyError(
+                f"{shown} is not a usable URL ({redact_text(str(exc))}).",
+                fix="pass --mirror as http(s)://host/folder/ or file:///folder/.",
+            ) from None
         except (requests.RequestException, _Retryable) as exc:
             unresolved = _name_resolution_error(exc) if isinstance(exc, requests.RequestException) else None
             if unresolved is not None:
@@ -337,7 +357,10 @@ def download(
                 part.unlink(missing_ok=True)
             failures = 0 if received_now else failures + 1
             if failures >= settings.attempts:
-                raise DependencyError(f"could not download {shown}: {reason} ({failures} attempts in a row without progress).", fix=_network_fix()) from None
+                raise DependencyError(
+                    f"could not download {shown}: {reason} ({failures} attempts in a row without progress).",
+                    fix=_network_fix(),
+                ) from None
             wait = min(settings.backoff * 2 ** max(failures - 1, 0), settings.max_backoff)
             if time.monotonic() + wait >= deadline_at:
                 raise DependencyError(

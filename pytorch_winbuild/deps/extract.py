@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DependencyError
-from .cache import Marker, missing_layout, remove_tree, write_error, write_marker
-from .catalog import Archive, ExtractSettings
+from pytorch_winbuild.deps.cache import Marker, missing_layout, remove_tree, write_error, write_marker
+from pytorch_winbuild.deps.catalog import Archive, ExtractSettings
+from pytorch_winbuild.errors import DependencyError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SPACE_MARGIN = 64 * 1024 * 1024  # headroom for file-system overhead
@@ -82,7 +82,12 @@ def list_entries(archive_file: Path) -> list[Entry]:
     try:
         with py7zr.SevenZipFile(archive_file, mode="r") as archive:
             return [
-                Entry(name=item.filename, is_dir=item.is_directory, is_link=bool(item.is_symlink or item.is_junction), size=item.uncompressed or 0)
+                Entry(
+                    name=item.filename,
+                    is_dir=item.is_directory,
+                    is_link=bool(item.is_symlink or item.is_junction),
+                    size=item.uncompressed or 0,
+                )
                 for item in archive.files
             ]
     except (py7zr.exceptions.ArchiveError, lzma.LZMAError, EOFError, ValueError) as exc:
@@ -180,7 +185,7 @@ def _refused_links(output: str, links: frozenset[str]) -> list[tuple[str, str]] 
         return None
     refused = []
     for line in errors:
-        rest = line[len(_DANGEROUS_LINK):].replace("\\", "/")
+        rest = line[len(_DANGEROUS_LINK) :].replace("\\", "/")
         names = [name for name in links if rest.startswith(name + " : ")]
         if not names:
             return None  # not a link the header lists: do not guess
@@ -198,7 +203,9 @@ def _stays_inside(name: str, target: str) -> bool:
     return joined != ".." and not joined.startswith(("../", "/"))
 
 
-def _keep_inside_links(archive_file: Path, work: Path, refused: list[tuple[str, str]], program: str, log: Callable[[str], None]) -> None:
+def _keep_inside_links(
+    archive_file: Path, work: Path, refused: list[tuple[str, str]], program: str, log: Callable[[str], None]
+) -> None:
     """Recreate the links 7-Zip refused that stay inside the folder; refuse the archive for one that leads outside."""
     for name, target in refused:
         if not _stays_inside(name, target):
@@ -211,24 +218,43 @@ def _keep_inside_links(archive_file: Path, work: Path, refused: list[tuple[str, 
         if path.is_symlink() or path.is_file():
             path.unlink()  # 7-Zip leaves an empty file in the link's place
         elif path.exists():
-            log(f"{archive_file.name}: skipped the link {name!r} -> {target!r}: {Path(program).name} left a folder in its place")
+            log(
+                f"{archive_file.name}: skipped the link {name!r} -> {target!r}: {Path(program).name} left a folder in its place"
+            )
             continue
         native_target = target.replace("/", os.sep) if os.name == "nt" else target
         try:
             os.symlink(native_target, path, target_is_directory=(path.parent / native_target).is_dir())
         except OSError as exc:  # Windows without the right to create links
-            log(f"{archive_file.name}: skipped the link {name!r} -> {target!r}: links cannot be created here ({exc.strerror or exc})")
+            log(
+                f"{archive_file.name}: skipped the link {name!r} -> {target!r}: links cannot be created here ({exc.strerror or exc})"
+            )
             continue
-        log(f"{archive_file.name}: {Path(program).name} refused the link {name!r} -> {target!r} as dangerous; it stays inside the folder, so it was recreated")
+        log(
+            f"{archive_file.name}: {Path(program).name} refused the link {name!r} -> {target!r} as dangerous; it stays inside the folder, so it was recreated"
+        )
 
 
-def _extract_native(program: str, archive_file: Path, work: Path, links: frozenset[str] = frozenset(), log: Callable[[str], None] | None = None) -> None:
+def _extract_native(
+    program: str,
+    archive_file: Path,
+    work: Path,
+    links: frozenset[str] = frozenset(),
+    log: Callable[[str], None] | None = None,
+) -> None:
     command = [program, "x", "-y", "-bso0", "-bsp0", f"-o{work}", "--", str(archive_file)]
-    result = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    result = subprocess.run(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+    )
     if result.returncode == 0:
         return
-    if result.returncode < 0 or result.returncode == 255:  # killed, or 7-Zip's "stopped by the user" (Ctrl-C reaches it too)
-        raise DependencyError(f"{Path(program).name} was stopped while extracting {archive_file.name}.", fix="run the command again; the downloaded archive was kept.")
+    if (
+        result.returncode < 0 or result.returncode == 255
+    ):  # killed, or 7-Zip's "stopped by the user" (Ctrl-C reaches it too)
+        raise DependencyError(
+            f"{Path(program).name} was stopped while extracting {archive_file.name}.",
+            fix="run the command again; the downloaded archive was kept.",
+        )
     refused = _refused_links(result.stderr + "\n" + result.stdout, links) if result.returncode == 2 else None
     if refused is not None:
         _keep_inside_links(archive_file, work, refused, program, log or (lambda _line: None))
@@ -240,7 +266,13 @@ def _extract_native(program: str, archive_file: Path, work: Path, links: frozens
 
 
 def extract_into(
-    archive_file: Path, work: Path, *, prefer: str, native: str | None, log: Callable[[str], None], links: frozenset[str] = frozenset()
+    archive_file: Path,
+    work: Path,
+    *,
+    prefer: str,
+    native: str | None,
+    log: Callable[[str], None],
+    links: frozenset[str] = frozenset(),
 ) -> str:
     """Extract with the preferred tool into the empty folder `work`; return the tool's name.
 
@@ -256,7 +288,9 @@ def extract_into(
     except py7zr.exceptions.UnsupportedCompressionMethodError as exc:
         detail = exc.args[1] if len(exc.args) > 1 else str(exc)
         if native is None:
-            raise DependencyError(f"{archive_file.name} uses a compression method py7zr cannot decode ({detail}).", fix=_SEVEN_ZIP_FIX) from None
+            raise DependencyError(
+                f"{archive_file.name} uses a compression method py7zr cannot decode ({detail}).", fix=_SEVEN_ZIP_FIX
+            ) from None
         log(f"{archive_file.name}: py7zr cannot decode it ({str(detail).split('.')[0]}); extracting with {native}")
     remove_tree(work)
     work.mkdir(mode=0o777)

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from ..errors import ConfigurationError
-from ..redact import redact_text
-from . import cache
-from .catalog import Archive, BuildVariable, Catalog, archive_variables, load_catalog
-from .lockfile import LockFile, Pin, default_lock_path, pins_for
-from .lockfile import shipped_lock_path as default_shipped_lock_path
-from .progress import human_size, log_line
+from pytorch_winbuild.deps import cache
+from pytorch_winbuild.deps.catalog import Archive, BuildVariable, Catalog, archive_variables, load_catalog
+from pytorch_winbuild.deps.lockfile import LockFile, Pin, default_lock_path, pins_for
+from pytorch_winbuild.deps.lockfile import shipped_lock_path as default_shipped_lock_path
+from pytorch_winbuild.deps.progress import human_size, log_line
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.text.redact import redact_text
 
 if TYPE_CHECKING:
-    from .download import DownloadSettings
+    from pytorch_winbuild.deps.download import DownloadSettings
 
 DEFAULT_LOCK_TIMEOUT = 3600.0  # a second run waits this long for the first one's downloads
 
@@ -47,11 +47,16 @@ class Source:
 def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
     """Validate --mirror / --from-dir and say where files come from."""
     if mirror and from_dir:
-        raise ConfigurationError("--mirror and --from-dir were both given.", fix="use --from-dir for files downloaded by hand, or --mirror for a server or folder holding them, not both.")
+        raise ConfigurationError(
+            "--mirror and --from-dir were both given.",
+            fix="use --from-dir for files downloaded by hand, or --mirror for a server or folder holding them, not both.",
+        )
     if from_dir:
         folder = Path(from_dir).expanduser()
         if not folder.is_dir():
-            raise ConfigurationError(f"--from-dir {folder}: no such folder.", fix="pass the folder holding the downloaded .7z files.")
+            raise ConfigurationError(
+                f"--from-dir {folder}: no such folder.", fix="pass the folder holding the downloaded .7z files."
+            )
         return Source(folder=folder, from_dir=True)
     if not mirror:
         return Source()
@@ -62,7 +67,10 @@ def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
             path = "//" + parsed.netloc + path  # a UNC share: file://server/share/
         folder = Path(path)
         if not folder.is_dir():
-            raise ConfigurationError(f"--mirror {redact_text(mirror)}: the folder {folder} does not exist.", fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.")
+            raise ConfigurationError(
+                f"--mirror {redact_text(mirror)}: the folder {folder} does not exist.",
+                fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.",
+            )
         return Source(folder=folder)
     if parsed.scheme in ("http", "https") and parsed.netloc:
         return Source(base_url=mirror.rstrip("/") + "/")
@@ -112,7 +120,9 @@ class FetchResult:
         return [variable for item in self.archives for variable in archive_variables(item.archive, item.path)]
 
 
-def describe_fetch(archives: Sequence[Archive], *, cache_dir: PurePath, mirror: str | None = None, from_dir: str | Path | None = None) -> str:
+def describe_fetch(
+    archives: Sequence[Archive], *, cache_dir: PurePath, mirror: str | None = None, from_dir: str | Path | None = None
+) -> str:
     """What `fetch-deps` would do, touching nothing: each archive, where it comes from, where it goes.
 
     `cache_dir` may be another machine's folder (a PureWindowsPath on Linux): then nothing here
@@ -126,7 +136,11 @@ def describe_fetch(archives: Sequence[Archive], *, cache_dir: PurePath, mirror: 
         else:
             origin = redact_text((source.base_url or archive.base_url) + archive.file_name)
         folder = cache.deps_dir(cache_dir, archive)  # type: ignore[arg-type]
-        state = ("already there" if cache.installed_path(cache_dir, archive) else "to fetch") if local else "on that machine"  # type: ignore[arg-type]
+        state = (
+            ("already there" if cache.installed_path(cache_dir, archive) else "to fetch")
+            if local
+            else "on that machine"
+        )  # type: ignore[arg-type]
         lines.append(f"{archive.description}: {origin}")
         lines.append(f"  download  {cache.download_path(cache_dir, archive)}")  # type: ignore[arg-type]
         lines.append(f"  extract   {folder} ({state})")
@@ -148,7 +162,11 @@ def format_summary(result: FetchResult) -> str:
     """Where each archive is, whether it is verified, and the variables a build sets, as cmd.exe lines."""
     lines = []
     for item in result.archives:
-        done = "already in the cache" if item.action == "cached" else f"{item.action}, {human_size(item.downloaded_bytes)} in {item.seconds:.1f} s"
+        done = (
+            "already in the cache"
+            if item.action == "cached"
+            else f"{item.action}, {human_size(item.downloaded_bytes)} in {item.seconds:.1f} s"
+        )
         lines.append(f"{item.archive.description}: {item.path} ({done}; {trust_text(item)})")
     unverified = result.unverified
     if unverified:
@@ -211,7 +229,22 @@ def fetch_archives(
             lock = LockFile.load(lock.path)  # another run may have recorded checksums while we waited
             pending = _not_installed(pending, cache_dir, shipped, lock, done)
             if pending:
-                done.update(_fetch_missing(pending, cache_dir, source, shipped, lock, update_lock, jobs, download_settings, prefer, native_7zip, catalog, log))
+                done.update(
+                    _fetch_missing(
+                        pending,
+                        cache_dir,
+                        source,
+                        shipped,
+                        lock,
+                        update_lock,
+                        jobs,
+                        download_settings,
+                        prefer,
+                        native_7zip,
+                        catalog,
+                        log,
+                    )
+                )
     return FetchResult(archives=tuple(done[archive] for archive in archives), seconds=time.monotonic() - started)
 
 
@@ -225,7 +258,9 @@ def trust_of(pins: list[Pin], sha256: str) -> tuple[str, str]:
     return UNRECORDED, ""
 
 
-def _not_installed(archives: Sequence[Archive], cache_dir: Path, shipped: LockFile, lock: LockFile, done: dict[Archive, FetchedArchive]) -> list[Archive]:
+def _not_installed(
+    archives: Sequence[Archive], cache_dir: Path, shipped: LockFile, lock: LockFile, done: dict[Archive, FetchedArchive]
+) -> list[Archive]:
     """Record the installed archives in `done` and return the others."""
     pending = []
     for archive in archives:
@@ -242,7 +277,14 @@ def _not_installed(archives: Sequence[Archive], cache_dir: Path, shipped: LockFi
         sha256 = marker.sha256 if marker else ""
         trust, where = trust_of(pins, sha256)
         done[archive] = FetchedArchive(
-            archive=archive, path=folder, downloaded_bytes=0, seconds=0.0, action="cached", trust=trust, checked_against=where, sha256=sha256
+            archive=archive,
+            path=folder,
+            downloaded_bytes=0,
+            seconds=0.0,
+            action="cached",
+            trust=trust,
+            checked_against=where,
+            sha256=sha256,
         )
     return pending
 
@@ -262,9 +304,9 @@ def _fetch_missing(
     log: Callable[[str], None],
 ) -> dict[Archive, FetchedArchive]:
     # Imported here: requests and py7zr cost ~0.25 s to import, and a warm run must not pay that.
-    from .download import DownloadSettings  # noqa: F811
-    from .extract import find_native_7zip
-    from .pipeline import Pipeline
+    from pytorch_winbuild.deps.download import DownloadSettings
+    from pytorch_winbuild.deps.extract import find_native_7zip
+    from pytorch_winbuild.deps.pipeline import Pipeline
 
     catalog = catalog or load_catalog()
     extract_settings = catalog.extract
@@ -273,7 +315,15 @@ def _fetch_missing(
         max_size=limits.max_size, speed_limit=limits.speed_limit, speed_time=limits.speed_time, deadline=limits.deadline
     )
     pipeline = Pipeline(
-        cache_dir=cache_dir, source=source, shipped=shipped, lock=lock, update_lock=update_lock, settings=settings,
-        prefer=prefer or extract_settings.prefer, native=native_7zip or find_native_7zip(extract_settings), jobs=jobs, log=log,
+        cache_dir=cache_dir,
+        source=source,
+        shipped=shipped,
+        lock=lock,
+        update_lock=update_lock,
+        settings=settings,
+        prefer=prefer or extract_settings.prefer,
+        native=native_7zip or find_native_7zip(extract_settings),
+        jobs=jobs,
+        log=log,
     )
     return pipeline.run(archives)

@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config_files import config_dir, load_toml, require
-from ..errors import ConfigurationError
-from .catalog import CATALOG_FILE, Archive
+from pytorch_winbuild.deps.catalog import CATALOG_FILE, Archive
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, require
 
 LOCK_FILE = "deps.lock"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -82,13 +82,19 @@ class LockFile:
         data = load_toml(path)
         entries: dict[str, LockEntry] = {}
         for file_name, entry in data.items():
-            where = f"{path}: [\"{file_name}\"]"
+            where = f'{path}: ["{file_name}"]'
             if not isinstance(entry, dict):
-                raise ConfigurationError(f"{where}: expected a table with sha256 and size.", fix=f"correct it, or delete {path} to record the checksums again.")
+                raise ConfigurationError(
+                    f"{where}: expected a table with sha256 and size.",
+                    fix=f"correct it, or delete {path} to record the checksums again.",
+                )
             sha256 = require(entry, "sha256", str, where)
             size = require(entry, "size", int, where)
             if not _SHA256.match(sha256) or size <= 0:
-                raise ConfigurationError(f"{where}: sha256 must be 64 lowercase hex digits and size a positive integer.", fix="correct it, or delete the entry to record it again.")
+                raise ConfigurationError(
+                    f"{where}: sha256 must be 64 lowercase hex digits and size a positive integer.",
+                    fix="correct it, or delete the entry to record it again.",
+                )
             entries[file_name] = LockEntry(sha256=sha256, size=size)
         return cls(path, entries)
 
@@ -102,7 +108,7 @@ class LockFile:
         self.entries = dict(sorted(current.items()))
         lines = [_leading_comments(self.path) or _HEADER]
         for name, item in self.entries.items():
-            lines.append(f"\n[{_basic_string(name)}]\nsha256 = \"{item.sha256}\"\nsize = {item.size}\n")
+            lines.append(f'\n[{_basic_string(name)}]\nsha256 = "{item.sha256}"\nsize = {item.size}\n')
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:

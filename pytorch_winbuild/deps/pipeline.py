@@ -20,15 +20,23 @@ from pathlib import Path
 
 import requests
 
-from ..errors import DependencyError
-from ..redact import redact_text
-from . import cache
-from .catalog import Archive
-from .download import Cancelled, DownloadSettings, Received, copy_local, download, new_session, sha256_of
-from .extract import BadArchive, install_archive
-from .fetch import FIRST_USE, FetchedArchive, Source, trust_of
-from .lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
-from .progress import make_progress
+from pytorch_winbuild.deps import cache
+from pytorch_winbuild.deps.catalog import Archive
+from pytorch_winbuild.deps.download import (
+    Cancelled,
+    DownloadSettings,
+    Received,
+    copy_local,
+    download,
+    new_session,
+    sha256_of,
+)
+from pytorch_winbuild.deps.extract import BadArchive, install_archive
+from pytorch_winbuild.deps.fetch import FIRST_USE, FetchedArchive, Source, trust_of
+from pytorch_winbuild.deps.lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
+from pytorch_winbuild.deps.progress import make_progress
+from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.text.redact import redact_text
 
 
 @dataclass(frozen=True)
@@ -84,11 +92,14 @@ class Pipeline:
         if self.source.folder is None:
             self._session = new_session(jobs)
         try:
-            with ThreadPoolExecutor(jobs, thread_name_prefix="fetch-deps-download") as downloads, ThreadPoolExecutor(
-                extract_workers, thread_name_prefix="fetch-deps-extract"
-            ) as extractions:
+            with (
+                ThreadPoolExecutor(jobs, thread_name_prefix="fetch-deps-download") as downloads,
+                ThreadPoolExecutor(extract_workers, thread_name_prefix="fetch-deps-extract") as extractions,
+            ):
                 try:
-                    obtaining = {downloads.submit(self._obtain, archive, row): archive for row, archive in enumerate(archives)}
+                    obtaining = {
+                        downloads.submit(self._obtain, archive, row): archive for row, archive in enumerate(archives)
+                    }
                     installing: dict[Future[FetchedArchive], Archive] = {}
                     for future in as_completed(obtaining):
                         archive = obtaining[future]
@@ -152,7 +163,9 @@ class Pipeline:
             sha256, size = sha256_of(final, self.settings.chunk_size)
             if self._mismatch(archive, sha256, size) is None:
                 return _Obtained(final, sha256, size, 0, "extracted from downloads/", started)
-            self.log(f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; fetching it again")
+            self.log(
+                f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; fetching it again"
+            )
             final.unlink()
         try:
             received, action = self._receive(archive, row, part)
@@ -172,14 +185,27 @@ class Pipeline:
         progress = make_progress(archive.file_name, row, self.log)
         if self.source.folder is not None:
             received = copy_local(
-                self.source.folder / archive.file_name, part, settings=self.settings, progress=progress, cancel=self.cancel, missing_fix=self._missing_fix(archive)
+                self.source.folder / archive.file_name,
+                part,
+                settings=self.settings,
+                progress=progress,
+                cancel=self.cancel,
+                missing_fix=self._missing_fix(archive),
             )
             return received, "copied"
         assert self._session is not None
         expected_size, size_source = self._expected_size(archive)
         received = download(
-            self._where(archive), part, session=self._session, settings=self.settings, expected_size=expected_size, size_source=size_source,
-            progress=progress, cancel=self.cancel, log=self.log, missing_fix=self._missing_fix(archive),
+            self._where(archive),
+            part,
+            session=self._session,
+            settings=self.settings,
+            expected_size=expected_size,
+            size_source=size_source,
+            progress=progress,
+            cancel=self.cancel,
+            log=self.log,
+            missing_fix=self._missing_fix(archive),
         )
         return received, "downloaded"
 
@@ -195,15 +221,22 @@ class Pipeline:
         conflict = self._mismatch(archive, received.sha256, received.size)
         if conflict is None:
             entry = self.lock.get(archive.file_name)
-            if self.update_lock and entry is not None and entry.sha256 != received.sha256 and not any(p.published for p in self._pins(archive)):
-                self.log(f"{archive.file_name}: differs from {self.lock.path} (SHA-256 {entry.sha256}); accepting the new file because of --update-lock")
+            if (
+                self.update_lock
+                and entry is not None
+                and entry.sha256 != received.sha256
+                and not any(p.published for p in self._pins(archive))
+            ):
+                self.log(
+                    f"{archive.file_name}: differs from {self.lock.path} (SHA-256 {entry.sha256}); accepting the new file because of --update-lock"
+                )
             return
         published = any(pin.published for pin in self._pins(archive))
         fix = (
             "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror is not the published one: "
             "get it from the public bucket or another mirror (--update-lock does not override a published checksum)."
-            if published else
-            "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror differs from the one recorded: "
+            if published
+            else "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror differs from the one recorded: "
             "accept it with `invoke fetch-deps --update-lock` only if you trust where it comes from."
         )
         raise DependencyError(
@@ -216,7 +249,14 @@ class Pipeline:
         target = cache.deps_dir(self.cache_dir, archive)
         try:
             tool = install_archive(
-                obtained.file, archive, target, sha256=obtained.sha256, size=obtained.size, prefer=self.prefer, native=self.native, log=self.log
+                obtained.file,
+                archive,
+                target,
+                sha256=obtained.sha256,
+                size=obtained.size,
+                prefer=self.prefer,
+                native=self.native,
+                log=self.log,
             )
         except BadArchive:
             obtained.file.unlink(missing_ok=True)
@@ -230,8 +270,14 @@ class Pipeline:
             self._record(archive, LockEntry(sha256=obtained.sha256, size=obtained.size))
         seconds = time.monotonic() - obtained.started
         return FetchedArchive(
-            archive=archive, path=target, downloaded_bytes=obtained.transferred, seconds=seconds, action=obtained.action,
-            trust=trust, checked_against=where, sha256=obtained.sha256,
+            archive=archive,
+            path=target,
+            downloaded_bytes=obtained.transferred,
+            seconds=seconds,
+            action=obtained.action,
+            trust=trust,
+            checked_against=where,
+            sha256=obtained.sha256,
         )
 
     def _record(self, archive: Archive, entry: LockEntry) -> None:
@@ -242,7 +288,9 @@ class Pipeline:
             try:
                 self.lock.record(archive.file_name, entry)
             except OSError as exc:
-                self.log(f"warning: could not record the checksum of {archive.file_name} in {self.lock.path} ({exc.strerror or exc}); pass a writable --lock-file")
+                self.log(
+                    f"warning: could not record the checksum of {archive.file_name} in {self.lock.path} ({exc.strerror or exc}); pass a writable --lock-file"
+                )
                 return
             self.log(
                 f"{archive.file_name}: recorded SHA-256 {entry.sha256} in {self.lock.path} "
@@ -260,6 +308,8 @@ def _discard(part: Path) -> None:
 def _combined(errors: list[tuple[Archive, DependencyError]]) -> DependencyError:
     if len(errors) == 1:
         return errors[0][1]
-    message = f"{len(errors)} archives failed: " + " ".join(f"({i}) {archive.file_name}: {error.message}" for i, (archive, error) in enumerate(errors, 1))
+    message = f"{len(errors)} archives failed: " + " ".join(
+        f"({i}) {archive.file_name}: {error.message}" for i, (archive, error) in enumerate(errors, 1)
+    )
     fixes = list(dict.fromkeys(error.fix for _, error in errors if error.fix))
     return DependencyError(message, fix=" Also: ".join(fixes) if fixes else None)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..redact import redact_text
+from pytorch_winbuild.text.redact import redact_text
 
 
 def human_size(size: float) -> str:
@@ -62,7 +62,9 @@ class LogProgress:
         if not complete:
             return  # the retry or error message says what happened
         elapsed = max(time.monotonic() - self.started, 1e-6)
-        self.log(f"{self.name}: received {human_size(self.received)} in {elapsed:.1f} s ({human_size(self.received / elapsed)}/s)")
+        self.log(
+            f"{self.name}: received {human_size(self.received)} in {elapsed:.1f} s ({human_size(self.received / elapsed)}/s)"
+        )
 
 
 class BarProgress:
@@ -78,7 +80,17 @@ class BarProgress:
 
         if self.bar is not None:
             self.bar.close()
-        self.bar = tqdm(total=total, initial=done, desc=self.name, unit="B", unit_scale=True, unit_divisor=1024, position=self.row, leave=True, file=sys.stderr)
+        self.bar = tqdm(
+            total=total,
+            initial=done,
+            desc=self.name,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            position=self.row,
+            leave=True,
+            file=sys.stderr,
+        )
 
     def advance(self, count: int) -> None:
         if self.bar is not None:

@@ -8,6 +8,6 @@ Nightly is a loop of plans over a matrix, not a second build system: each build 
 build`'s runner in wheel mode.
 """
 
-from .run import NightlyOptions, run_nightly
+from pytorch_winbuild.nightly.run import NightlyOptions, run_nightly
 
 __all__ = ["NightlyOptions", "run_nightly"]

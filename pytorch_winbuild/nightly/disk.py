@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..errors import ToolchainError
+from pytorch_winbuild.errors import ToolchainError
 
 GB = 1024**3
 

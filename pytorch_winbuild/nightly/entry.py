@@ -16,30 +16,42 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..builder import BuildRequest, SourceCheckout, acquire_source, run_build
-from ..builder.source import remote_url
-from ..deps.cache import deps_dir, installed_path
-from ..errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
-from ..facts import Facts
-from ..knowledge import Knowledge
-from ..plan import EnvChange, Plan, make_plan
-from ..redact import redact_text
-from ..render import plan_to_dict
-from ..source_tree import read_source_version
-from .disk import check_free_space
-from .interpreter import resolve_python
-from .matrix import Entry, Matrix
-from .retention import WHEEL_RECORD_SUFFIX
-from .shared_cache import shared_cache
-from .state import LastSuccess, NightlyState
+from pytorch_winbuild.builder import BuildRequest, SourceCheckout, acquire_source, run_build
+from pytorch_winbuild.builder.source import remote_url
+from pytorch_winbuild.deps.cache import deps_dir, installed_path
+from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
+from pytorch_winbuild.faces.render import plan_to_dict
+from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.facts.source_tree import read_source_version
+from pytorch_winbuild.knowledge.model import Knowledge
+from pytorch_winbuild.nightly.disk import check_free_space
+from pytorch_winbuild.nightly.interpreter import resolve_python
+from pytorch_winbuild.nightly.matrix import Entry, Matrix
+from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
+from pytorch_winbuild.nightly.shared_cache import shared_cache
+from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
+from pytorch_winbuild.planning.plan import EnvChange, Plan, make_plan
+from pytorch_winbuild.text.redact import redact_text
 
 SOURCES_FOLDER = Path("nightly") / "src"  # under the cache folder: one clone per entry
 # The plan's fields that decide the wheel; decisions, warnings and whether archives are cached yet do not.
-PLAN_IDENTITY_KEYS = ("os", "pytorch_version", "era", "python", "visual_studio", "cuda_host_toolset", "vcvars", "cuda", "generator", "compiler_cache", "changes")
+PLAN_IDENTITY_KEYS = (
+    "os",
+    "pytorch_version",
+    "era",
+    "python",
+    "visual_studio",
+    "cuda_host_toolset",
+    "vcvars",
+    "cuda",
+    "generator",
+    "compiler_cache",
+    "changes",
+)
 
 
 @dataclass(frozen=True)
@@ -126,14 +138,18 @@ def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Pat
         return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
 
     options = entry.options(cache_dir=cache_dir, source_dir=source_dir)
-    plan = make_plan(options, facts, context.knowledge, source_version=read_source_version(source_dir), locate_archive=locate)
-    extra = tuple(EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}") for name, value in entry.env)
+    plan = make_plan(
+        options, facts, context.knowledge, source_version=read_source_version(source_dir), locate_archive=locate
+    )
+    extra = tuple(
+        EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}") for name, value in entry.env
+    )
     return replace(plan, changes=plan.changes + extra)
 
 
 def _fetch_deps(plan: Plan, context: RunContext) -> bool:
     """Fetch the plan's MKL/MAGMA archives that are not in the cache yet; whether anything was missing."""
-    from ..builder.deps import fetch_missing_archives
+    from pytorch_winbuild.builder.deps import fetch_missing_archives
 
     summary = fetch_missing_archives(plan, context.cache_dir, context.mirror)
     if summary:
@@ -156,13 +172,22 @@ def _take_report(result: EntryResult, report: dict[str, Any]) -> None:
     if cache and result.compiler_cache is not None:
         raw = cache.get("raw")
         reported = raw.get("cache_location") if isinstance(raw, dict) else None
-        result.compiler_cache.update({"hits": cache.get("hits"), "misses": cache.get("misses"), "stats": cache.get("summary"), "reported_location": redact_text(reported) if reported else None})
+        result.compiler_cache.update(
+            {
+                "hits": cache.get("hits"),
+                "misses": cache.get("misses"),
+                "stats": cache.get("summary"),
+                "reported_location": redact_text(reported) if reported else None,
+            }
+        )
     build_seconds = (report.get("phases") or {}).get("build")
     if build_seconds is not None:
         result.stages["compile"] = build_seconds
 
 
-def _build(plan: Plan, checkout: SourceCheckout, python: str, context: RunContext, folder: Path, result: EntryResult) -> dict[str, Any]:
+def _build(
+    plan: Plan, checkout: SourceCheckout, python: str, context: RunContext, folder: Path, result: EntryResult
+) -> dict[str, Any]:
     """Run the builder in wheel mode; its report, also taken into `result` when the build fails."""
     folder.mkdir(parents=True, exist_ok=True)
     before = set(folder.glob("build-*.json"))
@@ -183,7 +208,10 @@ def _collect(report: dict[str, Any], folder: Path, result: EntryResult, context:
     """Copy the verified wheel into the entry's folder, with a record of where it came from."""
     built = (report.get("verification") or {}).get("wheel")
     if not built or not Path(built).is_file():
-        raise VerificationError(f"the build of '{result.name}' succeeded, but its report names no wheel ({built}).", fix=f"read the report {result.report}.")
+        raise VerificationError(
+            f"the build of '{result.name}' succeeded, but its report names no wheel ({built}).",
+            fix=f"read the report {result.report}.",
+        )
     wheel = folder / Path(built).name
     shutil.copy2(built, wheel)
     record = {
@@ -199,7 +227,9 @@ def _collect(report: dict[str, Any], folder: Path, result: EntryResult, context:
         "report": Path(result.report).name if result.report else None,
         "log": Path(result.log).name if result.log else None,
     }
-    wheel.with_name(wheel.name + WHEEL_RECORD_SUFFIX).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    wheel.with_name(wheel.name + WHEEL_RECORD_SUFFIX).write_text(
+        json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     return wheel
 
 
@@ -224,7 +254,9 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         print(f"-- [{entry.name}] {free:.1f} GB free (needs {entry.min_free_gb:g} GB).", flush=True)
     with result.timed("source"):
         where = f"{context.matrix.source}: entry '{entry.name}'"
-        checkout = acquire_source(repo=entry.repo, ref=entry.ref, destination=source_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref")
+        checkout = acquire_source(
+            repo=entry.repo, ref=entry.ref, destination=source_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref"
+        )
         result.revision = checkout.commit
     with result.timed("plan"):
         python = resolve_python(entry.python)
@@ -235,14 +267,18 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
     last = _unchanged(entry, result, context)
     if last is not None:
         result.result, result.stage, result.wheel = "skipped", None, last.wheel
-        result.note(f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the success of {last.finished} (--force builds it anyway).")
+        result.note(
+            f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the success of {last.finished} (--force builds it anyway)."
+        )
         return
     with result.timed("deps"):
         if _fetch_deps(plan, context):
             plan = _entry_plan(entry, context, facts, source_dir)
     with result.timed("cache"):
         build_env = {**os.environ, **{change.name: change.value for change in plan.changes if change.action == "set"}}
-        cache = shared_cache(plan.compiler_cache, build_env, context.matrix.shared_cache_env, context.matrix.source, str(source_dir))
+        cache = shared_cache(
+            plan.compiler_cache, build_env, context.matrix.shared_cache_env, context.matrix.source, str(source_dir)
+        )
         plan = replace(plan, changes=plan.changes + cache.changes)
         result.compiler_cache = cache.to_dict()
         print(f"-- [{entry.name}] compiler cache: {cache.describe()}", flush=True)
@@ -253,25 +289,44 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
     with result.timed("collect"):
         wheel = _collect(report, folder, result, context)
     result.wheel = str(wheel)
-    context.state.record(entry.name, LastSuccess(result.revision or "", result.config_hash or "", str(wheel), context.date, datetime.now(timezone.utc).isoformat(timespec="seconds")))
+    context.state.record(
+        entry.name,
+        LastSuccess(
+            result.revision or "",
+            result.config_hash or "",
+            str(wheel),
+            context.date,
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        ),
+    )
     result.result, result.stage = "success", None
 
 
 def run_entry(entry: Entry, context: RunContext, result: EntryResult) -> None:
     """Run one entry into `result`; only Ctrl-C gets out (as InterruptedByUser), every failure stays in `result`."""
     started = time.monotonic()
-    print(f"\n==== nightly entry {entry.name}: {result.repo} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, Python {entry.python} ====", flush=True)
+    print(
+        f"\n==== nightly entry {entry.name}: {result.repo} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, Python {entry.python} ====",
+        flush=True,
+    )
     try:
         _stages(entry, context, result)
     except (InterruptedByUser, KeyboardInterrupt) as stop:
-        error = stop if isinstance(stop, InterruptedByUser) else InterruptedByUser(f"stopped by Ctrl-C during the {result.stage} stage of '{entry.name}'.")
+        error = (
+            stop
+            if isinstance(stop, InterruptedByUser)
+            else InterruptedByUser(f"stopped by Ctrl-C during the {result.stage} stage of '{entry.name}'.")
+        )
         result.result, result.error, result.exit_code = "interrupted", error.paragraph(), error.exit_code
         raise error from None
     except WinbuildError as error:
         result.result, result.error, result.exit_code = "failed", error.paragraph(), error.exit_code
     except Exception as exc:  # a bug must not cost the other entries their wheels
         traceback.print_exc()
-        error = InternalError(f"{type(exc).__name__}: {exc}", fix="this is a bug in pytorch-winbuild; please report it with the traceback printed above.")
+        error = InternalError(
+            f"{type(exc).__name__}: {exc}",
+            fix="this is a bug in pytorch-winbuild; please report it with the traceback printed above.",
+        )
         result.result, result.error, result.exit_code = "failed", error.paragraph(), error.exit_code
     finally:
         result.seconds = round(time.monotonic() - started, 3)

@@ -13,10 +13,10 @@ import shutil
 import subprocess
 import sys
 
-from ..errors import ToolchainError
-from ..facts import PythonInfo
-from ..probe_common import python_info
-from .matrix import PYTHON_CURRENT
+from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.facts.model import PythonInfo
+from pytorch_winbuild.facts.probe_common import python_info
+from pytorch_winbuild.nightly.matrix import PYTHON_CURRENT
 
 QUERY = "import json, platform, struct, sys; print(json.dumps([platform.python_version(), struct.calcsize('P') * 8, sys.executable, platform.python_implementation()]))"
 TIMEOUT_SECONDS = 60
@@ -25,9 +25,19 @@ _VERSION = re.compile(r"^\d+\.\d+$")
 
 def _ask(command: list[str], spec: str) -> PythonInfo:
     try:
-        completed = subprocess.run([*command, "-c", QUERY], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_SECONDS, check=False)
+        completed = subprocess.run(
+            [*command, "-c", QUERY],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_SECONDS,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolchainError(f"python = {spec!r}: `{' '.join(command)}` could not be run ({exc}).", fix="install that Python, or change the entry's python in the matrix.") from None
+        raise ToolchainError(
+            f"python = {spec!r}: `{' '.join(command)}` could not be run ({exc}).",
+            fix="install that Python, or change the entry's python in the matrix.",
+        ) from None
     try:
         version, bits, executable, implementation = json.loads(completed.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError, TypeError):
@@ -36,7 +46,9 @@ def _ask(command: list[str], spec: str) -> PythonInfo:
             f"python = {spec!r}: `{' '.join(command)}` did not answer like a Python interpreter (exit status {completed.returncode}: {output[-1] if output else 'no output'}).",
             fix="install that Python, or change the entry's python in the matrix.",
         ) from None
-    return PythonInfo(version=str(version), bits=int(bits), executable=str(executable), implementation=str(implementation))
+    return PythonInfo(
+        version=str(version), bits=int(bits), executable=str(executable), implementation=str(implementation)
+    )
 
 
 def _version_command(version: str) -> list[str]:
@@ -49,7 +61,7 @@ def _version_command(version: str) -> list[str]:
     if found is None:
         raise ToolchainError(
             f"python = {version!r}: no Python {version} was found ({'py -' + version + ' and ' if os.name == 'nt' else ''}python{version} on PATH).",
-            fix=f"install Python {version} (64-bit) on the runner, or set the entry's python to a path or \"current\".",
+            fix=f'install Python {version} (64-bit) on the runner, or set the entry\'s python to a path or "current".',
         )
     return [found]
 

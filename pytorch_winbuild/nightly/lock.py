@@ -14,16 +14,16 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Callable
 
 import psutil
 from filelock import AcquireReturnProxy, FileLock, Timeout
 
-from ..errors import BusyError
+from pytorch_winbuild.errors import BusyError
 
 GUARD_TIMEOUT_SECONDS = 30.0
 # A process created later than the lock was written cannot be its holder (the PID was reused).
@@ -46,7 +46,7 @@ def current_holder() -> LockHolder:
     now = time.time()
     return LockHolder(
         pid=os.getpid(),
-        started=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
+        started=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
         created=now,
         host=socket.gethostname(),
         command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:200],
@@ -62,7 +62,9 @@ def read_holder(path: Path) -> LockHolder | None:
     except OSError as exc:
         raise ValueError(str(exc)) from None
     try:
-        return LockHolder(int(data["pid"]), str(data["started"]), float(data["created"]), str(data["host"]), str(data["command"]))
+        return LockHolder(
+            int(data["pid"]), str(data["started"]), float(data["created"]), str(data["host"]), str(data["command"])
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"missing or malformed field {exc}") from None
 
@@ -101,7 +103,10 @@ class NightlyLock:
         try:
             return self._guard.acquire(timeout=GUARD_TIMEOUT_SECONDS)
         except Timeout:
-            raise BusyError(f"another nightly is starting or stopping right now ({self.path}.guard stayed locked for {GUARD_TIMEOUT_SECONDS:.0f} s).", fix="wait a minute and run again.") from None
+            raise BusyError(
+                f"another nightly is starting or stopping right now ({self.path}.guard stayed locked for {GUARD_TIMEOUT_SECONDS:.0f} s).",
+                fix="wait a minute and run again.",
+            ) from None
 
     def __enter__(self) -> NightlyLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,11 +122,15 @@ class NightlyLock:
                         f"another nightly is running: {holder.describe()} holds {self.path}.",
                         fix="wait for it to finish (one nightly at a time shares the cache and the output folder); if that process is not a nightly, delete the lock file.",
                     )
-                self.log(f"-- Taking over the nightly lock {self.path}: its holder, {holder.describe()}, is no longer running.")
+                self.log(
+                    f"-- Taking over the nightly lock {self.path}: its holder, {holder.describe()}, is no longer running."
+                )
             _write(self.path, self.holder)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         with self._guarded():
             try:
                 holder = read_holder(self.path)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..builder.source import check_ref, check_repo
-from ..config_files import load_toml, optional, require
-from ..errors import ConfigurationError
-from ..gpu_plan import checked_arch_list
-from ..knowledge import Knowledge
-from ..plan import Options
-from ..redact import is_secret_name, redact_text
+from pytorch_winbuild.builder.source import check_ref, check_repo
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
+from pytorch_winbuild.knowledge.model import Knowledge
+from pytorch_winbuild.planning.gpu_plan import checked_arch_list
+from pytorch_winbuild.planning.plan import Options
+from pytorch_winbuild.text.redact import is_secret_name, redact_text
 
 DEFAULT_MATRIX = "nightly.toml"
 MODES = ("wheel",)
@@ -27,7 +27,14 @@ PYTHON_CURRENT = "current"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.
-PLAN_KEYS: dict[str, type] = {"vs": str, "toolset": str, "generator": str, "compiler_cache": str, "arch_list": str, "jobs": int}
+PLAN_KEYS: dict[str, type] = {
+    "vs": str,
+    "toolset": str,
+    "generator": str,
+    "compiler_cache": str,
+    "arch_list": str,
+    "jobs": int,
+}
 ENTRY_KEYS = {"name", "repo", "ref", "cuda", "python", "mode", "env", "min_free_gb", *PLAN_KEYS}
 SETTINGS_KEYS = {"output_dir", "keep_days", "min_free_gb"}
 SHARED_CACHE_KEYS = {"env"}
@@ -56,7 +63,13 @@ class Entry:
 
     def options(self, *, cache_dir: Path, source_dir: Path) -> Options:
         """The plan's options for this entry: its own values, the plan's defaults for the rest."""
-        return Options(cuda=self.cuda, mode=self.mode, cache_dir=str(cache_dir), source_dir=str(source_dir), **dict(self.plan_options))
+        return Options(
+            cuda=self.cuda,
+            mode=self.mode,
+            cache_dir=str(cache_dir),
+            source_dir=str(source_dir),
+            **dict(self.plan_options),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,7 +105,10 @@ class Matrix:
         known = {entry.name for entry in self.entries}
         unknown = [name for name in names if name not in known]
         if unknown:
-            raise ConfigurationError(f"--only {', '.join(unknown)}: no such entry in {self.source}.", fix=f"pass one of {', '.join(sorted(known))}.")
+            raise ConfigurationError(
+                f"--only {', '.join(unknown)}: no such entry in {self.source}.",
+                fix=f"pass one of {', '.join(sorted(known))}.",
+            )
         return tuple(entry for entry in self.entries if entry.name in names)
 
     def with_overrides(self, *, output_dir: Path | None, keep_days: int | None, min_free_gb: float | None) -> Matrix:
@@ -100,9 +116,15 @@ class Matrix:
         settings = Settings(
             output_dir=output_dir if output_dir is not None else self.settings.output_dir,
             keep_days=_positive_days(keep_days, "--keep-days") if keep_days is not None else self.settings.keep_days,
-            min_free_gb=_free_gb(min_free_gb, "--min-free-gb") if min_free_gb is not None else self.settings.min_free_gb,
+            min_free_gb=_free_gb(min_free_gb, "--min-free-gb")
+            if min_free_gb is not None
+            else self.settings.min_free_gb,
         )
-        entries = self.entries if min_free_gb is None else tuple(replace(entry, min_free_gb=settings.min_free_gb) for entry in self.entries)
+        entries = (
+            self.entries
+            if min_free_gb is None
+            else tuple(replace(entry, min_free_gb=settings.min_free_gb) for entry in self.entries)
+        )
         return replace(self, settings=settings, entries=entries)
 
 
@@ -118,13 +140,18 @@ def _free_gb(value: Any, where: str) -> float:
     try:
         return float(value)
     except OverflowError:
-        raise ConfigurationError(f"{where}: {str(value)[:20]}… GB is more than any disk.", fix="write the free space the entry needs in GB, e.g. 40.") from None
+        raise ConfigurationError(
+            f"{where}: {str(value)[:20]}… GB is more than any disk.",
+            fix="write the free space the entry needs in GB, e.g. 40.",
+        ) from None
 
 
 def _unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
     unknown = sorted(set(table) - known)
     if unknown:
-        raise ConfigurationError(f"{where}: unknown key(s) {', '.join(unknown)}.", fix=f"the keys are {', '.join(sorted(known))}.")
+        raise ConfigurationError(
+            f"{where}: unknown key(s) {', '.join(unknown)}.", fix=f"the keys are {', '.join(sorted(known))}."
+        )
 
 
 def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
@@ -135,7 +162,10 @@ def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, 
         if not _VARIABLE.match(name):
             raise ConfigurationError(f"{where}.{key}.{name}: not a valid environment variable name.")
         if not isinstance(value, str):
-            raise ConfigurationError(f"{where}.{key}.{name}: expected a string, got {type(value).__name__} {value!r}.", fix=f'quote it: {name} = "{value}".')
+            raise ConfigurationError(
+                f"{where}.{key}.{name}: expected a string, got {type(value).__name__} {value!r}.",
+                fix=f'quote it: {name} = "{value}".',
+            )
         if is_secret_name(name) or redact_text(value) != value:
             raise ConfigurationError(
                 f"{where}.{key}.{name}: looks like a credential, and credentials never go in a file in the repo.",
@@ -166,7 +196,9 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         raise ConfigurationError(f"{where}: expected a table ([[entry]]).")
     name = require(table, "name", str, where)
     if not _NAME.match(name):
-        raise ConfigurationError(f"{where}.name: {name!r} must be letters, digits, '.', '_' and '-' (it names the entry's folders).")
+        raise ConfigurationError(
+            f"{where}.name: {name!r} must be letters, digits, '.', '_' and '-' (it names the entry's folders)."
+        )
     where = f"{source}: entry '{name}'"
     _unknown_keys(table, ENTRY_KEYS, where)
     cuda = require(table, "cuda", str, where)
@@ -175,13 +207,20 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
     except ConfigurationError as error:
         raise ConfigurationError(f"{where}.cuda: {error.message}", fix="use X.Y (e.g. 12.4) or cpu.") from None
     if cuda == "auto":
-        raise ConfigurationError(f"{where}.cuda: 'auto' would let the runner's installs decide what a nightly entry builds.", fix="name the CUDA version (e.g. 12.4) or cpu.")
+        raise ConfigurationError(
+            f"{where}.cuda: 'auto' would let the runner's installs decide what a nightly entry builds.",
+            fix="name the CUDA version (e.g. 12.4) or cpu.",
+        )
     mode = optional(table, "mode", str, where, MODES[0])
     if mode not in MODES:
-        raise ConfigurationError(f"{where}.mode: {mode!r}; the nightly builds wheels (mode = \"wheel\"): install or develop would change the runner's own Python.")
+        raise ConfigurationError(
+            f'{where}.mode: {mode!r}; the nightly builds wheels (mode = "wheel"): install or develop would change the runner\'s own Python.'
+        )
     python = optional(table, "python", str, where, PYTHON_CURRENT).strip()
     if not python:
-        raise ConfigurationError(f"{where}.python: empty.", fix="use \"current\", a version such as \"3.11\", or a path to python.exe.")
+        raise ConfigurationError(
+            f"{where}.python: empty.", fix='use "current", a version such as "3.11", or a path to python.exe.'
+        )
     repo = require(table, "repo", str, where)
     check_repo(repo, f"{where}.repo")
     ref = optional(table, "ref", str, where, "") or None
@@ -195,12 +234,16 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         python=python,
         mode=mode,
         env=_variables(table, "env", where),
-        min_free_gb=_free_gb(table["min_free_gb"], f"{where}.min_free_gb") if "min_free_gb" in table else default_free_gb,
+        min_free_gb=_free_gb(table["min_free_gb"], f"{where}.min_free_gb")
+        if "min_free_gb" in table
+        else default_free_gb,
         plan_options=_arch_list_for_cuda(_plan_options(table, where, knowledge), cuda, where, knowledge),
     )
 
 
-def _arch_list_for_cuda(options: tuple[tuple[str, Any], ...], cuda: str, where: str, knowledge: Knowledge) -> tuple[tuple[str, Any], ...]:
+def _arch_list_for_cuda(
+    options: tuple[tuple[str, Any], ...], cuda: str, where: str, knowledge: Knowledge
+) -> tuple[tuple[str, Any], ...]:
     """An arch_list the entry's nvcc would refuse fails now, not at 3 a.m. an hour into the build."""
     arch_list = dict(options).get("arch_list")
     if arch_list is not None and cuda != "cpu":
@@ -226,12 +269,17 @@ def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Mat
     _unknown_keys(shared, SHARED_CACHE_KEYS, f"{source}: shared_cache")
     tables = require(data, "entry", list, source)
     if not tables:
-        raise ConfigurationError(f"{source}: the matrix has no [[entry]].", fix="add at least one [[entry]] with name, repo and cuda.")
+        raise ConfigurationError(
+            f"{source}: the matrix has no [[entry]].", fix="add at least one [[entry]] with name, repo and cuda."
+        )
     entries = [_entry(table, index, source, settings.min_free_gb, knowledge) for index, table in enumerate(tables)]
     seen: set[str] = set()
     for entry in entries:
         if entry.name in seen:
-            raise ConfigurationError(f"{source}: entry '{entry.name}' appears twice.", fix="give every entry its own name (it names the entry's folders).")
+            raise ConfigurationError(
+                f"{source}: entry '{entry.name}' appears twice.",
+                fix="give every entry its own name (it names the entry's folders).",
+            )
         seen.add(entry.name)
     return Matrix(source, settings, _variables(shared, "env", f"{source}: shared_cache"), tuple(entries))
 

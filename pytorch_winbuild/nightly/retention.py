@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..deps.cache import remove_tree
+from pytorch_winbuild.deps.cache import remove_tree
 
 DATE_FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 WHEEL_RECORD_SUFFIX = ".nightly.json"  # written next to each collected wheel: where it came from
@@ -28,7 +28,12 @@ class RetentionResult:
     kept_wheels: tuple[str, ...]  # wheels kept in expired folders as their entry's newest
 
     def to_dict(self) -> dict[str, Any]:
-        return {"keep_days": self.keep_days, "oldest_kept": self.oldest_kept, "removed_folders": list(self.removed_folders), "kept_wheels": list(self.kept_wheels)}
+        return {
+            "keep_days": self.keep_days,
+            "oldest_kept": self.oldest_kept,
+            "removed_folders": list(self.removed_folders),
+            "kept_wheels": list(self.kept_wheels),
+        }
 
 
 def date_folders(output_dir: Path) -> list[tuple[date, Path]]:

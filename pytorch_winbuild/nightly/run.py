@@ -11,18 +11,18 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import BuildError
-from ..knowledge import load_knowledge
-from ..probe import probe
-from .entry import EntryResult, RunContext, run_entry
-from .lock import NightlyLock
-from .matrix import load_matrix
-from .retention import apply_retention
-from .state import NightlyState
-from .summary import NightlySummary, publish_to_github
+from pytorch_winbuild.errors import BuildError
+from pytorch_winbuild.facts.probe import probe
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.nightly.entry import EntryResult, RunContext, run_entry
+from pytorch_winbuild.nightly.lock import NightlyLock
+from pytorch_winbuild.nightly.matrix import load_matrix
+from pytorch_winbuild.nightly.retention import apply_retention
+from pytorch_winbuild.nightly.state import NightlyState
+from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github
 
 LOCK_FILE = Path("nightly") / "nightly.lock"  # under the cache folder, which the entries share
 
@@ -44,10 +44,12 @@ class NightlyOptions:
 def run_nightly(options: NightlyOptions) -> NightlySummary:
     """Build every selected entry; raises BuildError (exit 5) after the summary when any entry failed."""
     knowledge = load_knowledge()
-    matrix = load_matrix(options.matrix, knowledge).with_overrides(output_dir=options.output_dir, keep_days=options.keep_days, min_free_gb=options.min_free_gb)
+    matrix = load_matrix(options.matrix, knowledge).with_overrides(
+        output_dir=options.output_dir, keep_days=options.keep_days, min_free_gb=options.min_free_gb
+    )
     entries = matrix.select(options.only)
     with NightlyLock(options.cache_dir / LOCK_FILE):
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         output_dir = matrix.settings.output_dir.absolute()
         summary = NightlySummary(
             started=now.isoformat(timespec="seconds"),
@@ -79,9 +81,15 @@ def run_nightly(options: NightlyOptions) -> NightlySummary:
             summary.seconds = time.monotonic() - clock
             summary.write()
             publish_to_github(summary, dict(os.environ))
-            print(f"\n== nightly {summary.date}: {summary.headline()} ==\n  summary  {summary.json_path}\n  markdown {summary.markdown_path}", flush=True)
+            print(
+                f"\n== nightly {summary.date}: {summary.headline()} ==\n  summary  {summary.json_path}\n  markdown {summary.markdown_path}",
+                flush=True,
+            )
     failed = summary.failed
     if failed:
         names = ", ".join(f"{entry.name} (at {entry.stage})" for entry in failed)
-        raise BuildError(f"{len(failed)} of {len(summary.entries)} nightly entries failed: {names}.", fix=f"read the failures in {summary.markdown_path}; each names its first error, diagnosis and report.")
+        raise BuildError(
+            f"{len(failed)} of {len(summary.entries)} nightly entries failed: {names}.",
+            fix=f"read the failures in {summary.markdown_path}; each names its first error, diagnosis and report.",
+        )
     return summary

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config_files import load_toml, optional, require, string_list
-from ..errors import ConfigurationError
-from ..plan import EnvChange
-from ..redact import redact_text
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
+from pytorch_winbuild.planning.plan import EnvChange
+from pytorch_winbuild.text.redact import redact_text
 
 KNOWLEDGE_FILE = "shared_cache.toml"
 CONNECT_TIMEOUT_SECONDS = 3.0
@@ -56,11 +56,20 @@ class SharedCache:
     def describe(self) -> str:
         if self.engine == "none":
             return "no compiler cache"
-        where = f"{self.engine} → {', '.join(self.backends)} ({self.location})" if self.backends else f"{self.engine} → local ({self.location})"
+        where = (
+            f"{self.engine} → {', '.join(self.backends)} ({self.location})"
+            if self.backends
+            else f"{self.engine} → local ({self.location})"
+        )
         return where + (f"; {self.fallback}" if self.fallback else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "backends": list(self.backends), "location": self.location, "fallback": self.fallback}
+        return {
+            "engine": self.engine,
+            "backends": list(self.backends),
+            "location": self.location,
+            "fallback": self.fallback,
+        }
 
 
 def _backend(name: str, table: Any, where: str) -> Backend:
@@ -68,7 +77,9 @@ def _backend(name: str, table: Any, where: str) -> Backend:
         raise ConfigurationError(f"{where}: expected a table with select and requires.")
     groups = require(table, "requires", list, where)
     if not all(isinstance(group, list) and group and all(isinstance(v, str) for v in group) for group in groups):
-        raise ConfigurationError(f"{where}.requires: expected a list of variable lists such as [[\"A\", \"B\"]], got {groups!r}.")
+        raise ConfigurationError(
+            f'{where}.requires: expected a list of variable lists such as [["A", "B"]], got {groups!r}.'
+        )
     port = optional(table, "default_port", int, where, 0)
     if port < 0 or port > 65535:
         raise ConfigurationError(f"{where}.default_port: {port} is not a TCP port.")
@@ -90,7 +101,9 @@ def parse_engines(data: dict[str, Any], source: str) -> dict[str, Engine]:
             name=name,
             local=require(table, "local", str, where),
             source_folder=source_folder or None,
-            backends=tuple(_backend(backend, spec, f"{where}.backends.{backend}") for backend, spec in backends.items()),
+            backends=tuple(
+                _backend(backend, spec, f"{where}.backends.{backend}") for backend, spec in backends.items()
+            ),
         )
     return engines
 
@@ -116,7 +129,10 @@ def endpoints(value: str, default_port: int) -> list[tuple[str, int]]:
         try:
             port = parsed.port or default_port
         except ValueError:
-            raise ConfigurationError(f"the shared cache endpoint {redact_text(part)} has an invalid port.", fix="write it as host:port or redis://host:port.") from None
+            raise ConfigurationError(
+                f"the shared cache endpoint {redact_text(part)} has an invalid port.",
+                fix="write it as host:port or redis://host:port.",
+            ) from None
         found.append((parsed.hostname, port))
     return found
 
@@ -134,7 +150,13 @@ def unreachable(value: str, default_port: int) -> str | None:
     return "; ".join(problems) or None
 
 
-def shared_cache(engine_name: str, build_env: Mapping[str, str], matrix_env: tuple[tuple[str, str], ...], matrix_source: str, source_dir: str) -> SharedCache:
+def shared_cache(
+    engine_name: str,
+    build_env: Mapping[str, str],
+    matrix_env: tuple[tuple[str, str], ...],
+    matrix_source: str,
+    source_dir: str,
+) -> SharedCache:
     """The cache an entry's build will use with `engine_name` (the plan's compiler cache), and the changes for it.
 
     `build_env` is the runner's environment with the plan's variables; the matrix's
@@ -144,12 +166,23 @@ def shared_cache(engine_name: str, build_env: Mapping[str, str], matrix_env: tup
     if engine_name == "none":
         return SharedCache("none", (), "", None, ())
     engine = engines.get(engine_name)
-    changes = [EnvChange(name, value, "set", f"shared compiler cache ({matrix_source} [shared_cache])") for name, value in matrix_env if name not in build_env]
+    changes = [
+        EnvChange(name, value, "set", f"shared compiler cache ({matrix_source} [shared_cache])")
+        for name, value in matrix_env
+        if name not in build_env
+    ]
     env = {**dict(matrix_env), **build_env}
     if engine is None:
         return SharedCache(engine_name, (), "its default local folder", None, tuple(changes))
     if engine.source_folder:
-        changes.append(EnvChange(engine.source_folder, source_dir, "set", "the checkout folder is stripped from cache keys, so runners with other checkout paths share entries"))
+        changes.append(
+            EnvChange(
+                engine.source_folder,
+                source_dir,
+                "set",
+                "the checkout folder is stripped from cache keys, so runners with other checkout paths share entries",
+            )
+        )
     selected, locations, fallback = [], [], None
     for backend in engine.backends:
         chosen = next((name for name in backend.select if _is_set(env, name)), None)
@@ -164,7 +197,11 @@ def shared_cache(engine_name: str, build_env: Mapping[str, str], matrix_env: tup
         problem = unreachable(env[chosen], backend.default_port) if backend.default_port else None
         if problem:
             fallback = f"the shared {backend.name} cache {redact_text(env[chosen])} is unreachable ({problem}), so this build used the local cache"
-            changes += [EnvChange(name, "", "unset", f"the shared {backend.name} cache is unreachable: use the local cache") for name in backend.select if name in env]
+            changes += [
+                EnvChange(name, "", "unset", f"the shared {backend.name} cache is unreachable: use the local cache")
+                for name in backend.select
+                if name in env
+            ]
             continue
         selected.append(backend.name)
         locations.append(redact_text(env[chosen]))

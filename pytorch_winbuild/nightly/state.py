@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 STATE_FILE = "state.json"
 STATE_FORMAT = 1
@@ -44,7 +44,10 @@ class NightlyState:
         """Remember a success at once, so a later crash of the run does not forget it."""
         self.entries[entry] = success
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"format": STATE_FORMAT, "entries": {name: asdict(value) for name, value in sorted(self.entries.items())}}
+        data = {
+            "format": STATE_FORMAT,
+            "entries": {name: asdict(value) for name, value in sorted(self.entries.items())},
+        }
         temporary = self.path.with_name(STATE_FILE + ".tmp")
         temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(temporary, self.path)

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..redact import redact_text
-from ..report import _duration
-from .entry import EntryResult
-from .retention import RetentionResult
+from pytorch_winbuild.builder.report import _duration
+from pytorch_winbuild.nightly.entry import EntryResult
+from pytorch_winbuild.nightly.retention import RetentionResult
+from pytorch_winbuild.text.redact import redact_text
 
 SUMMARY_FORMAT = 1
 ICONS = {"success": "✅", "failed": "❌", "skipped": "⏭️", "interrupted": "⏹️", "not run": "⏸️"}
@@ -91,7 +91,10 @@ class NightlySummary:
     def write(self) -> None:
         """Write both files through temporary ones, so a reader never sees half of one."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for path, text in ((self.json_path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"), (self.markdown_path, render_markdown(self))):
+        for path, text in (
+            (self.json_path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"),
+            (self.markdown_path, render_markdown(self)),
+        ):
             temporary = path.with_name(path.name + ".tmp")
             temporary.write_text(redact_text(text), encoding="utf-8")
             os.replace(temporary, path)
@@ -116,7 +119,12 @@ def _result_cell(entry: EntryResult) -> str:
 
 
 def _failure_section(entry: EntryResult) -> list[str]:
-    lines = ["", f"### {ICONS[entry.result]} {entry.name}: {entry.result} at {entry.stage}", "", entry.error or "(no message)"]
+    lines = [
+        "",
+        f"### {ICONS[entry.result]} {entry.name}: {entry.result} at {entry.stage}",
+        "",
+        entry.error or "(no message)",
+    ]
     first = entry.first_error
     if first:
         block = [line["text"] for line in first.get("lines", [])][:FIRST_ERROR_LINES]
@@ -167,7 +175,10 @@ def render_markdown(summary: NightlySummary) -> str:
         lines += _failure_section(entry)
     if summary.retention and (summary.retention.removed_folders or summary.retention.kept_wheels):
         retention = summary.retention
-        lines += ["", f"Retention ({retention.keep_days} days): removed {len(retention.removed_folders)} old folder(s); kept {len(retention.kept_wheels)} older wheel(s) as their entry's newest."]
+        lines += [
+            "",
+            f"Retention ({retention.keep_days} days): removed {len(retention.removed_folders)} old folder(s); kept {len(retention.kept_wheels)} older wheel(s) as their entry's newest.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -180,4 +191,8 @@ def publish_to_github(summary: NightlySummary, environ: dict[str, str]) -> None:
     output = environ.get("GITHUB_OUTPUT")
     if output:
         with open(output, "a", encoding="utf-8") as handle:
-            handle.write(redact_text(f"run-dir={summary.run_dir}\nsummary-json={summary.json_path}\nsummary-md={summary.markdown_path}\n"))
+            handle.write(
+                redact_text(
+                    f"run-dir={summary.run_dir}\nsummary-json={summary.json_path}\nsummary-md={summary.markdown_path}\n"
+                )
+            )

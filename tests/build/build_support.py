@@ -36,11 +36,21 @@ def invoke_command(python: Path | str, *args: str) -> list[str]:
     return [str(python), "-m", "invoke", "--search-root", str(REPO_ROOT), *args]
 
 
-def run_invoke(python: Path | str, *args: str, env: dict[str, str] | None = None, timeout: float = BUILD_TIMEOUT) -> subprocess.CompletedProcess[str]:
+def run_invoke(
+    python: Path | str, *args: str, env: dict[str, str] | None = None, timeout: float = BUILD_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     """Run an invoke task as a user would (from the repo root, no terminal), with its real exit code."""
     full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
     full_env.pop("CI", None)  # the console output must not depend on where the tests run
-    return subprocess.run(invoke_command(python, *args), cwd=REPO_ROOT, env=full_env, capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+    return subprocess.run(
+        invoke_command(python, *args),
+        cwd=REPO_ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
 
 
 def reports(log_dir: Path) -> list[dict[str, Any]]:

@@ -64,7 +64,9 @@ def test_built_extension_imports_and_computes(builds: Builds) -> None:
         "except RuntimeError as error:\n"
         "    print(str(error).splitlines()[0])\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], cwd=builds.source, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=builds.source, capture_output=True, text=True, check=True
+    )
     assert done.stdout.splitlines() == ["[1.0, 3.0, 5.0]", "[5.0, 10.0]", "add_scaled: shapes differ: [2] and [3]"]
 
 

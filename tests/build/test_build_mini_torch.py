@@ -12,17 +12,30 @@ from pathlib import Path
 
 import psutil
 import pytest
-from build_support import HOST_CONFIG_GUARD, REPO_ROOT, invoke_command, last_report, make_venv, reports, run_invoke, slow_source
+from build_support import (
+    HOST_CONFIG_GUARD,
+    REPO_ROOT,
+    invoke_command,
+    last_report,
+    make_venv,
+    reports,
+    run_invoke,
+    slow_source,
+)
 
-from pytorch_winbuild.triage import diagnose_text
+from pytorch_winbuild.diagnosis.triage import diagnose_text
 
 pytestmark = pytest.mark.build
 
 SECRET = "hunter2-do-not-log-me"
 
 
-def build(python: Path, source: Path, cache: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_invoke(python, "build", "--source", str(source), "--cuda", "cpu", "--cache-dir", str(cache), *extra, env=env)
+def build(
+    python: Path, source: Path, cache: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_invoke(
+        python, "build", "--source", str(source), "--cuda", "cpu", "--cache-dir", str(cache), *extra, env=env
+    )
 
 
 def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
@@ -37,7 +50,14 @@ def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Pat
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = last_report(cache / "logs")
     assert report["result"] == "success" and report["exit_code"] == 0
-    assert report["source"] == {"path": str(mini_source), "origin": "existing checkout", "repo": None, "ref": None, "commit": None, "seconds": 0.0}
+    assert report["source"] == {
+        "path": str(mini_source),
+        "origin": "existing checkout",
+        "repo": None,
+        "ref": None,
+        "commit": None,
+        "seconds": 0.0,
+    }
     assert report["command"][1:] == ["setup.py", "install"]
     assert {"prepare", "environment", "build", "verify"} <= set(report["phases"])
     # The plan's changes reached the build: CPU-only, Ninja, two jobs; setup.py read them.
@@ -50,7 +70,9 @@ def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Pat
     verification = report["verification"]
     assert verification["ok"] is True
     assert verification["version"] == "2.13.0a0+mini"
-    assert verification["mkl"] is True and verification["cuda_available"] is False and verification["cuda_version"] is None
+    assert (
+        verification["mkl"] is True and verification["cuda_available"] is False and verification["cuda_version"] is None
+    )
     assert verification["dataloader"] == {"num_workers": 2, "start_method": "spawn", "batches": 4, "ok": True}
     assert not verification["cwd"].startswith(str(mini_source))
     assert report["progress"]["done"] >= 4 and report["progress"]["total"] >= 5
@@ -68,12 +90,20 @@ def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Pat
     assert "DataLoader(num_workers=2, spawn) ok" in done.stdout
 
     # The installed module works when imported the way a user imports it.
-    called = subprocess.run([str(venv_python), "-c", "import torch; print(torch.add(40, 2), torch.dot([1, 2, 3], [4, 5, 6]))"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    called = subprocess.run(
+        [str(venv_python), "-c", "import torch; print(torch.add(40, 2), torch.dot([1, 2, 3], [4, 5, 6]))"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert called.stdout.split() == ["42", "32"]
 
 
 @pytest.mark.parametrize("cache_name", ["ccache", "sccache"])
-def test_rebuild_after_clean_hits_the_compiler_cache(venv_python: Path, mini_source: Path, tmp_path: Path, cache_name: str) -> None:
+def test_rebuild_after_clean_hits_the_compiler_cache(
+    venv_python: Path, mini_source: Path, tmp_path: Path, cache_name: str
+) -> None:
     cache = tmp_path / "cache"
     first = build(venv_python, mini_source, cache, "--compiler-cache", cache_name, "--no-verify")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
@@ -91,7 +121,11 @@ def test_rebuild_after_clean_hits_the_compiler_cache(venv_python: Path, mini_sou
     if cache_name == "sccache":
         assert warm["environment"]["SCCACHE_IDLE_TIMEOUT"] == "0"
         assert warm["cache"]["command"] == "sccache --show-stats --stats-format json"
-        servers = [p for p in psutil.process_iter(["name", "environ"]) if p.info["name"] == "sccache" and (p.info["environ"] or {}).get("SCCACHE_DIR") == str(cache / "sccache")]
+        servers = [
+            p
+            for p in psutil.process_iter(["name", "environ"])
+            if p.info["name"] == "sccache" and (p.info["environ"] or {}).get("SCCACHE_DIR") == str(cache / "sccache")
+        ]
         assert servers == [], "the sccache server started for the build was stopped after it"
 
 
@@ -125,10 +159,18 @@ def test_compile_error_is_found_and_diagnosed(venv_python: Path, mini_source: Pa
 def test_generator_change_clears_the_cmake_cache(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
     env = {**os.environ, "USE_CUDA": "0", "CMAKE_GENERATOR": "Unix Makefiles"}
     # A build folder configured by hand with another generator, as a user's earlier attempt leaves it.
-    subprocess.run([str(venv_python), "setup.py", "build_ext"], cwd=mini_source, env=env, capture_output=True, check=True)
+    subprocess.run(
+        [str(venv_python), "setup.py", "build_ext"], cwd=mini_source, env=env, capture_output=True, check=True
+    )
     assert "CMAKE_GENERATOR:INTERNAL=Unix Makefiles" in (mini_source / "build" / "CMakeCache.txt").read_text()
     # Without clearing, PyTorch's setup.py logic re-runs CMake on that cache and fails the famous way.
-    clash = subprocess.run([str(venv_python), "setup.py", "build_ext"], cwd=mini_source, env={**env, "CMAKE_GENERATOR": "Ninja"}, capture_output=True, text=True)
+    clash = subprocess.run(
+        [str(venv_python), "setup.py", "build_ext"],
+        cwd=mini_source,
+        env={**env, "CMAKE_GENERATOR": "Ninja"},
+        capture_output=True,
+        text=True,
+    )
     assert clash.returncode != 0
     assert [m.rule.id for m in diagnose_text(clash.stdout + clash.stderr).matches] == ["cmake-generator-mismatch"]
     cache = tmp_path / "cache"
@@ -140,7 +182,10 @@ def test_generator_change_clears_the_cmake_cache(venv_python: Path, mini_source:
     assert said in done.stdout
     assert any(note.startswith(said[3:]) for note in last_report(cache / "logs")["notes"])
     assert "CMAKE_GENERATOR:INTERNAL=Ninja" in (mini_source / "build" / "CMakeCache.txt").read_text()
-    assert json.loads((mini_source / "build" / ".pytorch-winbuild.json").read_text()) == {"generator": "Ninja", "toolset": None}
+    assert json.loads((mini_source / "build" / ".pytorch-winbuild.json").read_text()) == {
+        "generator": "Ninja",
+        "toolset": None,
+    }
 
     again = build(venv_python, mini_source, cache, "--compiler-cache", "none", "--no-verify")
     assert again.returncode == 0 and "was configured for" not in again.stdout
@@ -159,10 +204,29 @@ def _processes_of(folder: Path) -> list[str]:
 def test_ctrl_c_stops_the_whole_process_tree(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
     (mini_source / "csrc" / "slow.cpp").write_text(slow_source(60))  # minutes of compiling if never stopped
     cache = tmp_path / "cache"
-    command = invoke_command(venv_python, "build", "--source", str(mini_source), "--cuda", "cpu", "--cache-dir", str(cache), "--compiler-cache", "none")
+    command = invoke_command(
+        venv_python,
+        "build",
+        "--source",
+        str(mini_source),
+        "--cuda",
+        "cpu",
+        "--cache-dir",
+        str(cache),
+        "--compiler-cache",
+        "none",
+    )
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     env.pop("CI", None)
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not any("cc1plus" in command and "slow.cpp" in command for command in _processes_of(mini_source)):
@@ -187,7 +251,9 @@ def test_ctrl_c_stops_the_whole_process_tree(venv_python: Path, mini_source: Pat
 
 def test_build_from_a_repository_clones_then_fetches(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(mini_source), *args], check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(mini_source), *args], check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     git("init", "-q", "-b", "main")
     git("add", "-A")
@@ -199,13 +265,17 @@ def test_build_from_a_repository_clones_then_fetches(venv_python: Path, mini_sou
     clone, cache = tmp_path / "clone", tmp_path / "cache"
     first = build(venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.13.0", "--compiler-cache", "none")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
-    second = build(venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.14.0", "--compiler-cache", "none")
+    second = build(
+        venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.14.0", "--compiler-cache", "none"
+    )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
 
     cloned, fetched = reports(cache / "logs")
     assert (cloned["source"]["origin"], cloned["source"]["commit"]) == ("cloned", git("rev-parse", "v2.13.0"))
     assert (fetched["source"]["origin"], fetched["source"]["commit"]) == ("fetched", git("rev-parse", "v2.14.0"))
-    assert cloned["verification"]["version"] == "2.13.0a0+mini" and fetched["verification"]["version"] == "2.14.0a0+mini"
+    assert (
+        cloned["verification"]["version"] == "2.13.0a0+mini" and fetched["verification"]["version"] == "2.14.0a0+mini"
+    )
     assert fetched["plan"]["pytorch_version"] == "2.14.0a0", "the plan reads the version of the checked-out ref"
     assert "source" in cloned["phases"]
 
@@ -228,5 +298,11 @@ def test_libtorch_and_wheel_builds_install_nothing(mini_source: Path, tmp_path: 
     wheels = list((mini_source / "dist").glob("mini_torch-2.13.0a0+mini-*.whl"))
     assert len(wheels) == 1 and report["verification"]["wheel"] == str(wheels[0])
     assert report["verification"]["ok"] is True and report["verification"]["version"] == "2.13.0a0+mini"
-    installed = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    installed = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert installed.stdout.strip() == "2.13.0+cpu", "the wheel was checked unpacked, never installed"

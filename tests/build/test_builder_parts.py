@@ -15,19 +15,24 @@ from pathlib import Path
 import pytest
 from build_support import run_invoke
 
-from pytorch_winbuild.builder.build_folder import FolderIdentity, clean_build_folder, reconcile_build_folder, remember_build_folder
+from pytorch_winbuild.builder.build_folder import (
+    FolderIdentity,
+    clean_build_folder,
+    reconcile_build_folder,
+    remember_build_folder,
+)
 from pytorch_winbuild.builder.compiler_cache import CacheSession, extension_cache_env, parse_stats
 from pytorch_winbuild.builder.deps import fetch_missing_archives
 from pytorch_winbuild.builder.environment import apply_change
 from pytorch_winbuild.builder.progress import ProgressDisplay, Step, parse_progress
+from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
 from pytorch_winbuild.builder.settings import load_settings, parse_settings
 from pytorch_winbuild.builder.source import acquire_source, clone_destination, old_era_prep
-from pytorch_winbuild.config_files import load_toml
 from pytorch_winbuild.errors import ConfigurationError, DependencyError
-from pytorch_winbuild.facts import load_facts
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import EnvChange, Options, make_plan
-from pytorch_winbuild.report import BuildRecord, run_paths, summary
+from pytorch_winbuild.facts.model import load_facts
+from pytorch_winbuild.knowledge.config_files import load_toml
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import EnvChange, Options, make_plan
 
 pytestmark = pytest.mark.build
 
@@ -97,12 +102,16 @@ def test_existing_clone_is_fetched_and_moved_to_each_kind_of_ref(upstream: dict[
     assert acquire_source(repo=upstream["url"], ref="feature", destination=destination).commit == upstream["feature"]
     assert (destination / "feature.txt").is_file()
     assert acquire_source(repo=upstream["url"], ref=upstream["v1"], destination=destination).commit == upstream["v1"]
-    assert acquire_source(repo=upstream["url"], ref=None, destination=destination).commit == upstream["v2"]  # the default branch
+    assert (
+        acquire_source(repo=upstream["url"], ref=None, destination=destination).commit == upstream["v2"]
+    )  # the default branch
     with pytest.raises(ConfigurationError, match="--ref no-such-ref names no branch, tag or commit"):
         acquire_source(repo=upstream["url"], ref="no-such-ref", destination=destination)
 
 
-def test_a_clone_with_local_changes_or_another_origin_is_never_overwritten(upstream: dict[str, str], tmp_path: Path) -> None:
+def test_a_clone_with_local_changes_or_another_origin_is_never_overwritten(
+    upstream: dict[str, str], tmp_path: Path
+) -> None:
     destination = tmp_path / "clone"
     acquire_source(repo=upstream["url"], ref="v1", destination=destination)
     (destination / "version.txt").write_text("1.0.0-patched\n")
@@ -120,7 +129,9 @@ def test_a_clone_with_local_changes_or_another_origin_is_never_overwritten(upstr
 
 def test_clone_destination_defaults_to_the_cache() -> None:
     assert clone_destination("https://github.com/pytorch/pytorch.git", None, Path("cache")) == Path("cache/src/pytorch")
-    assert clone_destination("https://github.com/pytorch/pytorch", Path("C:/src/pt"), Path("cache")) == Path("C:/src/pt")
+    assert clone_destination("https://github.com/pytorch/pytorch", Path("C:/src/pt"), Path("cache")) == Path(
+        "C:/src/pt"
+    )
 
 
 def test_old_era_prep_copies_cwrap_common_only_when_needed(tmp_path: Path) -> None:
@@ -134,7 +145,10 @@ def test_old_era_prep_copies_cwrap_common_only_when_needed(tmp_path: Path) -> No
     assert old_era_prep(source, eras["2.5+"]) is None
     assert not (source / "tools/shared/cwrap_common.py").exists()
     said = old_era_prep(source, eras["0.3-0.4"])
-    assert said == "Copied aten/src/ATen/common_with_cwrap.py to tools/shared/cwrap_common.py (PyTorch 0.3-0.4 sources need it there, the seeds' prep step)."
+    assert (
+        said
+        == "Copied aten/src/ATen/common_with_cwrap.py to tools/shared/cwrap_common.py (PyTorch 0.3-0.4 sources need it there, the seeds' prep step)."
+    )
     assert (source / "tools/shared/cwrap_common.py").read_text() == "def parse_arguments(): ...\n"
     assert old_era_prep(source, eras["0.3-0.4"]) is None  # already there: left alone
 
@@ -160,16 +174,22 @@ def test_a_toolset_change_clears_cmake_configuration_but_keeps_objects(tmp_path:
     remember_build_folder(tmp_path, FolderIdentity("Ninja", "14.11.25503"))
     assert reconcile_build_folder(tmp_path, FolderIdentity("Ninja", "14.11.25503")) is None
     said = reconcile_build_folder(tmp_path, FolderIdentity("Ninja", "14.16.27023"))
-    assert said is not None and said.startswith(f"The build folder {build} was configured for Ninja, toolset 14.11.25503, and this plan uses Ninja, toolset 14.16.27023: removed CMakeCache.txt and CMakeFiles")
+    assert said is not None and said.startswith(
+        f"The build folder {build} was configured for Ninja, toolset 14.11.25503, and this plan uses Ninja, toolset 14.16.27023: removed CMakeCache.txt and CMakeFiles"
+    )
     assert not (build / "CMakeCache.txt").exists() and not (build / "CMakeFiles").exists()
     assert (build / "object.obj").read_bytes() == b"compiled"
 
 
 def test_a_folder_configured_by_hand_is_judged_by_its_generator_only(tmp_path: Path) -> None:
     (tmp_path / "build").mkdir()
-    (tmp_path / "build" / "CMakeCache.txt").write_text("# This is the CMakeCache file.\nCMAKE_GENERATOR:INTERNAL=Visual Studio 15 2017\n")
+    (tmp_path / "build" / "CMakeCache.txt").write_text(
+        "# This is the CMakeCache file.\nCMAKE_GENERATOR:INTERNAL=Visual Studio 15 2017\n"
+    )
     assert reconcile_build_folder(tmp_path, FolderIdentity("Visual Studio 15 2017", "14.11.25503")) is None
-    assert "configured for Visual Studio 15 2017, and this plan uses Ninja" in (reconcile_build_folder(tmp_path, FolderIdentity("Ninja", None)) or "")
+    assert "configured for Visual Studio 15 2017, and this plan uses Ninja" in (
+        reconcile_build_folder(tmp_path, FolderIdentity("Ninja", None)) or ""
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,18 +198,28 @@ def test_a_folder_configured_by_hand_is_judged_by_its_generator_only(tmp_path: P
 
 def windows_plan(cache: Path, present: bool):
     facts = load_facts(Path(__file__).resolve().parents[2] / "build_config" / "hosts" / "vs2017-cuda90-cuda100.json")
-    return make_plan(Options(cuda="9.0", cache_dir=str(cache)), facts, load_knowledge(), source_version=("1.0.0", "version.txt"), locate_archive=lambda archive: (str(cache / "deps" / archive.file_name[:-3]), present))
+    return make_plan(
+        Options(cuda="9.0", cache_dir=str(cache)),
+        facts,
+        load_knowledge(),
+        source_version=("1.0.0", "version.txt"),
+        locate_archive=lambda archive: (str(cache / "deps" / archive.file_name[:-3]), present),
+    )
 
 
 def test_archives_in_the_cache_are_not_fetched_again(tmp_path: Path) -> None:
-    assert fetch_missing_archives(windows_plan(tmp_path, present=True), tmp_path, mirror="file:///no/such/mirror") is None
+    assert (
+        fetch_missing_archives(windows_plan(tmp_path, present=True), tmp_path, mirror="file:///no/such/mirror") is None
+    )
 
 
 def test_missing_archives_are_fetched_before_the_build(tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     with pytest.raises(DependencyError) as failed:
-        fetch_missing_archives(windows_plan(tmp_path / "cache", present=False), tmp_path / "cache", mirror=mirror.as_uri())
+        fetch_missing_archives(
+            windows_plan(tmp_path / "cache", present=False), tmp_path / "cache", mirror=mirror.as_uri()
+        )
     assert f"{mirror / 'mkl_2018.2.185.7z'} does not exist" in failed.value.message
     assert f"{mirror / 'magma_2.4.0_cuda90_release.7z'} does not exist" in failed.value.message
 
@@ -215,7 +245,9 @@ def test_changes_apply_in_order_and_windows_names_ignore_case() -> None:
 
 def test_progress_lines_of_ninja_and_make_are_read() -> None:
     settings = SETTINGS.progress
-    assert parse_progress("[120/5000] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/x.cpp.obj", settings) == Step(120, 5000)
+    assert parse_progress("[120/5000] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/x.cpp.obj", settings) == Step(
+        120, 5000
+    )
     assert parse_progress("[ 45%] Building CXX object src/a.cpp.o", settings) == Step(45, 100)
     assert parse_progress("FAILED: caffe2/x.obj", settings) is None
     assert parse_progress("  [3/4] indented is compiler output, not progress", settings) is None
@@ -274,7 +306,12 @@ def hello(tmp_path: Path) -> Path:
 
 
 def compile_through(launcher: str, source: Path, env: dict[str, str]) -> None:
-    subprocess.run([launcher, "g++", "-c", str(source), "-o", str(source.with_suffix(".o"))], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [launcher, "g++", "-c", str(source), "-o", str(source.with_suffix(".o"))],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.mark.parametrize("name", ["ccache", "sccache"])
@@ -320,15 +357,26 @@ def test_extension_wrapper_runs_the_real_compiler_through_the_cache(hello: Path,
     subprocess.run([variables["CXX"], "-c", str(hello), "-o", str(tmp_path / "hello.o")], env=env, check=True)
     stats = subprocess.run(["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True).stdout
     assert "\ncache_miss\t1\n" in stats
-    assert extension_cache_env("none", "linux", env, tmp_path, SETTINGS.extension_cache) == ({"TORCH_NO_COMPILER_WRAPPER": "1"}, "no compiler cache (--compiler-cache none or none installed)")
-    assert extension_cache_env("clcache", "windows", env, tmp_path, SETTINGS.extension_cache) == ({}, "clcache through the plan's CC/CXX; nvcc is not cached (clcache caches only the C/C++ compiler), so .cu files compile again every build")
-    assert "sccache does not reach extension builds on windows" in extension_cache_env("sccache", "windows", env, tmp_path, SETTINGS.extension_cache)[1]
+    assert extension_cache_env("none", "linux", env, tmp_path, SETTINGS.extension_cache) == (
+        {"TORCH_NO_COMPILER_WRAPPER": "1"},
+        "no compiler cache (--compiler-cache none or none installed)",
+    )
+    assert extension_cache_env("clcache", "windows", env, tmp_path, SETTINGS.extension_cache) == (
+        {},
+        "clcache through the plan's CC/CXX; nvcc is not cached (clcache caches only the C/C++ compiler), so .cu files compile again every build",
+    )
+    assert (
+        "sccache does not reach extension builds on windows"
+        in extension_cache_env("sccache", "windows", env, tmp_path, SETTINGS.extension_cache)[1]
+    )
 
 
 def test_runner_settings_are_checked_on_load() -> None:
     data = load_toml("build_runner.toml")
     data["cache"]["ccache"]["stats"]["format"] = "xml"
-    with pytest.raises(ConfigurationError, match="cache.ccache.stats.format: expected one of json, tsv, text, got 'xml'"):
+    with pytest.raises(
+        ConfigurationError, match="cache.ccache.stats.format: expected one of json, tsv, text, got 'xml'"
+    ):
         parse_settings(data, "build_config/build_runner.toml")
     data = load_toml("build_runner.toml")
     data["cache"]["clcache"]["stats"]["hits"] = ["cache hits"]
@@ -346,12 +394,18 @@ def test_reports_never_overwrite_and_summaries_name_the_files(tmp_path: Path) ->
     second_log, second_report = run_paths(tmp_path / "logs", "build")
     assert second_log != log and second_report != report
     record = BuildRecord("build", log, report, command=["python", "setup.py", "install"])
-    record.set_environment({"SCCACHE_REDIS": "redis://:s3cret-pass@cache:6379", "GITHUB_TOKEN": "ghp_" + "a" * 36, "USE_CUDA": "0"})
+    record.set_environment(
+        {"SCCACHE_REDIS": "redis://:s3cret-pass@cache:6379", "GITHUB_TOKEN": "ghp_" + "a" * 36, "USE_CUDA": "0"}
+    )
     record.result, record.exit_code = "success", 0
     record.write()
     written = report.read_text()
     assert "s3cret-pass" not in written and "a" * 36 not in written
-    assert json.loads(written)["environment"] == {"GITHUB_TOKEN": "***", "SCCACHE_REDIS": "redis://:***@cache:6379", "USE_CUDA": "0"}
+    assert json.loads(written)["environment"] == {
+        "GITHUB_TOKEN": "***",
+        "SCCACHE_REDIS": "redis://:***@cache:6379",
+        "USE_CUDA": "0",
+    }
     text = summary(record)
     assert text.splitlines()[0].startswith("== pytorch-winbuild build succeeded in")
     assert f"log      {log}" in text and f"report   {report}" in text
@@ -376,14 +430,23 @@ def test_invoke_verify_explains_a_python_without_torch(tmp_path: Path) -> None:
     done = run_invoke(sys.executable, "verify", "--python", str(bare))
     assert done.returncode == 6
     assert json.loads(done.stdout)["failed_step"] == "import torch"
-    assert done.stderr.startswith(f"verification failed: a fresh `{bare}` outside the source tree failed at step 'import torch': ModuleNotFoundError: No module named 'torch'")
+    assert done.stderr.startswith(
+        f"verification failed: a fresh `{bare}` outside the source tree failed at step 'import torch': ModuleNotFoundError: No module named 'torch'"
+    )
     assert "[no-module-torch]" in done.stderr and "Fix: Run `where python`" in done.stderr
 
 
 def test_build_refuses_what_it_cannot_build(tmp_path: Path) -> None:
     nothing = run_invoke(sys.executable, "build", "--cuda", "cpu", "--ref", "v2.4.0")
     assert nothing.returncode == 2 and "--ref needs --repo" in nothing.stderr
-    not_pytorch = run_invoke(sys.executable, "build", "--source", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"))
-    assert not_pytorch.returncode == 2 and f"{tmp_path} has no setup.py, so it is not a PyTorch checkout" in not_pytorch.stderr
-    no_setup = run_invoke(sys.executable, "build-ext", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"))
+    not_pytorch = run_invoke(
+        sys.executable, "build", "--source", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache")
+    )
+    assert (
+        not_pytorch.returncode == 2
+        and f"{tmp_path} has no setup.py, so it is not a PyTorch checkout" in not_pytorch.stderr
+    )
+    no_setup = run_invoke(
+        sys.executable, "build-ext", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache")
+    )
     assert no_setup.returncode == 2 and f"{tmp_path} has no setup.py" in no_setup.stderr

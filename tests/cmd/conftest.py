@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytorch_winbuild.vcvars import decode_output, run_command_line, to_wine_path
+from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
 
 WINE_DEFAULT_PATH = r"C:\windows\system32;C:\windows;C:\windows\system32\wbem"
 BOOT_TIMEOUT_SECONDS = 300
@@ -60,15 +60,28 @@ def wine_prefix(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
     """Boot a fresh prefix once per session; keep its wineserver up until the session ends."""
     for tool in ("wine", "wineboot", "wineserver"):
         if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: the cmd tier needs Wine (Debian: `apt-get install -y wine wine64`).", pytrace=False)
+            pytest.fail(
+                f"{tool} is not installed: the cmd tier needs Wine (Debian: `apt-get install -y wine wine64`).",
+                pytrace=False,
+            )
     prefix = tmp_path_factory.mktemp("wineprefix")
     env = _wine_env(prefix)
     started = time.perf_counter()
-    boot = subprocess.run(["wineboot", "--init"], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=BOOT_TIMEOUT_SECONDS, check=False)
+    boot = subprocess.run(
+        ["wineboot", "--init"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=BOOT_TIMEOUT_SECONDS,
+        check=False,
+    )
     subprocess.run(["wineserver", "-w"], env=env, timeout=BOOT_TIMEOUT_SECONDS, check=False)
     boot_seconds = time.perf_counter() - started
     if boot.returncode != 0 or not (prefix / "drive_c" / "windows" / "system32").is_dir():
-        pytest.fail(f"wineboot could not create a prefix in {prefix} (exit {boot.returncode}): {boot.stderr.decode(errors='replace')[-2000:]}", pytrace=False)
+        pytest.fail(
+            f"wineboot could not create a prefix in {prefix} (exit {boot.returncode}): {boot.stderr.decode(errors='replace')[-2000:]}",
+            pytrace=False,
+        )
     request.config.stash[_BOOT_SECONDS] = boot_seconds
     subprocess.run(["wineserver", "-p"], env=env, timeout=60, check=True)
     try:
@@ -86,8 +99,14 @@ def run_cmd(wine_prefix: WinePrefix) -> Callable[..., CmdResult]:
     """
 
     def run(command: str, env: Mapping[str, str] | None = None) -> CmdResult:
-        completed = run_command_line(f'/s /c "{command}"', env=env if env is not None else wine_prefix.windows_env(), launcher=["wine", "cmd"])
-        return CmdResult(stdout=decode_output(completed.stdout), stderr=decode_output(completed.stderr), exit_code=completed.returncode)
+        completed = run_command_line(
+            f'/s /c "{command}"', env=env if env is not None else wine_prefix.windows_env(), launcher=["wine", "cmd"]
+        )
+        return CmdResult(
+            stdout=decode_output(completed.stdout),
+            stderr=decode_output(completed.stderr),
+            exit_code=completed.returncode,
+        )
 
     return run
 

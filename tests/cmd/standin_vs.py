@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytorch_winbuild.facts import VisualStudio
-from pytorch_winbuild.vcvars import to_wine_path
+from pytorch_winbuild.facts.model import VisualStudio
+from pytorch_winbuild.facts.vcvars import to_wine_path
 
 SDK_VERSION = "10.0.17763.0"
 
@@ -234,7 +234,9 @@ class StandInVisualStudio:
         )
 
 
-def make_visual_studio(root: Path, toolsets: tuple[str, ...] = ("14.11.25503", "14.16.27023"), *, with_compiler: bool = True) -> StandInVisualStudio:
+def make_visual_studio(
+    root: Path, toolsets: tuple[str, ...] = ("14.11.25503", "14.16.27023"), *, with_compiler: bool = True
+) -> StandInVisualStudio:
     """Lay out a Build Tools instance with the given toolsets (the last one is the default).
 
     Without `with_compiler` the toolset folders exist but hold no cl.exe, as after a partial

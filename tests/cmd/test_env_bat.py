@@ -11,14 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from pytorch_winbuild.facts import facts_from_dict
-from pytorch_winbuild.knowledge import load_knowledge
-from pytorch_winbuild.plan import Options, make_plan
-from pytorch_winbuild.render import render_bat
-
 from conftest import WINE_DEFAULT_PATH  # tests/cmd/conftest.py
 from support import HOSTS_DIR
+
+from pytorch_winbuild.faces.render import render_bat
+from pytorch_winbuild.facts.model import facts_from_dict
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import Options, make_plan
 
 pytestmark = pytest.mark.cmd
 
@@ -85,7 +84,10 @@ def test_bat_gives_exactly_the_planned_environment(tmp_path: Path, windows_machi
 
     vs_path = windows_machine["visual_studio"][0]["path"]
     toolset_bin = vs_path + "\\VC\\Auxiliary\\Build\\..\\..\\Tools\\MSVC\\14.11\\bin\\Hostx64\\x64"
-    after_vcvars = {"PATH": toolset_bin + ";" + WINE_DEFAULT_PATH, "LIB": vs_path + "\\VC\\Auxiliary\\Build\\..\\..\\Tools\\MSVC\\14.11\\lib\\x64"}
+    after_vcvars = {
+        "PATH": toolset_bin + ";" + WINE_DEFAULT_PATH,
+        "LIB": vs_path + "\\VC\\Auxiliary\\Build\\..\\..\\Tools\\MSVC\\14.11\\lib\\x64",
+    }
     assert env["VCTOOLSVERSION"] == "14.11" and env["VSCMD_ARG_HOST_ARCH"] == "x64"
     for change in plan.changes:
         name = change.name.upper()
@@ -104,11 +106,21 @@ def test_bat_gives_exactly_the_planned_environment(tmp_path: Path, windows_machi
     assert env["PATH"].startswith(windows_machine["cuda"][0]["path"] + "\\bin;" + toolset_bin)
 
 
-def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(tmp_path: Path, windows_machine: dict, run_cmd, wine_path, wine_prefix):
-    plan = make_plan(Options(cuda="cpu", pytorch_version="0.4.1", cache_dir="C:\\c"), facts_from_dict({**windows_machine, "python": {**windows_machine["python"]}}), load_knowledge())
+def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(
+    tmp_path: Path, windows_machine: dict, run_cmd, wine_path, wine_prefix
+):
+    plan = make_plan(
+        Options(cuda="cpu", pytorch_version="0.4.1", cache_dir="C:\\c"),
+        facts_from_dict({**windows_machine, "python": {**windows_machine["python"]}}),
+        load_knowledge(),
+    )
     env = _run_bat(tmp_path, run_cmd, wine_path, render_bat(plan))
     assert env["NO_CUDA"] == "1" and env["NO_DISTRIBUTED"] == "1"
-    plan = make_plan(Options(cuda="9.0", pytorch_version="0.4.1", cache_dir="C:\\c"), facts_from_dict(windows_machine), load_knowledge())
+    plan = make_plan(
+        Options(cuda="9.0", pytorch_version="0.4.1", cache_dir="C:\\c"),
+        facts_from_dict(windows_machine),
+        load_knowledge(),
+    )
     script = tmp_path / "leftover" / "env.bat"
     script.parent.mkdir()
     script.write_bytes(render_bat(plan).encode("utf-8"))
@@ -119,8 +131,14 @@ def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(tmp_path: Path, wind
 
 def test_bat_stops_when_vcvars_fails(tmp_path: Path, windows_machine: dict, run_cmd, wine_path):
     script = Path(windows_machine["visual_studio"][0]["vcvars"]["vcvarsall.bat"].replace("Z:", "").replace("\\", "/"))
-    script.write_bytes(b"@echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\n@exit /b 1\r\n")
-    plan = make_plan(Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"), facts_from_dict(windows_machine), load_knowledge())
+    script.write_bytes(
+        b"@echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\n@exit /b 1\r\n"
+    )
+    plan = make_plan(
+        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"),
+        facts_from_dict(windows_machine),
+        load_knowledge(),
+    )
     bat = tmp_path / "failing" / "env.bat"
     bat.parent.mkdir()
     bat.write_bytes(render_bat(plan).encode("utf-8"))

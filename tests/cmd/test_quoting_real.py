@@ -13,7 +13,7 @@ comparison. Two interpreters take part:
   Windows console does after the script's `chcp 65001`. Wine 8 cannot show that switch itself.
 
 What no Wine can show is real cmd's delayed expansion turning `^!` into `!`: there the script's
-own probe decides at run time (see pytorch_winbuild/quoting_bat.py).
+own probe decides at run time (see pytorch_winbuild/text/quoting_bat.py).
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_quoting import HOSTILE, hostile_changes, windows_plan
-
-from pytorch_winbuild import quoting_bat as bat
-from pytorch_winbuild.plan import EnvChange
-from pytorch_winbuild.render import render_bat
-from pytorch_winbuild.vcvars import decode_output, run_command_line, to_wine_path
-
 from conftest import WINE_DEFAULT_PATH  # tests/cmd/conftest.py
 from support import HOSTS_DIR, run_invoke
+from test_quoting import HOSTILE, hostile_changes, windows_plan
+
+from pytorch_winbuild.faces.render import render_bat
+from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
+from pytorch_winbuild.planning.plan import EnvChange
+from pytorch_winbuild.text import quoting_bat as bat
 
 if TYPE_CHECKING:
     from conftest import WinePrefix
@@ -79,7 +78,9 @@ def interpreters(wine_prefix: WinePrefix) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def run_bat(wine_prefix: WinePrefix, interpreters: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Run]:
+def run_bat(
+    wine_prefix: WinePrefix, interpreters: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., Run]:
     """`run_bat(text, kind, mode, before="")`: write `text` as UTF-8, run `call script && set` in
     that interpreter with /v:<mode> after the commands in `before`, and read back its variables."""
     folder = tmp_path_factory.mktemp("bat")
@@ -116,7 +117,9 @@ def assert_refused(run: Run, message: str) -> None:
 @pytest.mark.parametrize("mode", ["off", "on"])
 def test_plain_ascii_values_survive_everywhere(run_bat, kind: str, mode: str) -> None:
     lists = {key: value for key, value in ASCII_PLAIN.items() if value.count('"') % 2 == 0}
-    changes = hostile_changes(ASCII_PLAIN) + tuple(EnvChange(f"LIST_{key.upper()}", value, "prepend", "list") for key, value in lists.items())
+    changes = hostile_changes(ASCII_PLAIN) + tuple(
+        EnvChange(f"LIST_{key.upper()}", value, "prepend", "list") for key, value in lists.items()
+    )
     text = render_bat(windows_plan(changes))
     assert "__WINBUILD_" not in text and "chcp" not in text  # nothing here needs the helpers
     seed = "".join(f'set "LIST_{key.upper()}=C:\\old" && ' for key in lists)
@@ -154,7 +157,11 @@ def test_a_failing_vcvars_call_that_needs_the_helpers_cleans_up(run_bat, tmp_pat
     folder = tmp_path / "VS! Jürgen & Co (x86)"
     folder.mkdir()
     (folder / "vcvarsall.bat").write_bytes(b"@exit /b 1\r\n")
-    text = bat.script(["rem test"], ["", bat.call_line(to_wine_path(folder / "vcvarsall.bat"), ["x64"])], ["", bat.set_line("HOSTILE_AFTER", "a!b")])
+    text = bat.script(
+        ["rem test"],
+        ["", bat.call_line(to_wine_path(folder / "vcvarsall.bat"), ["x64"])],
+        ["", bat.set_line("HOSTILE_AFTER", "a!b")],
+    )
     assert text.index("__WINBUILD_BANG=!") < text.index("call ") < text.index("if errorlevel 1 (")
     run = run_bat(text, "utf8", "off")
     assert run.exit_code == 1
@@ -183,7 +190,18 @@ def test_invoke_env_bat_end_to_end(run_bat, tmp_path: Path) -> None:
     host = tmp_path / "host.json"
     host.write_text(json.dumps(data), encoding="utf-8")
     cache = to_wine_path(tmp_path / "R&D 100% ^caret! Müller 日本")
-    flags = ["--host", str(host), "--cuda", "9.0", "--pytorch-version", "1.0.1", "--compiler-cache", "clcache", "--cache-dir", cache]
+    flags = [
+        "--host",
+        str(host),
+        "--cuda",
+        "9.0",
+        "--pytorch-version",
+        "1.0.1",
+        "--compiler-cache",
+        "clcache",
+        "--cache-dir",
+        cache,
+    ]
     script = tmp_path / "build_env.bat"
     written = run_invoke("env", *flags, "--format", "bat", "--output", str(script))
     assert written.returncode == 0, written.stderr
@@ -192,7 +210,10 @@ def test_invoke_env_bat_end_to_end(run_bat, tmp_path: Path) -> None:
 
     run = run_bat(text, "utf8", "off")
     assert run.exit_code == 0, run.stderr
-    assert (run.env["STANDIN_SCRIPT"], run.env["STANDIN_ARGS"]) == (to_wine_path(build_dir / "vcvarsall.bat"), "x64 -vcvars_ver=14.11")
+    assert (run.env["STANDIN_SCRIPT"], run.env["STANDIN_ARGS"]) == (
+        to_wine_path(build_dir / "vcvarsall.bat"),
+        "x64 -vcvars_ver=14.11",
+    )
     before = {"PATH": "C:\\standin\\bin;" + WINE_DEFAULT_PATH}
     for name, value in final.items():
         assert run.env.get(name.upper()) == value.replace(f"%{name}%", before.get(name, "")), name

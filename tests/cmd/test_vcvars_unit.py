@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.vcvars import (
+from pytorch_winbuild.facts.vcvars import (
     MARKER,
     _invocation,
     _split_sections,
@@ -50,7 +50,10 @@ def unquoted_text(command: str) -> str:
 def test_command_line_is_exact() -> None:
     line = vcvars_command_line(VCVARSALL, ["x86_amd64", "-vcvars_ver=14.11"])
 
-    assert line == f'cmd /d /u /v:off /s /c "set && echo {MARKER} && "{VCVARSALL}" x86_amd64 -vcvars_ver=14.11 && echo {MARKER} && set"'
+    assert (
+        line
+        == f'cmd /d /u /v:off /s /c "set && echo {MARKER} && "{VCVARSALL}" x86_amd64 -vcvars_ver=14.11 && echo {MARKER} && set"'
+    )
     assert payload(line) == f'set && echo {MARKER} && "{VCVARSALL}" x86_amd64 -vcvars_ver=14.11 && echo {MARKER} && set'
 
 
@@ -192,7 +195,9 @@ def test_error_lines_are_found_even_after_bytes_that_shift_the_stream() -> None:
 
 def test_sections_are_cut_at_marker_lines_only() -> None:
     command = f'/d /u /v:off /s /c "set && echo {MARKER} && "C:\\v.bat" x64 && echo {MARKER} && set"'
-    stdout = utf16(f"A=1\r\n__PYTORCH_WINBUILD_COMMAND={command}\r\n{MARKER} \r\nbanner\r\nno newline at the end{MARKER} \r\nA=2\r\n")
+    stdout = utf16(
+        f"A=1\r\n__PYTORCH_WINBUILD_COMMAND={command}\r\n{MARKER} \r\nbanner\r\nno newline at the end{MARKER} \r\nA=2\r\n"
+    )
 
     sections = _split_sections(stdout)
 
@@ -217,7 +222,10 @@ def test_the_error_names_the_line_and_the_toolset_to_install() -> None:
     error = _toolchain_error("cmd /s /c ...", 0, script, b"")
 
     assert error is not None
-    assert "\"[ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\" (and 1 more [ERROR] lines) and exited with status 0" in error.message
+    assert (
+        "\"[ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\" (and 1 more [ERROR] lines) and exited with status 0"
+        in error.message
+    )
     assert error.fix is not None and "v14.11 toolset" in error.fix and "(v14.11)" in error.fix
     assert _toolchain_error("cmd", 0, utf16("** banner **\r\n"), b"") is None
     failed = _toolchain_error("cmd", 2, utf16("first\r\nlast words\r\n"), b"")
@@ -246,7 +254,10 @@ def test_wine_paths(fake_prefix: Path, tmp_path: Path) -> None:
     assert to_wine_path(folder) == "Z:" + str(folder).replace("/", "\\")
     assert from_wine_path(to_wine_path(folder), fake_prefix) == folder
     assert from_wine_path(to_wine_path(folder).replace("Hostx64", "HostX64").upper(), fake_prefix) == folder
-    assert from_wine_path(r"c:\WINDOWS\System32\CMD.EXE", fake_prefix) == fake_prefix / "drive_c" / "windows" / "system32" / "cmd.exe"
+    assert (
+        from_wine_path(r"c:\WINDOWS\System32\CMD.EXE", fake_prefix)
+        == fake_prefix / "drive_c" / "windows" / "system32" / "cmd.exe"
+    )
     assert from_wine_path(r"C:\windows\missing.exe", fake_prefix) is None
     assert from_wine_path(r"Q:\no\such\drive", fake_prefix) is None
     assert from_wine_path(r"relative\path", fake_prefix) is None
@@ -268,7 +279,9 @@ def test_program_search_follows_path_and_pathext(fake_prefix: Path, tmp_path: Pa
 
     found = find_program("cl", {"Path": path, "PATHEXT": ".COM;.EXE"}, fake_prefix)
     assert found == to_wine_path(compiler / "CL.EXE")
-    assert find_program("cl", {"PATH": f"{to_wine_path(wrapper)};{to_wine_path(compiler)}", "PATHEXT": ".COM;.EXE;.BAT"}, fake_prefix) == to_wine_path(wrapper / "cl.bat")
+    assert find_program(
+        "cl", {"PATH": f"{to_wine_path(wrapper)};{to_wine_path(compiler)}", "PATHEXT": ".COM;.EXE;.BAT"}, fake_prefix
+    ) == to_wine_path(wrapper / "cl.bat")
     assert find_program("cl.exe", {"PATH": to_wine_path(compiler)}, fake_prefix) == to_wine_path(compiler / "CL.EXE")
     assert find_program("cl", {"PATH": to_wine_path(empty), "PATHEXT": ".EXE"}, fake_prefix) is None
     assert find_program("cl", {"PATHEXT": ".EXE"}, fake_prefix) is None
@@ -281,7 +294,11 @@ def test_windows_gets_the_command_line_as_one_string() -> None:
     arguments = vcvars_command_line(VCVARSALL, ["x64"]).removeprefix("cmd ")
     kwargs = _invocation(arguments, [r"C:\Windows\System32\cmd.exe"], {"Path": r"C:\Windows"}, windows=True)
 
-    assert kwargs == {"args": "cmd " + arguments, "executable": r"C:\Windows\System32\cmd.exe", "env": {"Path": r"C:\Windows"}}
+    assert kwargs == {
+        "args": "cmd " + arguments,
+        "executable": r"C:\Windows\System32\cmd.exe",
+        "env": {"Path": r"C:\Windows"},
+    }
     with pytest.raises(ConfigurationError):
         _invocation(arguments, ["wine", "cmd"], {}, windows=True)
 

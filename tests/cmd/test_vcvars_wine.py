@@ -16,7 +16,14 @@ import pytest
 from standin_vs import StandInVisualStudio, make_visual_studio, write_bat
 
 from pytorch_winbuild.errors import ToolchainError
-from pytorch_winbuild.vcvars import VcvarsResult, capture_vcvars, from_wine_path, run_command_line, to_wine_path, vcvars_command_line
+from pytorch_winbuild.facts.vcvars import (
+    VcvarsResult,
+    capture_vcvars,
+    from_wine_path,
+    run_command_line,
+    to_wine_path,
+    vcvars_command_line,
+)
 
 if TYPE_CHECKING:
     from conftest import CmdResult, WinePrefix
@@ -27,9 +34,18 @@ WINE = ["wine", "cmd"]
 BASE_PATH = r"C:\windows\system32;C:\windows"
 
 
-def capture(prefix: WinePrefix, script: str, args: list[str], *, base_env: dict[str, str] | None = None, cache_dir: Path | None = None) -> VcvarsResult:
+def capture(
+    prefix: WinePrefix,
+    script: str,
+    args: list[str],
+    *,
+    base_env: dict[str, str] | None = None,
+    cache_dir: Path | None = None,
+) -> VcvarsResult:
     """capture_vcvars through Wine, starting from the prefix's environment with a plain PATH."""
-    return capture_vcvars(script, args, base_env=base_env or prefix.windows_env(PATH=BASE_PATH), cache_dir=cache_dir, launcher=WINE)
+    return capture_vcvars(
+        script, args, base_env=base_env or prefix.windows_env(PATH=BASE_PATH), cache_dir=cache_dir, launcher=WINE
+    )
 
 
 @pytest.fixture
@@ -52,7 +68,12 @@ def test_cross_tools_with_an_older_toolset(wine_prefix: WinePrefix, vs2017: Stan
     assert env["VCToolsVersion"] == "14.11.25503"
     assert env["VCToolsInstallDir"] == toolset + "\\"
     assert env["VSINSTALLDIR"] == to_wine_path(vs2017.install) + "\\"
-    assert (env["VSCMD_ARG_HOST_ARCH"], env["VSCMD_ARG_TGT_ARCH"], env["CommandPromptType"], env["Platform"]) == ("x86", "x64", "Cross", "x64")
+    assert (env["VSCMD_ARG_HOST_ARCH"], env["VSCMD_ARG_TGT_ARCH"], env["CommandPromptType"], env["Platform"]) == (
+        "x86",
+        "x64",
+        "Cross",
+        "x64",
+    )
     assert env["VisualStudioVersion"] == "15.0"
     assert env["WindowsSDKVersion"] == "10.0.17763.0\\"
     assert entries(env["INCLUDE"])[:2] == [toolset + r"\ATLMFC\include", toolset + r"\include"]
@@ -69,7 +90,14 @@ def test_cross_tools_with_an_older_toolset(wine_prefix: WinePrefix, vs2017: Stan
 
     # Only what the script did counts as a change: not Wine's own variables, not the trampoline's.
     assert {"INCLUDE", "LIB", "LIBPATH", "PATH", "VCToolsVersion", "VSCMD_ARG_TGT_ARCH"} <= set(result.changes)
-    assert not {"ComSpec", "SystemRoot", "WINEPREFIX", "PROMPT", "__PYTORCH_WINBUILD_PATH", "__PYTORCH_WINBUILD_COMMAND"} & set(result.changes)
+    assert not {
+        "ComSpec",
+        "SystemRoot",
+        "WINEPREFIX",
+        "PROMPT",
+        "__PYTORCH_WINBUILD_PATH",
+        "__PYTORCH_WINBUILD_COMMAND",
+    } & set(result.changes)
     assert result.removed == ()
     assert "** Visual Studio 2017 Developer Command Prompt v15.9.4" in result.output
     assert "[vcvarsall.bat] Environment initialized for: 'x86_amd64'" in result.output
@@ -83,7 +111,11 @@ def test_native_x64_tools_with_the_default_toolset(wine_prefix: WinePrefix, vs20
 
     toolset = vs2017.toolset_dir("14.16.27023")
     assert result.env["VCToolsVersion"] == "14.16.27023"
-    assert (result.env["VSCMD_ARG_HOST_ARCH"], result.env["VSCMD_ARG_TGT_ARCH"], result.env["CommandPromptType"]) == ("x64", "x64", "Native")
+    assert (result.env["VSCMD_ARG_HOST_ARCH"], result.env["VSCMD_ARG_TGT_ARCH"], result.env["CommandPromptType"]) == (
+        "x64",
+        "x64",
+        "Native",
+    )
     assert "VSCMD_ARG_VCVARS_VER" not in result.changes
     assert result.prepended["PATH"][0] == toolset + r"\bin\HostX64\x64"
     assert result.cl == toolset + r"\bin\HostX64\x64\cl.exe"  # the folder is Hostx64 on disk: found case-insensitively
@@ -109,7 +141,11 @@ def test_missing_toolset_is_an_error_despite_exit_status_zero(wine_prefix: WineP
     args = ["x64", "-vcvars_ver=14.11"]
 
     # The script really does report success: this is what makes the check necessary.
-    raw = run_command_line(vcvars_command_line(vs.script(), args).removeprefix("cmd "), env=wine_prefix.windows_env(PATH=BASE_PATH), launcher=WINE)
+    raw = run_command_line(
+        vcvars_command_line(vs.script(), args).removeprefix("cmd "),
+        env=wine_prefix.windows_env(PATH=BASE_PATH),
+        launcher=WINE,
+    )
     assert raw.returncode == 0
 
     with pytest.raises(ToolchainError) as caught:
@@ -147,7 +183,10 @@ def test_an_unknown_argument_is_an_error(wine_prefix: WinePrefix, vs2017: StandI
 
 
 def test_a_failing_exit_status_is_an_error(wine_prefix: WinePrefix, tmp_path: Path) -> None:
-    script = write_bat(tmp_path / "Program Files (x86)" / "Broken Tools" / "vcvars.bat", "@echo off\necho Looking for the compiler...\nexit /b 5\n")
+    script = write_bat(
+        tmp_path / "Program Files (x86)" / "Broken Tools" / "vcvars.bat",
+        "@echo off\necho Looking for the compiler...\nexit /b 5\n",
+    )
 
     with pytest.raises(ToolchainError) as caught:
         capture(wine_prefix, to_wine_path(script), ["x64"])
@@ -190,7 +229,9 @@ def test_special_characters_survive(wine_prefix: WinePrefix, tmp_path: Path) -> 
     # No % in this PATH: Wine's cmd, unlike Windows', expands %...% again inside the value that
     # the script's %PATH% produced. The % cases are the two WINBUILD_ variables instead.
     base_path = r"C:\Tools & Co (x86)\a=b;" + BASE_PATH
-    base_env = wine_prefix.windows_env(PATH=base_path, WINBUILD_BASE="x=1 & y=(x86) 100% sure; ^ !", WINBUILD_USER="Zoë 张三")
+    base_env = wine_prefix.windows_env(
+        PATH=base_path, WINBUILD_BASE="x=1 & y=(x86) 100% sure; ^ !", WINBUILD_USER="Zoë 张三"
+    )
 
     result = capture(wine_prefix, to_wine_path(script), [], base_env=base_env)
 
@@ -211,9 +252,13 @@ def cache_files(cache_dir: Path) -> list[Path]:
     return sorted(cache_dir.iterdir())
 
 
-def test_second_capture_comes_from_the_cache(wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path) -> None:
+def test_second_capture_comes_from_the_cache(
+    wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path
+) -> None:
     cache_dir = tmp_path / "cache" / "vcvars"
-    base_env = wine_prefix.windows_env(PATH=BASE_PATH, GITHUB_TOKEN="ghp_" + "a1B2c3D4" * 5, SCCACHE_REDIS_PASSWORD="hunter2-hunter2")
+    base_env = wine_prefix.windows_env(
+        PATH=BASE_PATH, GITHUB_TOKEN="ghp_" + "a1B2c3D4" * 5, SCCACHE_REDIS_PASSWORD="hunter2-hunter2"
+    )
 
     fresh = capture(wine_prefix, vs2017.script(), ["x64"], base_env=base_env, cache_dir=cache_dir)
     cached = capture(wine_prefix, vs2017.script(), ["x64"], base_env=base_env, cache_dir=cache_dir)
@@ -221,7 +266,13 @@ def test_second_capture_comes_from_the_cache(wine_prefix: WinePrefix, vs2017: St
     assert (fresh.from_cache, cached.from_cache) == (False, True)
     assert cached.seconds * 10 < fresh.seconds, (cached.seconds, fresh.seconds)
     assert cached.env == fresh.env
-    assert (cached.changes, cached.removed, cached.prepended, cached.cl, cached.output) == (fresh.changes, fresh.removed, fresh.prepended, fresh.cl, fresh.output)
+    assert (cached.changes, cached.removed, cached.prepended, cached.cl, cached.output) == (
+        fresh.changes,
+        fresh.removed,
+        fresh.prepended,
+        fresh.cl,
+        fresh.output,
+    )
     [file] = cache_files(cache_dir)  # one entry, no temporary file left behind
     text = file.read_text(encoding="utf-8")
     assert json.loads(text)["changes"] == fresh.changes
@@ -229,7 +280,9 @@ def test_second_capture_comes_from_the_cache(wine_prefix: WinePrefix, vs2017: St
     assert cached.env["GITHUB_TOKEN"] == base_env["GITHUB_TOKEN"]  # the caller's variables still pass through
 
 
-def test_a_changed_script_is_captured_again(wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path) -> None:
+def test_a_changed_script_is_captured_again(
+    wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path
+) -> None:
     cache_dir = tmp_path / "cache"
     capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir)
     script = vs2017.build_dir / "vcvarsall.bat"
@@ -240,7 +293,10 @@ def test_a_changed_script_is_captured_again(wine_prefix: WinePrefix, vs2017: Sta
     assert touched.from_cache is False
     assert capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir).from_cache is True
 
-    write_bat(script, script.read_text(encoding="ascii").replace("@echo off\n", '@echo off\nset "VSCMD_SKIP_SENDTELEMETRY=1"\n', 1))
+    write_bat(
+        script,
+        script.read_text(encoding="ascii").replace("@echo off\n", '@echo off\nset "VSCMD_SKIP_SENDTELEMETRY=1"\n', 1),
+    )
     edited = capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir)
     assert edited.from_cache is False
     assert edited.changes["VSCMD_SKIP_SENDTELEMETRY"] == "1"
@@ -248,7 +304,9 @@ def test_a_changed_script_is_captured_again(wine_prefix: WinePrefix, vs2017: Sta
 
 
 @pytest.mark.parametrize("garbage", ["{not json", "[]", '{"identity": 1}', ""])
-def test_a_corrupt_cache_entry_is_ignored_and_rewritten(wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path, garbage: str) -> None:
+def test_a_corrupt_cache_entry_is_ignored_and_rewritten(
+    wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path, garbage: str
+) -> None:
     cache_dir = tmp_path / "cache"
     first = capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir)
     [file] = cache_files(cache_dir)
@@ -262,16 +320,30 @@ def test_a_corrupt_cache_entry_is_ignored_and_rewritten(wine_prefix: WinePrefix,
     assert capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir).from_cache is True
 
 
-def test_the_starting_environment_is_part_of_the_key(wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path) -> None:
+def test_the_starting_environment_is_part_of_the_key(
+    wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path
+) -> None:
     cache_dir = tmp_path / "cache"
     capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir)
 
-    other_path = capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir, base_env=wine_prefix.windows_env(PATH=r"C:\Tools;" + BASE_PATH))
+    other_path = capture(
+        wine_prefix,
+        vs2017.script(),
+        ["x64"],
+        cache_dir=cache_dir,
+        base_env=wine_prefix.windows_env(PATH=r"C:\Tools;" + BASE_PATH),
+    )
     assert other_path.from_cache is False
     assert other_path.env["PATH"].endswith(r";C:\Tools;" + BASE_PATH)
 
     # INCLUDE is extended by the script, so a different starting INCLUDE needs a new capture.
-    other_include = capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir, base_env=wine_prefix.windows_env(PATH=BASE_PATH, INCLUDE=r"C:\mkl\include"))
+    other_include = capture(
+        wine_prefix,
+        vs2017.script(),
+        ["x64"],
+        cache_dir=cache_dir,
+        base_env=wine_prefix.windows_env(PATH=BASE_PATH, INCLUDE=r"C:\mkl\include"),
+    )
     assert other_include.from_cache is False
     assert other_include.env["INCLUDE"].endswith(r";C:\mkl\include")
 
@@ -279,7 +351,9 @@ def test_the_starting_environment_is_part_of_the_key(wine_prefix: WinePrefix, vs
     assert other_args.from_cache is False
 
 
-def test_a_removed_compiler_is_noticed_despite_the_cache(wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path) -> None:
+def test_a_removed_compiler_is_noticed_despite_the_cache(
+    wine_prefix: WinePrefix, vs2017: StandInVisualStudio, tmp_path: Path
+) -> None:
     cache_dir = tmp_path / "cache"
     result = capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir)
     cl = from_wine_path(result.cl, wine_prefix.path)
@@ -293,8 +367,12 @@ def test_a_removed_compiler_is_noticed_despite_the_cache(wine_prefix: WinePrefix
 # --- the fixtures other cmd tests use -------------------------------------------------------------
 
 
-def test_run_cmd_passes_the_command_line_exactly(run_cmd: Callable[..., CmdResult], wine_path: Callable[[Path], str], tmp_path: Path) -> None:
-    script = write_bat(tmp_path / "Program Files (x86)" / "R&D" / "show.bat", "@echo off\necho all=[%*]\necho first=[%~1]\nexit /b 3\n")
+def test_run_cmd_passes_the_command_line_exactly(
+    run_cmd: Callable[..., CmdResult], wine_path: Callable[[Path], str], tmp_path: Path
+) -> None:
+    script = write_bat(
+        tmp_path / "Program Files (x86)" / "R&D" / "show.bat", "@echo off\necho all=[%*]\necho first=[%~1]\nexit /b 3\n"
+    )
 
     result = run_cmd(f'"{wine_path(script)}" "two words" x=1')
 

@@ -7,9 +7,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deps_support import MAGMA_BCJ2, MAGMA_PY7ZR, MKL, FaultServer, Fetcher, Made, make_tree, methods, pack_py7zr, pack_ultra
+from deps_support import (
+    MAGMA_BCJ2,
+    MAGMA_PY7ZR,
+    MKL,
+    FaultServer,
+    Fetcher,
+    Made,
+    make_tree,
+    methods,
+    pack_py7zr,
+    pack_ultra,
+)
 
 from pytorch_winbuild.deps.catalog import Archive, select_archives
+
 
 @pytest.fixture(scope="session")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Made:

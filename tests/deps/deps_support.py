@@ -35,7 +35,9 @@ MAGMA_PY7ZR = "magma_2.4.0_cuda90_release.7z"  # CUDA 9.0: written by py7zr
 MAGMA_BCJ2 = "magma_2.5.4_cuda101_release.7z"  # CUDA 10.1: written by 7-Zip -mx=9 (BCJ2)
 
 # Small timeouts and waits so fault tests take seconds, not minutes.
-FAST = DownloadSettings(connect_timeout=2.0, read_timeout=0.5, attempts=3, backoff=0.05, max_backoff=0.2, chunk_size=64 * 1024)
+FAST = DownloadSettings(
+    connect_timeout=2.0, read_timeout=0.5, attempts=3, backoff=0.05, max_backoff=0.2, chunk_size=64 * 1024
+)
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,25 @@ def library_bytes(size: int, seed: int) -> bytes:
     rng = random.Random(seed)
     header = b"\x7fELF" + bytes([2, 1, 1, 0]) + b"\0" * 8
     header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0x1000, 64, 0, 0, 64, 56, 0, 64, 0, 0)
-    opcodes = [b"\x48\x89\xc3", b"\x8b\x45\xfc", b"\x48\x83\xec\x28", b"\x90", b"\xc3", b"\x55\x48\x89\xe5", b"\x0f\x1f\x44\x00\x00"]
+    opcodes = [
+        b"\x48\x89\xc3",
+        b"\x8b\x45\xfc",
+        b"\x48\x83\xec\x28",
+        b"\x90",
+        b"\xc3",
+        b"\x55\x48\x89\xe5",
+        b"\x0f\x1f\x44\x00\x00",
+    ]
     functions = []
     for _ in range(256):
         body = bytearray()
         for _ in range(rng.randint(8, 40)):
-            body += b"\xe8" + struct.pack("<i", rng.randint(-(1 << 20), 1 << 20)) + rng.choice(opcodes) + rng.randbytes(rng.randint(0, 4))
+            body += (
+                b"\xe8"
+                + struct.pack("<i", rng.randint(-(1 << 20), 1 << 20))
+                + rng.choice(opcodes)
+                + rng.randbytes(rng.randint(0, 4))
+            )
         functions.append(bytes(body))
     out = bytearray(header)
     while len(out) < size:
@@ -224,7 +239,9 @@ class FaultServer:
                     handler.wfile.flush()
                     self._stop.wait(fault.stall_seconds)
                     stall = None
-                limit = min(x for x in (drop, stall, request.sent + CHUNK, len(body)) if x is not None and x > request.sent)
+                limit = min(
+                    x for x in (drop, stall, request.sent + CHUNK, len(body)) if x is not None and x > request.sent
+                )
                 handler.wfile.write(body[request.sent : limit])
                 request.sent = limit
                 if fault.seconds_per_chunk:
@@ -247,7 +264,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`python -m invoke ARGS` from the repo root in this process's environment, with its real exit code."""
     return subprocess.run(
-        [sys.executable, "-m", "invoke", *args], cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", timeout=timeout
+        [sys.executable, "-m", "invoke", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
     )
 
 
@@ -255,9 +277,26 @@ def self_signed_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
     """A server TLS context for 127.0.0.1 with a fresh self-signed certificate, and that certificate's file."""
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
@@ -274,7 +313,9 @@ class Fetcher:
 
     def __call__(self, archives: list[Archive], **options: Any) -> FetchResult:
         options.setdefault("download_settings", FAST)
-        return fetch_archives(archives, cache_dir=self.cache_dir, lock_path=self.lock_path, log=self.lines.append, **options)
+        return fetch_archives(
+            archives, cache_dir=self.cache_dir, lock_path=self.lock_path, log=self.lines.append, **options
+        )
 
     @property
     def log(self) -> str:
@@ -282,7 +323,9 @@ class Fetcher:
 
     def work_folders(self) -> list[str]:
         deps = self.cache_dir / "deps"
-        return sorted(p.name for p in deps.iterdir() if p.name.startswith((".tmp-", ".trash-"))) if deps.is_dir() else []
+        return (
+            sorted(p.name for p in deps.iterdir() if p.name.startswith((".tmp-", ".trash-"))) if deps.is_dir() else []
+        )
 
 
 def same_tree(left: Path, right: Path) -> bool:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytorch_winbuild.config_files import config_dir
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, deps_dir, installed_path, write_marker
 from pytorch_winbuild.deps.catalog import archive_variables, cuda_prefix, load_catalog, parse_catalog, select_archives
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.config_files import config_dir
 
 
 def names(archives: list) -> list[str]:
@@ -30,7 +30,22 @@ def test_catalog_lists_every_magma_build_of_the_facts_page() -> None:
         "2.5.2": ["cuda92", "cuda100", "cuda101", "cuda102"],
         "2.5.3": ["cuda101", "cuda102", "cuda110"],
         # CI builds 2.5.4 for every CUDA it supports, 12.8 and later included (issue 9).
-        "2.5.4": ["cuda101", "cuda102", "cuda110", "cuda111", "cuda113", "cuda116", "cuda117", "cuda118", "cuda121", "cuda124", "cuda126", "cuda128", "cuda129", "cuda130"],
+        "2.5.4": [
+            "cuda101",
+            "cuda102",
+            "cuda110",
+            "cuda111",
+            "cuda113",
+            "cuda116",
+            "cuda117",
+            "cuda118",
+            "cuda121",
+            "cuda124",
+            "cuda126",
+            "cuda128",
+            "cuda129",
+            "cuda130",
+        ],
     }
     release_only = len(expected["2.4.0"])
     for version, prefixes in expected.items():
@@ -58,11 +73,16 @@ def test_catalog_lists_every_magma_build_of_the_facts_page() -> None:
     ],
 )
 def test_select_archives_takes_the_first_preferred_magma_built_for_the_cuda(cuda, preference, debug, expected) -> None:
-    assert names(select_archives(cuda=cuda, mkl_version="2020.2.254", magma_versions=preference, magma_debug=debug)) == expected
+    assert (
+        names(select_archives(cuda=cuda, mkl_version="2020.2.254", magma_versions=preference, magma_debug=debug))
+        == expected
+    )
 
 
 def test_no_magma_and_the_seed_era_mkl() -> None:
-    assert names(select_archives(cuda="9.0", mkl_version="2018.2.185", magma_versions=[], no_magma=True)) == ["mkl_2018.2.185.7z"]
+    assert names(select_archives(cuda="9.0", mkl_version="2018.2.185", magma_versions=[], no_magma=True)) == [
+        "mkl_2018.2.185.7z"
+    ]
 
 
 def test_missing_magma_names_what_exists_and_no_magma() -> None:
@@ -77,7 +97,10 @@ def test_missing_magma_names_what_exists_and_no_magma() -> None:
 
 
 def test_unknown_versions_and_bad_cuda_are_configuration_errors() -> None:
-    with pytest.raises(ConfigurationError, match=r"unknown MKL version '2019\.0'.*2018\.2\.185, 2019\.4\.245, 2020\.0\.166, 2020\.2\.254"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"unknown MKL version '2019\.0'.*2018\.2\.185, 2019\.4\.245, 2020\.0\.166, 2020\.2\.254",
+    ):
         select_archives(cuda=None, mkl_version="2019.0", magma_versions=[])
     with pytest.raises(ConfigurationError, match="unknown MAGMA version 2.6.0"):
         select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.6.0"])
@@ -88,7 +111,10 @@ def test_unknown_versions_and_bad_cuda_are_configuration_errors() -> None:
 
 def test_archive_variables_follow_the_catalog(tmp_path: Path) -> None:
     mkl, magma = select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])
-    found = {(v.name, v.value, v.prepend) for v in archive_variables(mkl, tmp_path / "mkl") + archive_variables(magma, tmp_path / "magma")}
+    found = {
+        (v.name, v.value, v.prepend)
+        for v in archive_variables(mkl, tmp_path / "mkl") + archive_variables(magma, tmp_path / "magma")
+    }
     assert found == {
         ("CMAKE_INCLUDE_PATH", str(tmp_path / "mkl" / "include"), False),
         ("LIB", str(tmp_path / "mkl" / "lib"), True),

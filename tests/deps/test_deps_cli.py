@@ -22,7 +22,9 @@ pytestmark = pytest.mark.network
 
 
 def fetch_deps(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("fetch-deps", "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock"), *args)
+    return run_cli(
+        "fetch-deps", "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock"), *args
+    )
 
 
 def assert_user_error(result: subprocess.CompletedProcess[str], code: int, *phrases: str) -> None:
@@ -33,7 +35,9 @@ def assert_user_error(result: subprocess.CompletedProcess[str], code: int, *phra
 
 
 def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_path: Path) -> None:
-    cold = fetch_deps(tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url)
+    cold = fetch_deps(
+        tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url
+    )
     assert cold.returncode == 0, cold.stderr
     mkl = tmp_path / "cache" / "deps" / "mkl_2020.2.254"
     magma = tmp_path / "cache" / "deps" / "magma_2.5.4_cuda101_release"
@@ -46,7 +50,9 @@ def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_pa
     served = len(server.requests)
 
     started = time.perf_counter()
-    warm = fetch_deps(tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url)
+    warm = fetch_deps(
+        tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url
+    )
     elapsed = time.perf_counter() - started
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.count("already in the cache") == 2 and warm.stderr == ""
@@ -63,7 +69,9 @@ def test_without_cuda_only_mkl_and_a_note_that_magma_needs_it(server: FaultServe
     assert cpu.returncode == 0 and "MAGMA" not in cpu.stdout
 
 
-def test_mirror_from_invoke_configuration_environment(server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mirror_from_invoke_configuration_environment(
+    server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("INVOKE_WINBUILD_MIRROR", server.url)
     result = fetch_deps(tmp_path, "--cuda", "9.0", "--mkl-version", "2020.2.254", "--no-magma")
     assert result.returncode == 0, result.stderr
@@ -74,7 +82,10 @@ def test_mirror_from_invoke_configuration_environment(server: FaultServer, tmp_p
     ("args", "phrases"),
     [
         (["--cuda", "9.1"], ["configuration error: no MAGMA release archive for CUDA 9.1", "--no-magma"]),
-        (["--cuda", "9.0", "--magma-version", "2.4.0", "--magma-debug"], ["no MAGMA debug archive for CUDA 9.0", "2.4.0 release"]),
+        (
+            ["--cuda", "9.0", "--magma-version", "2.4.0", "--magma-debug"],
+            ["no MAGMA debug archive for CUDA 9.0", "2.4.0 release"],
+        ),
         (["--mkl-version", "2019.0"], ["unknown MKL version '2019.0'"]),
         (["--cuda", "ten"], ["'ten' is not a CUDA version"]),
         (["--mirror", "ftp://mirror.example/"], ["is not an http://, https:// or file:// URL"]),
@@ -140,8 +151,26 @@ def test_clean_removes_what_it_says(server: FaultServer, tmp_path: Path) -> None
 def test_two_fetch_deps_at_once_download_each_file_once(server: FaultServer, tmp_path: Path) -> None:
     for name in (MKL, MAGMA_BCJ2):
         server.fault(name).seconds_per_chunk = 0.05
-    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mkl-version", "2020.2.254", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
-    runs = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "fetch-deps",
+        "--cuda",
+        "10.1",
+        "--mkl-version",
+        "2020.2.254",
+        "--mirror",
+        server.url,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--lock-file",
+        str(tmp_path / "deps.lock"),
+    ]
+    runs = [
+        subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
     assert len(server.gets(MKL)) == 1 and len(server.gets(MAGMA_BCJ2)) == 1
@@ -153,7 +182,18 @@ def _full_disk_session(tmp_path: Path, server: FaultServer, size: str) -> tuple[
     """Run fetch-deps twice with the cache on a tmpfs of `size` (grown to 200 MB in between), in a private mount namespace."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    fetch = [sys.executable, "-m", "invoke", "fetch-deps", "--mirror", server.url, "--cache-dir", str(cache), "--lock-file", str(tmp_path / "deps.lock")]
+    fetch = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "fetch-deps",
+        "--mirror",
+        server.url,
+        "--cache-dir",
+        str(cache),
+        "--lock-file",
+        str(tmp_path / "deps.lock"),
+    ]
     script = "\n".join(
         [
             f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(cache))} || exit 90",
@@ -164,12 +204,20 @@ def _full_disk_session(tmp_path: Path, server: FaultServer, size: str) -> tuple[
             f"{shlex.join(fetch)} >{tmp_path}/out2 2>{tmp_path}/err2; echo rc2=$?",
         ]
     )
-    result = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout, [(tmp_path / name).read_text() for name in ("out1", "err1", "out2", "err2")]
 
 
-def test_full_disk_while_downloading_exits_4_frees_the_partial_file_and_the_next_run_succeeds(server: FaultServer, tmp_path: Path) -> None:
+def test_full_disk_while_downloading_exits_4_frees_the_partial_file_and_the_next_run_succeeds(
+    server: FaultServer, tmp_path: Path
+) -> None:
     listing, (out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "256k")
     assert "rc1=4" in listing, err1
     assert "dependency error: the disk holding" in err1 and "is full" in err1 and "Traceback" not in err1
@@ -194,7 +242,22 @@ def test_progress_bar_on_a_terminal(server: FaultServer, tmp_path: Path) -> None
     """With stderr on a terminal, tqdm draws a bar per download (in CI logs: plain lines, tested above)."""
     main_fd, terminal_fd = pty.openpty()
     fcntl.ioctl(terminal_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a 120-column terminal
-    command = [sys.executable, "-m", "invoke", "fetch-deps", "--cuda", "10.1", "--mkl-version", "2020.2.254", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    command = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "fetch-deps",
+        "--cuda",
+        "10.1",
+        "--mkl-version",
+        "2020.2.254",
+        "--mirror",
+        server.url,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--lock-file",
+        str(tmp_path / "deps.lock"),
+    ]
     run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=terminal_fd, text=True)
     os.close(terminal_fd)
     screen = b""
@@ -216,7 +279,18 @@ def test_progress_bar_on_a_terminal(server: FaultServer, tmp_path: Path) -> None
 
 def test_ctrl_c_stops_cleanly_and_the_next_run_resumes(server: FaultServer, made: Made, tmp_path: Path) -> None:
     server.fault(MKL).seconds_per_chunk = 0.2
-    command = [sys.executable, "-m", "invoke", "fetch-deps", "--mirror", server.url, "--cache-dir", str(tmp_path / "cache"), "--lock-file", str(tmp_path / "deps.lock")]
+    command = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "fetch-deps",
+        "--mirror",
+        server.url,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--lock-file",
+        str(tmp_path / "deps.lock"),
+    ]
     run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not any(r.sent > 0 for r in server.gets(MKL)) and time.monotonic() < deadline:

@@ -27,8 +27,25 @@ def magma101() -> Archive:
     return select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.5.4"])[1]
 
 
-def install(archive_file: Path, archive: Archive, target: Path, *, prefer: str = "native", native: str | None = NATIVE, log: list[str] | None = None) -> str:
-    return install_archive(archive_file, archive, target, sha256="0" * 64, size=archive_file.stat().st_size, prefer=prefer, native=native, log=(log if log is not None else []).append)
+def install(
+    archive_file: Path,
+    archive: Archive,
+    target: Path,
+    *,
+    prefer: str = "native",
+    native: str | None = NATIVE,
+    log: list[str] | None = None,
+) -> str:
+    return install_archive(
+        archive_file,
+        archive,
+        target,
+        sha256="0" * 64,
+        size=archive_file.stat().st_size,
+        prefer=prefer,
+        native=native,
+        log=(log if log is not None else []).append,
+    )
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -37,7 +54,10 @@ def leftovers(folder: Path) -> list[str]:
 
 def test_py7zr_really_fails_on_bcj2_and_native_7zip_takes_over(made: Made, tmp_path: Path) -> None:
     archive_file = made.files[MAGMA_BCJ2]
-    with py7zr.SevenZipFile(archive_file) as archive, pytest.raises(py7zr.exceptions.UnsupportedCompressionMethodError, match="BCJ2"):
+    with (
+        py7zr.SevenZipFile(archive_file) as archive,
+        pytest.raises(py7zr.exceptions.UnsupportedCompressionMethodError, match="BCJ2"),
+    ):
         archive.extractall(tmp_path / "direct")
     log: list[str] = []
     target = tmp_path / "deps" / "magma"
@@ -72,7 +92,9 @@ def test_a_broken_old_folder_is_replaced_whole(made: Made, tmp_path: Path) -> No
     target = tmp_path / "deps" / "mkl"
     (target / "lib").mkdir(parents=True)
     (target / "lib" / "stale.lib").write_bytes(b"half-extracted")
-    install(made.files[MAGMA_PY7ZR], select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])[1], target)
+    install(
+        made.files[MAGMA_PY7ZR], select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])[1], target
+    )
     assert not (target / "lib" / "stale.lib").exists()
     assert leftovers(tmp_path / "deps") == ["mkl"]
 
@@ -140,7 +162,12 @@ def test_link_pointing_outside_is_refused(tmp_path: Path, prefer: str) -> None:
     (tmp_path / "outside.txt").write_text("secret")
     os.symlink(tmp_path / "outside.txt", tree / "lib" / "escape.lib")
     archive_file = pack_py7zr(tree, tmp_path / "link.7z")
-    _refused(archive_file, tmp_path, "link 'lib/escape.lib'" if prefer == "native" else "Symlink point out of target", prefer=prefer)
+    _refused(
+        archive_file,
+        tmp_path,
+        "link 'lib/escape.lib'" if prefer == "native" else "Symlink point out of target",
+        prefer=prefer,
+    )
 
 
 def test_entry_under_a_link_is_refused(tmp_path: Path) -> None:
@@ -164,7 +191,11 @@ def test_link_inside_the_folder_is_kept(tmp_path: Path) -> None:
 def test_wrong_layout_is_refused(tmp_path: Path) -> None:
     tree = _tree_with(tmp_path)
     (tree / "include" / "mkl.h").unlink()
-    _refused(pack_py7zr(tree, tmp_path / "nolayout.7z"), tmp_path, "does not have the layout of a MKL archive: include/mkl.h missing")
+    _refused(
+        pack_py7zr(tree, tmp_path / "nolayout.7z"),
+        tmp_path,
+        "does not have the layout of a MKL archive: include/mkl.h missing",
+    )
 
 
 @pytest.mark.parametrize("prefer", ["native", "py7zr"])

@@ -19,7 +19,9 @@ from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.extract import BadArchive, install_archive
 
 SEVEN_ZZ = shutil.which("7zz")
-needs_7zz = pytest.mark.skipif(SEVEN_ZZ is None or os.name == "nt", reason="needs 7-Zip's 7zz (apt package 7zip) and POSIX links")
+needs_7zz = pytest.mark.skipif(
+    SEVEN_ZZ is None or os.name == "nt", reason="needs 7-Zip's 7zz (apt package 7zip) and POSIX links"
+)
 
 
 def mkl() -> Archive:
@@ -46,13 +48,27 @@ def tree(root: Path, *, private: bool = False) -> Path:
 
 def pack(root: Path, archive: Path) -> Path:
     """`7zz a -snl`: links are stored as links, as they are in the archive the issue met."""
-    subprocess.run([SEVEN_ZZ, "a", "-snl", str(archive), *sorted(p.name for p in root.iterdir())], cwd=root, check=True, capture_output=True)
+    subprocess.run(
+        [SEVEN_ZZ, "a", "-snl", str(archive), *sorted(p.name for p in root.iterdir())],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
     return archive
 
 
 def install(archive_file: Path, target: Path, *, prefer: str = "native", lines: list[str] | None = None) -> str:
     log = (lines if lines is not None else []).append
-    return install_archive(archive_file, mkl(), target, sha256="0" * 64, size=archive_file.stat().st_size, prefer=prefer, native=SEVEN_ZZ, log=log)
+    return install_archive(
+        archive_file,
+        mkl(),
+        target,
+        sha256="0" * 64,
+        size=archive_file.stat().st_size,
+        prefer=prefer,
+        native=SEVEN_ZZ,
+        log=log,
+    )
 
 
 def modes(folder: Path) -> dict[str, int]:
@@ -104,9 +120,13 @@ def test_7zz_really_refuses_a_link_with_dotdot_inside_the_folder(tmp_path: Path)
     root = tree(tmp_path / "tree")
     os.symlink("../mkl_core.lib", root / "lib" / "intel64" / "mkl_core.lib")
     archive_file = pack(root, tmp_path / "mkl.7z")
-    result = subprocess.run([SEVEN_ZZ, "x", "-y", f"-o{tmp_path / 'raw'}", str(archive_file)], capture_output=True, text=True)
+    result = subprocess.run(
+        [SEVEN_ZZ, "x", "-y", f"-o{tmp_path / 'raw'}", str(archive_file)], capture_output=True, text=True
+    )
     assert result.returncode == 2
-    assert "Dangerous link path was ignored : lib/intel64/mkl_core.lib : ../mkl_core.lib" in result.stderr + result.stdout
+    assert (
+        "Dangerous link path was ignored : lib/intel64/mkl_core.lib : ../mkl_core.lib" in result.stderr + result.stdout
+    )
 
 
 @needs_7zz
@@ -127,12 +147,18 @@ def test_links_inside_the_folder_are_kept(tmp_path: Path, umask: None, prefer: s
     assert (target / "lib" / "include" / "mkl.h").is_file()
     if prefer == "native":
         assert tool == "7zz"
-        assert any("7zz refused the link 'lib/intel64/mkl_core.lib' -> '../mkl_core.lib' as dangerous" in line and "recreated" in line for line in lines)
+        assert any(
+            "7zz refused the link 'lib/intel64/mkl_core.lib' -> '../mkl_core.lib' as dangerous" in line
+            and "recreated" in line
+            for line in lines
+        )
     assert sorted(p.name for p in target.parent.iterdir()) == ["mkl"]  # no work folder left
 
 
 @needs_7zz
-def test_an_inside_link_that_cannot_be_created_is_skipped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_inside_link_that_cannot_be_created_is_skipped_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Windows without the right to create links: the link is left out, the rest is installed."""
     root = tree(tmp_path / "tree")
     os.symlink("../mkl_core.lib", root / "lib" / "intel64" / "mkl_core.lib")
@@ -147,7 +173,10 @@ def test_an_inside_link_that_cannot_be_created_is_skipped_with_a_note(tmp_path: 
     install(archive_file, target, lines=lines)
     assert not os.path.lexists(target / "lib" / "intel64" / "mkl_core.lib")  # not even 7zz's empty placeholder
     assert (target / "include" / "mkl.h").is_file()
-    assert any("skipped the link 'lib/intel64/mkl_core.lib' -> '../mkl_core.lib'" in line and "privilege" in line for line in lines)
+    assert any(
+        "skipped the link 'lib/intel64/mkl_core.lib' -> '../mkl_core.lib'" in line and "privilege" in line
+        for line in lines
+    )
 
 
 @needs_7zz

@@ -48,11 +48,15 @@ def assert_installed(fetch: Fetcher, made: Made, archive: Archive) -> None:
     expected = sha256(made.files[archive.file_name])
     marker = read_marker(folder)
     assert marker is not None and marker.sha256 == expected
-    assert LockFile.load(fetch.lock_path).get(archive.file_name) == LockEntry(expected, made.files[archive.file_name].stat().st_size)
+    assert LockFile.load(fetch.lock_path).get(archive.file_name) == LockEntry(
+        expected, made.files[archive.file_name].stat().st_size
+    )
     assert fetch.work_folders() == []
 
 
-def test_cold_fetch_records_the_lock_and_a_warm_run_does_nothing(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_cold_fetch_records_the_lock_and_a_warm_run_does_nothing(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     cold = fetch(cuda101, mirror=server.url)
     assert [item.action for item in cold.archives] == ["downloaded", "downloaded"]
     assert cold.downloaded_bytes == sum(made.files[a.file_name].stat().st_size for a in cuda101)
@@ -69,7 +73,9 @@ def test_cold_fetch_records_the_lock_and_a_warm_run_does_nothing(server: FaultSe
     assert [item.path for item in warm.archives] == [item.path for item in cold.archives]
 
 
-def test_connection_dropped_mid_body_resumes_with_range(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_connection_dropped_mid_body_resumes_with_range(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     server.fault(MKL).drop_after.append(300_000)
     result = fetch(cuda101, mirror=server.url)
     first, second = server.gets(MKL)
@@ -90,7 +96,9 @@ def test_503_twice_then_200(server: FaultServer, fetch: Fetcher, made: Made, cud
     assert_installed(fetch, made, by_name(cuda101, MAGMA_BCJ2))
 
 
-def test_503_until_the_retries_run_out_then_the_next_run_recovers(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_503_until_the_retries_run_out_then_the_next_run_recovers(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     server.fault(MAGMA_BCJ2).statuses.extend([503] * 3)
     with pytest.raises(DependencyError) as caught:
         fetch(cuda101, mirror=server.url)
@@ -105,7 +113,9 @@ def test_503_until_the_retries_run_out_then_the_next_run_recovers(server: FaultS
     assert_installed(fetch, made, magma)
 
 
-def test_server_ignoring_range_restarts_cleanly(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_server_ignoring_range_restarts_cleanly(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     fault = server.fault(MKL)
     fault.drop_after.append(300_000)
     fault.ignore_range = True
@@ -118,7 +128,9 @@ def test_server_ignoring_range_restarts_cleanly(server: FaultServer, fetch: Fetc
     assert_installed(fetch, made, by_name(cuda101, MKL))
 
 
-def test_stalled_response_times_out_and_resumes(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_stalled_response_times_out_and_resumes(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     fault = server.fault(MKL)
     fault.stall_after.append(200_000)
     fault.stall_seconds = 3.0
@@ -129,7 +141,9 @@ def test_stalled_response_times_out_and_resumes(server: FaultServer, fetch: Fetc
     assert_installed(fetch, made, by_name(cuda101, MKL))
 
 
-def test_server_that_stays_silent_fails_cleanly_and_the_next_run_recovers(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_server_that_stays_silent_fails_cleanly_and_the_next_run_recovers(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     fault = server.fault(MKL)
     fault.stall_after.extend([0, 0, 0])
     fault.stall_seconds = 3.0
@@ -141,7 +155,9 @@ def test_server_that_stays_silent_fails_cleanly_and_the_next_run_recovers(server
     assert_installed(fetch, made, cuda101[0])
 
 
-def test_truncated_archive_is_deleted_and_not_recorded(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path) -> None:
+def test_truncated_archive_is_deleted_and_not_recorded(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path
+) -> None:
     truncated = tmp_path / "truncated.7z"
     data = made.files[MKL].read_bytes()
     truncated.write_bytes(data[: len(data) * 2 // 3])
@@ -155,14 +171,18 @@ def test_truncated_archive_is_deleted_and_not_recorded(server: FaultServer, fetc
     assert_installed(fetch, made, cuda101[0])
 
 
-def test_wrong_checksum_against_the_lock_file_then_update_lock(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_wrong_checksum_against_the_lock_file_then_update_lock(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     size = made.files[MKL].stat().st_size
     LockFile.load(fetch.lock_path).record(MKL, LockEntry("0" * 64, size))
     with pytest.raises(DependencyError) as caught:
         fetch(cuda101[:1], mirror=server.url)
     paragraph = caught.value.paragraph()
     assert caught.value.exit_code == 4
-    assert f"checksum mismatch for {MKL}" in paragraph and "0" * 64 in paragraph and sha256(made.files[MKL]) in paragraph
+    assert (
+        f"checksum mismatch for {MKL}" in paragraph and "0" * 64 in paragraph and sha256(made.files[MKL]) in paragraph
+    )
     assert "--update-lock" in paragraph
     assert installed_path(fetch.cache_dir, cuda101[0]) is None and not deps_dir(fetch.cache_dir, cuda101[0]).exists()
     assert not download_path(fetch.cache_dir, cuda101[0]).exists() and fetch.work_folders() == []
@@ -173,7 +193,9 @@ def test_wrong_checksum_against_the_lock_file_then_update_lock(server: FaultServ
     assert_installed(fetch, made, cuda101[0])
 
 
-def test_size_differing_from_the_lock_file_stops_before_the_body(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_size_differing_from_the_lock_file_stops_before_the_body(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     LockFile.load(fetch.lock_path).record(MKL, LockEntry("0" * 64, 12345))
     with pytest.raises(DependencyError, match="12345 bytes are expected"):
         fetch(cuda101[:1], mirror=server.url)
@@ -188,7 +210,9 @@ def test_mirror_missing_a_file(server: FaultServer, fetch: Fetcher, made: Made, 
         fetch(cuda101, mirror=server.url)
     paragraph = caught.value.paragraph()
     assert f"{server.url}{MAGMA_BCJ2} answered HTTP 404" in paragraph
-    assert "a mirror is a flat folder holding the same file names as https://s3.amazonaws.com/ossci-windows/" in paragraph
+    assert (
+        "a mirror is a flat folder holding the same file names as https://s3.amazonaws.com/ossci-windows/" in paragraph
+    )
     assert [r.status for r in server.gets(MAGMA_BCJ2)] == [404]  # not retried
     assert_not_trusted(fetch, by_name(cuda101, MAGMA_BCJ2))
     assert_installed(fetch, made, by_name(cuda101, MKL))
@@ -197,7 +221,9 @@ def test_mirror_missing_a_file(server: FaultServer, fetch: Fetcher, made: Made, 
     assert_installed(fetch, made, by_name(cuda101, MAGMA_BCJ2))
 
 
-def test_credentials_in_a_mirror_url_never_reach_messages(server: FaultServer, fetch: Fetcher, cuda101: list[Archive]) -> None:
+def test_credentials_in_a_mirror_url_never_reach_messages(
+    server: FaultServer, fetch: Fetcher, cuda101: list[Archive]
+) -> None:
     del server.files[MKL]
     mirror = server.url.replace("http://", "http://builder:s3cr3t-pw@")
     with pytest.raises(DependencyError) as caught:
@@ -206,7 +232,9 @@ def test_credentials_in_a_mirror_url_never_reach_messages(server: FaultServer, f
     assert "s3cr3t-pw" not in fetch.log
 
 
-def test_file_mirror_and_from_dir_work_offline(fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path) -> None:
+def test_file_mirror_and_from_dir_work_offline(
+    fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path
+) -> None:
     folder = copy_files(made.files, tmp_path / "mirror folder")
     result = fetch(cuda101, mirror=folder.as_uri())
     assert [item.action for item in result.archives] == ["copied", "copied"]
@@ -221,7 +249,9 @@ def test_file_mirror_and_from_dir_work_offline(fetch: Fetcher, made: Made, cuda1
         assert installed_path(other.cache_dir, archive) is not None
 
 
-def test_from_dir_missing_a_file_says_where_to_download_it(fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path) -> None:
+def test_from_dir_missing_a_file_says_where_to_download_it(
+    fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path
+) -> None:
     folder = copy_files({MKL: made.files[MKL]}, tmp_path / "by hand")
     with pytest.raises(DependencyError) as caught:
         fetch(cuda101, from_dir=folder)
@@ -230,7 +260,9 @@ def test_from_dir_missing_a_file_says_where_to_download_it(fetch: Fetcher, made:
     assert_installed(fetch, made, by_name(cuda101, MKL))
 
 
-def test_kept_downloads_reextract_without_network_after_deps_are_removed(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_kept_downloads_reextract_without_network_after_deps_are_removed(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     fetch(cuda101, mirror=server.url)
     shutil.rmtree(fetch.cache_dir / "deps")
     served = len(server.requests)
@@ -239,7 +271,9 @@ def test_kept_downloads_reextract_without_network_after_deps_are_removed(server:
     assert result.downloaded_bytes == 0 and len(server.requests) == served
 
 
-def test_leftovers_of_an_interrupted_run_are_not_trusted_and_are_swept(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_leftovers_of_an_interrupted_run_are_not_trusted_and_are_swept(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     mkl = by_name(cuda101, MKL)
     half = deps_dir(fetch.cache_dir, mkl)
     (half / "include").mkdir(parents=True)
@@ -257,7 +291,9 @@ def test_leftovers_of_an_interrupted_run_are_not_trusted_and_are_swept(server: F
     assert_installed(fetch, made, mkl)
 
 
-def test_two_fetches_at_once_do_the_work_once(server: FaultServer, made: Made, cuda101: list[Archive], tmp_path: Path) -> None:
+def test_two_fetches_at_once_do_the_work_once(
+    server: FaultServer, made: Made, cuda101: list[Archive], tmp_path: Path
+) -> None:
     for name in made.files:
         server.fault(name).seconds_per_chunk = 0.02
     fetchers = [Fetcher(tmp_path), Fetcher(tmp_path)]
@@ -281,7 +317,9 @@ def test_two_fetches_at_once_do_the_work_once(server: FaultServer, made: Made, c
     assert any("waiting for another pytorch-winbuild run" in f.log for f in fetchers)
 
 
-def test_tls_is_verified_and_a_ca_bundle_from_the_environment_is_used(made: Made, fetch: Fetcher, cuda101: list[Archive], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tls_is_verified_and_a_ca_bundle_from_the_environment_is_used(
+    made: Made, fetch: Fetcher, cuda101: list[Archive], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     context, certificate = self_signed_tls(tmp_path)
     tls_server = FaultServer(made.files, tls=context).start()
     try:
@@ -296,11 +334,19 @@ def test_tls_is_verified_and_a_ca_bundle_from_the_environment_is_used(made: Made
         tls_server.stop()
 
 
-def test_a_run_holding_the_cache_too_long_is_reported_busy(server: FaultServer, fetch: Fetcher, cuda101: list[Archive]) -> None:
+def test_a_run_holding_the_cache_too_long_is_reported_busy(
+    server: FaultServer, fetch: Fetcher, cuda101: list[Archive]
+) -> None:
     fetch.cache_dir.mkdir(parents=True)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(30)", str(fetch.cache_dir / ".lock")],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(30)",
+            str(fetch.cache_dir / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -320,10 +366,17 @@ def test_sparse_log_lines_without_a_terminal(server: FaultServer, fetch: Fetcher
     fetch(cuda101, mirror=server.url)
     for archive in cuda101:
         lines = [line for line in fetch.lines if line.startswith(archive.file_name)]
-        assert [line.split(": ")[1].split(" ")[0] for line in lines] == ["downloading", "received", "extracted", "recorded"]
+        assert [line.split(": ")[1].split(" ")[0] for line in lines] == [
+            "downloading",
+            "received",
+            "extracted",
+            "recorded",
+        ]
 
 
-def test_a_complete_partial_file_is_finished_without_a_body(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_a_complete_partial_file_is_finished_without_a_body(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     """A run stopped between the last byte and the rename: the server answers 416 for the range past the end."""
     (fetch.cache_dir / "downloads").mkdir(parents=True)
     shutil.copyfile(made.files[MKL], fetch.cache_dir / "downloads" / f"{MKL}.part")
@@ -334,7 +387,9 @@ def test_a_complete_partial_file_is_finished_without_a_body(server: FaultServer,
     assert_installed(fetch, made, cuda101[0])
 
 
-def test_a_partial_file_longer_than_the_archive_starts_over(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]) -> None:
+def test_a_partial_file_longer_than_the_archive_starts_over(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive]
+) -> None:
     (fetch.cache_dir / "downloads").mkdir(parents=True)
     size = made.files[MKL].stat().st_size
     (fetch.cache_dir / "downloads" / f"{MKL}.part").write_bytes(b"\0" * (size + 10))
@@ -344,7 +399,9 @@ def test_a_partial_file_longer_than_the_archive_starts_over(server: FaultServer,
     assert_installed(fetch, made, cuda101[0])
 
 
-def test_proxy_from_the_environment_is_used(server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_proxy_from_the_environment_is_used(
+    server: FaultServer, fetch: Fetcher, made: Made, cuda101: list[Archive], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The test server doubles as an HTTP proxy; the mirror's host name does not even resolve."""
     monkeypatch.setenv("HTTP_PROXY", server.url)
     fetch(cuda101[:1], mirror="http://ossci-mirror.invalid/windows/")

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from deps_support import FAST, MKL, FaultServer, Fetcher, Made, run_cli
 
-from pytorch_winbuild.config_files import config_dir
 from pytorch_winbuild.deps.cache import download_path, installed_path, partial_path
 from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.fetch import FIRST_USE, PINNED, VERIFIED, format_summary
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.config_files import config_dir
 
 pytestmark = pytest.mark.network
 
@@ -158,9 +158,8 @@ def test_endless_body_stops_at_the_size_the_lock_records(fetch: Fetcher) -> None
 
 def test_endless_body_of_unknown_size_stops_at_max_size(fetch: Fetcher) -> None:
     archives = mkl()
-    with HostileServer("endless") as server:
-        with pytest.raises(DependencyError) as caught:
-            fetch(archives, mirror=server.url, download_settings=SMALL_MAX)
+    with HostileServer("endless") as server, pytest.raises(DependencyError) as caught:
+        fetch(archives, mirror=server.url, download_settings=SMALL_MAX)
     message = caught.value.message
     assert f"{server.url}{MKL} sent more than the limit of 300000 bytes for an archive of unknown size" in message
     assert "[download] max_size" in message and "deps.toml" in caught.value.fix
@@ -171,9 +170,10 @@ def test_endless_body_of_unknown_size_stops_at_max_size(fetch: Fetcher) -> None:
 
 def test_announced_length_over_max_size_is_refused_before_the_body(fetch: Fetcher) -> None:
     archives = mkl()
-    with HostileServer("huge-length", length=10 * 1024**3) as server:
-        with pytest.raises(DependencyError, match=r"announces 10737418240 bytes, more than the limit of 300000 bytes") as caught:
-            fetch(archives, mirror=server.url, download_settings=SMALL_MAX)
+    with HostileServer("huge-length", length=10 * 1024**3) as server, pytest.raises(
+        DependencyError, match=r"announces 10737418240 bytes, more than the limit of 300000 bytes"
+    ) as caught:
+        fetch(archives, mirror=server.url, download_settings=SMALL_MAX)
     assert caught.value.exit_code == 4
     assert "downloading" not in fetch.log  # refused on the headers
     assert no_part(fetch, archives[0])
@@ -201,13 +201,18 @@ def test_dripping_body_is_stopped_by_the_speed_limit(fetch: Fetcher) -> None:
         seconds = time.monotonic() - started
     message = caught.value.message
     assert caught.value.exit_code == 4 and 1.0 <= seconds < 3
-    assert f"{server.url}{MKL} sent" in message and "bytes/s over the last 1 s, under the 16384 bytes/s required" in message
+    assert (
+        f"{server.url}{MKL} sent" in message
+        and "bytes/s over the last 1 s, under the 16384 bytes/s required" in message
+    )
     assert "[download] speed_limit, speed_time" in message
     assert server.requests == 1  # a slow server is not asked again
     assert no_part(fetch, archives[0])
 
 
-def test_a_steady_but_endless_transfer_is_stopped_by_the_deadline(server: FaultServer, fetch: Fetcher, made: Made) -> None:
+def test_a_steady_but_endless_transfer_is_stopped_by_the_deadline(
+    server: FaultServer, fetch: Fetcher, made: Made
+) -> None:
     archives = mkl()
     server.fault(MKL).seconds_per_chunk = 0.2  # 64 KiB every 0.2 s: above the speed limit, but it takes ~4 s
     settings = replace(LIMITED, max_size=LIMITED.max_size * 100, deadline=1.0)
@@ -216,7 +221,10 @@ def test_a_steady_but_endless_transfer_is_stopped_by_the_deadline(server: FaultS
         fetch(archives, mirror=server.url, download_settings=settings)
     seconds = time.monotonic() - started
     assert caught.value.exit_code == 4 and seconds < 2.5
-    assert f"downloading {server.url}{MKL} took longer than the 1 s allowed for one archive ([download] deadline)" in caught.value.message
+    assert (
+        f"downloading {server.url}{MKL} took longer than the 1 s allowed for one archive ([download] deadline)"
+        in caught.value.message
+    )
     assert no_part(fetch, archives[0])
 
 
@@ -235,7 +243,9 @@ def test_unresolvable_host_fails_at_once_without_retries(fetch: Fetcher) -> None
     archives = mkl()
     started = time.monotonic()
     with pytest.raises(DependencyError) as caught:
-        fetch(archives, mirror="http://nonexistent.invalid/", download_settings=replace(LIMITED, attempts=6, backoff=1.0))
+        fetch(
+            archives, mirror="http://nonexistent.invalid/", download_settings=replace(LIMITED, attempts=6, backoff=1.0)
+        )
     seconds = time.monotonic() - started
     error = caught.value
     assert seconds < 3, f"a DNS failure took {seconds:.1f} s"
@@ -272,13 +282,17 @@ def test_a_part_kept_by_ctrl_c_is_still_resumed(server: FaultServer, fetch: Fetc
 # --- lock files: the tracked one is never written -------------------------------------------------
 
 
-def test_first_download_goes_to_the_cache_lock_and_is_reported_unverified(server: FaultServer, made: Made, tmp_path: Path, tracked_lock: bytes) -> None:
+def test_first_download_goes_to_the_cache_lock_and_is_reported_unverified(
+    server: FaultServer, made: Made, tmp_path: Path, tracked_lock: bytes
+) -> None:
     archives = mkl()
     fetch = Fetcher(tmp_path)
     lines: list[str] = []
     from pytorch_winbuild.deps.fetch import fetch_archives
 
-    result = fetch_archives(archives, cache_dir=fetch.cache_dir, mirror=server.url, download_settings=LIMITED, log=lines.append)
+    result = fetch_archives(
+        archives, cache_dir=fetch.cache_dir, mirror=server.url, download_settings=LIMITED, log=lines.append
+    )
     expected = LockEntry(hashlib.sha256(made.files[MKL].read_bytes()).hexdigest(), made.files[MKL].stat().st_size)
     cache_lock = fetch.cache_dir / "deps.lock"
     assert LockFile.load(cache_lock).get(MKL) == expected
@@ -287,15 +301,19 @@ def test_first_download_goes_to_the_cache_lock_and_is_reported_unverified(server
     assert (item.trust, item.checked_against, item.sha256) == (FIRST_USE, str(cache_lock), expected.sha256)
     summary = format_summary(result)
     assert f"UNVERIFIED: trusted on first use, recorded in {cache_lock}" in summary
-    assert f"Unverified archives (trust on first use" in summary and f"{MKL}  SHA-256 {expected.sha256}" in summary
+    assert "Unverified archives (trust on first use" in summary and f"{MKL}  SHA-256 {expected.sha256}" in summary
     assert any("trust on first use" in line and str(cache_lock) in line for line in lines)
 
-    again = fetch_archives(archives, cache_dir=fetch.cache_dir, mirror=server.url, download_settings=LIMITED, log=lines.append)
+    again = fetch_archives(
+        archives, cache_dir=fetch.cache_dir, mirror=server.url, download_settings=LIMITED, log=lines.append
+    )
     assert (again.archives[0].action, again.archives[0].trust) == ("cached", PINNED)
     assert "UNVERIFIED: matches its first-use record" in format_summary(again)
 
 
-def test_a_checksum_in_the_shipped_lock_verifies_and_is_not_overridden(server: FaultServer, made: Made, fetch: Fetcher, tmp_path: Path) -> None:
+def test_a_checksum_in_the_shipped_lock_verifies_and_is_not_overridden(
+    server: FaultServer, made: Made, fetch: Fetcher, tmp_path: Path
+) -> None:
     archives = mkl()
     shipped = tmp_path / "shipped.lock"
     good = LockEntry(hashlib.sha256(made.files[MKL].read_bytes()).hexdigest(), made.files[MKL].stat().st_size)
@@ -312,17 +330,26 @@ def test_a_checksum_in_the_shipped_lock_verifies_and_is_not_overridden(server: F
     wrong.write_text(f'["{MKL}"]\nsha256 = "{"0" * 64}"\nsize = {good.size}\n', encoding="utf-8")
     for update_lock in (False, True):  # --update-lock accepts changes of first-use records, not of published checksums
         with pytest.raises(DependencyError) as caught:
-            other(archives, mirror=server.url, download_settings=LIMITED, shipped_lock_path=wrong, update_lock=update_lock)
+            other(
+                archives, mirror=server.url, download_settings=LIMITED, shipped_lock_path=wrong, update_lock=update_lock
+            )
         assert f"expected SHA-256 {'0' * 64} ({good.size} bytes) published in {wrong}" in caught.value.message
         assert "--update-lock does not override a published checksum" in caught.value.fix
         assert no_part(other, archives[0]) and not download_path(other.cache_dir, archives[0]).exists()
 
 
-def test_cli_without_lock_file_never_writes_the_tracked_lock(server: FaultServer, tmp_path: Path, tracked_lock: bytes) -> None:
+def test_cli_without_lock_file_never_writes_the_tracked_lock(
+    server: FaultServer, tmp_path: Path, tracked_lock: bytes
+) -> None:
     cache = tmp_path / "cache"
-    result = run_cli("fetch-deps", "--cuda", "cpu", "--mkl-version", "2020.2.254", "--mirror", server.url, "--cache-dir", str(cache))
+    result = run_cli(
+        "fetch-deps", "--cuda", "cpu", "--mkl-version", "2020.2.254", "--mirror", server.url, "--cache-dir", str(cache)
+    )
     assert result.returncode == 0, result.stderr
     assert TRACKED_LOCK.read_bytes() == tracked_lock
     assert LockFile.load(cache / "deps.lock").get(MKL) is not None
-    assert "UNVERIFIED: trusted on first use" in result.stdout and f"Unverified archives (trust on first use" in result.stdout
+    assert (
+        "UNVERIFIED: trusted on first use" in result.stdout
+        and "Unverified archives (trust on first use" in result.stdout
+    )
     assert MKL in result.stdout.split("Unverified archives", 1)[1]

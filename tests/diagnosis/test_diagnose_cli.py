@@ -60,7 +60,9 @@ def test_an_error_block_that_ends_the_log_is_reported(tmp_path: Path, text: str,
     last = text.rstrip("\n").count("\n") + 1
     assert f": {last} lines" in done.stdout.splitlines()[0]
     assert f"First error (line 1, {kind}):" in done.stdout
-    assert f" > {last} | RuntimeError: The NVIDIA driver on your system is too old (found version 11040)." in done.stdout
+    assert (
+        f" > {last} | RuntimeError: The NVIDIA driver on your system is too old (found version 11040)." in done.stdout
+    )
     assert f"  Summary (line {last}): RuntimeError: The NVIDIA driver" in done.stdout
     assert "[cuda-driver-too-old]" in done.stdout
     assert "11040 is CUDA 11.4" in " ".join(done.stdout.split())

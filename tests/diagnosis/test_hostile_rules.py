@@ -18,11 +18,12 @@ import pytest
 from diagnosis_logs import CASES
 from support import REPO_ROOT, run_invoke
 
-from pytorch_winbuild import diagnosis, triage
-from pytorch_winbuild.diagnosis import LinearPattern, default_rules, load_rules
+from pytorch_winbuild.diagnosis import rules as diagnosis
+from pytorch_winbuild.diagnosis import triage
+from pytorch_winbuild.diagnosis.rules import LinearPattern, default_rules, load_rules
+from pytorch_winbuild.diagnosis.triage import diagnose_text, triage_log
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.terminal_text import terminal_json, terminal_safe
-from pytorch_winbuild.triage import diagnose_text, triage_log
+from pytorch_winbuild.text.terminal_text import terminal_json, terminal_safe
 
 OUT_OF_HEAP = next(case for case in CASES if case.name == "C1060 under Ninja")
 
@@ -33,7 +34,14 @@ RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def rule_table(rule_id: str, patterns: list[str], **extra: str) -> str:
     """A [[rule]] table; patterns are written as TOML literal strings (backslashes as written)."""
     listed = ", ".join(f"'{pattern}'" for pattern in patterns)
-    lines = [f"id = '{rule_id}'", f"title = 'Rule {rule_id}'", f"patterns = [{listed}]", "explanation = 'Why.'", "fix = 'What to do.'", "source = 'a test'"]
+    lines = [
+        f"id = '{rule_id}'",
+        f"title = 'Rule {rule_id}'",
+        f"patterns = [{listed}]",
+        "explanation = 'Why.'",
+        "fix = 'What to do.'",
+        "source = 'a test'",
+    ]
     lines += [f"{key} = {value}" for key, value in extra.items()]
     return "[[rule]]\n" + "\n".join(lines) + "\n\n"
 
@@ -49,9 +57,11 @@ def write(path: Path, text: str) -> Path:
 
 PATHOLOGICAL_LOG = (
     "[1/3] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/Kernel.cpp.obj\n"
-    + "a" * 40 + "!\n"  # Python's re needs about 2**40 steps here: more than a day
+    + "a" * 40
+    + "!\n"  # Python's re needs about 2**40 steps here: more than a day
     + ("a" * 60 + "!\n") * 200
-    + "a" * 100_000 + "!\n"
+    + "a" * 100_000
+    + "!\n"
     + "aaaaaaaaaa\n"  # the one line (a+)+$ does match
     + "FAILED: caffe2/CMakeFiles/torch_cpu.dir/Kernel.cpp.obj\n"
     + "cl /nologo /c C:\\pytorch\\Kernel.cpp\n"
@@ -70,7 +80,9 @@ def test_nested_quantifier_rule_on_a_pathological_log_finishes_with_the_right_ma
     assert done.returncode == 0, done.stderr
     assert elapsed < 5, f"diagnose took {elapsed:.1f} s"
     data = json.loads(done.stdout)
-    assert [(match["id"], match["line"]["number"], match["count"]) for match in data["matches"]] == [("nested", MATCHING_LINE, 1)]
+    assert [(match["id"], match["line"]["number"], match["count"]) for match in data["matches"]] == [
+        ("nested", MATCHING_LINE, 1)
+    ]
     assert data["first_error"]["summary"]["text"].endswith("fatal error C1060: compiler is out of heap space")
     assert "warnings" not in data
 
@@ -78,7 +90,9 @@ def test_nested_quantifier_rule_on_a_pathological_log_finishes_with_the_right_ma
 def test_user_patterns_run_on_re2_and_shipped_ones_on_re(tmp_path: Path) -> None:
     rules = load_rules(write(tmp_path / "rules.toml", rule_table("nested", ["(a+)+$"], preceded_by="['Building']")))
     assert isinstance(rules[0].patterns[0], LinearPattern) and isinstance(rules[0].preceded_by[0], LinearPattern)
-    assert all(isinstance(pattern, re.Pattern) for rule in default_rules() for pattern in (*rule.patterns, *rule.preceded_by))
+    assert all(
+        isinstance(pattern, re.Pattern) for rule in default_rules() for pattern in (*rule.patterns, *rule.preceded_by)
+    )
     assert load_rules(REPO_ROOT / "build_config" / "diagnosis.toml") == default_rules()  # the shipped file, by path
     # Explicit choice either way.
     assert isinstance(load_rules(tmp_path / "rules.toml", linear=False)[0].patterns[0], re.Pattern)
@@ -95,13 +109,20 @@ def test_user_patterns_run_on_re2_and_shipped_ones_on_re(tmp_path: Path) -> None
     ],
     ids=["lookahead", "lookbehind", "backreference", "end-of-text-Z", "possessive"],
 )
-def test_a_pattern_re2_cannot_run_exits_2_naming_file_rule_and_pattern(tmp_path: Path, pattern: str, reason: str) -> None:
+def test_a_pattern_re2_cannot_run_exits_2_naming_file_rule_and_pattern(
+    tmp_path: Path, pattern: str, reason: str
+) -> None:
     log = write(tmp_path / "build.log", OUT_OF_HEAP.text)
-    rules = write(tmp_path / "rules.toml", rule_table("fine", ["out of heap"]) + rule_table("needs-backtracking", ["ok", pattern]))
+    rules = write(
+        tmp_path / "rules.toml", rule_table("fine", ["out of heap"]) + rule_table("needs-backtracking", ["ok", pattern])
+    )
     done = run_invoke("diagnose", str(log), "--rules", str(rules))
     assert done.returncode == 2, done.stdout + done.stderr
     message = done.stderr
-    assert f"configuration error: {rules}: rule 'needs-backtracking'.patterns[1]: unsupported regular expression {pattern!r}" in message
+    assert (
+        f"configuration error: {rules}: rule 'needs-backtracking'.patterns[1]: unsupported regular expression {pattern!r}"
+        in message
+    )
     assert f"(RE2: {reason}" in message
     assert "Fix: rules files other than the shipped one are matched with RE2" in message
     assert "re2.cc" not in message  # RE2's own logging stays off
@@ -111,14 +132,20 @@ def test_an_invalid_pattern_keeps_pythons_message(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as raised:
         load_rules(write(tmp_path / "rules.toml", rule_table("broken", ["cache (offline"])))
     assert raised.value.exit_code == 2
-    assert "rule 'broken'.patterns[0]: invalid regular expression 'cache (offline' (missing ), unterminated subpattern" in raised.value.message
+    assert (
+        "rule 'broken'.patterns[0]: invalid regular expression 'cache (offline' (missing ), unterminated subpattern"
+        in raised.value.message
+    )
 
 
 def test_a_pattern_too_large_for_a_quick_scan_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as raised:
         load_rules(write(tmp_path / "rules.toml", rule_table("huge", ["[aeiou].{1000}[0-9]x"])))
     assert raised.value.exit_code == 2
-    assert "rule 'huge'.patterns[0]: regular expression '[aeiou].{1000}[0-9]x' is too complex (RE2 program size" in raised.value.message
+    assert (
+        "rule 'huge'.patterns[0]: regular expression '[aeiou].{1000}[0-9]x' is too complex (RE2 program size"
+        in raised.value.message
+    )
 
 
 def test_a_copy_of_the_shipped_file_with_a_rule_added_still_loads(tmp_path: Path) -> None:
@@ -136,7 +163,9 @@ def test_a_copy_of_the_shipped_file_with_a_rule_added_still_loads(tmp_path: Path
     assert rules[:-1] == default_rules()
 
 
-def test_without_re2_a_user_file_is_refused_but_shipped_patterns_still_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_re2_a_user_file_is_refused_but_shipped_patterns_still_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "re2", None)  # import re2 now raises ImportError
     with pytest.raises(ConfigurationError, match="need the google-re2 package") as raised:
         load_rules(write(tmp_path / "rules.toml", rule_table("mine", ["cache server offline"])))
@@ -164,7 +193,8 @@ SAME_LOG = (
     "Ünïcödé prelude — café au lait\n\n"
     + "".join(f"[{n}/4567] Building CXX object caffe2/café/Kernel{n}.cpp.obj\n" for n in range(1, 300))
     + "\ncafé crème\n"
-    + "éééé" * 3000 + " fatal error C1076: compiler limit\n"
+    + "éééé" * 3000
+    + " fatal error C1076: compiler limit\n"
     + OUT_OF_HEAP.text
     + "Ünïcödé at the end without a newline"
 )
@@ -174,12 +204,20 @@ SAME_LOG = (
 def test_re2_and_re_report_the_same_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int) -> None:
     """Small windows make every RE2 window boundary fall between lines, and often inside a multi-byte character's line."""
     monkeypatch.setattr(diagnosis, "WINDOW_BYTES", window)
-    path = write(tmp_path / "rules.toml", "".join(rule_table(f"rule-{index}", [pattern]) for index, pattern in enumerate(SAME_PATTERNS)))
+    path = write(
+        tmp_path / "rules.toml",
+        "".join(rule_table(f"rule-{index}", [pattern]) for index, pattern in enumerate(SAME_PATTERNS)),
+    )
     linear, backtracking = load_rules(path, linear=True), load_rules(path, linear=False)
-    assert all(isinstance(pattern, LinearPattern) for rule in linear for pattern in rule.patterns)  # none is a shipped pattern
+    assert all(
+        isinstance(pattern, LinearPattern) for rule in linear for pattern in rule.patterns
+    )  # none is a shipped pattern
 
     def found(rules: tuple[diagnosis.Rule, ...]) -> list[tuple[str, int, int, str]]:
-        return [(match.rule.id, match.line.number, match.count, match.line.text) for match in diagnose_text(SAME_LOG, rules=rules).matches]
+        return [
+            (match.rule.id, match.line.number, match.count, match.line.text)
+            for match in diagnose_text(SAME_LOG, rules=rules).matches
+        ]
 
     expected = found(backtracking)
     assert {rule_id for rule_id, *_ in expected} == {f"rule-{index}" for index in range(len(SAME_PATTERNS))}
@@ -187,11 +225,16 @@ def test_re2_and_re_report_the_same_lines(tmp_path: Path, monkeypatch: pytest.Mo
     # The same through the chunked file reader, with chunks much smaller than the log.
     log = write(tmp_path / "build.log", SAME_LOG)
     monkeypatch.setattr(triage, "CHUNK_CHARS", 1000)
-    assert triage_log(log, rules=linear).to_dict()["matches"] == triage_log(log, rules=backtracking).to_dict()["matches"]
+    assert (
+        triage_log(log, rules=linear).to_dict()["matches"] == triage_log(log, rules=backtracking).to_dict()["matches"]
+    )
 
 
 def test_re2_preceded_by_and_lone_surrogates(tmp_path: Path) -> None:
-    path = write(tmp_path / "rules.toml", rule_table("timeout", ["(?i)sccache: error: timed out"], preceded_by="['starting sccache']", within_lines="2"))
+    path = write(
+        tmp_path / "rules.toml",
+        rule_table("timeout", ["(?i)sccache: error: timed out"], preceded_by="['starting sccache']", within_lines="2"),
+    )
     rules = load_rules(path)
     log = "starting sccache server \udcff\nbuilding \ud800\nSCCACHE: ERROR: Timed out waiting for server startup\n"
     assert [(match.rule.id, match.line.number) for match in diagnose_text(log, rules=rules).matches] == [("timeout", 3)]
@@ -238,7 +281,12 @@ def test_a_costly_re2_rule_is_skipped_with_a_warning(tmp_path: Path, monkeypatch
 
 
 def test_ordinary_re2_rules_stay_well_within_their_budget(tmp_path: Path) -> None:
-    rules = load_rules(write(tmp_path / "rules.toml", rule_table("gated", ["out of heap space"]) + rule_table("ungated", ["(?i)Out Of Heap"])))
+    rules = load_rules(
+        write(
+            tmp_path / "rules.toml",
+            rule_table("gated", ["out of heap space"]) + rule_table("ungated", ["(?i)Out Of Heap"]),
+        )
+    )
     result = diagnose_text(OUT_OF_HEAP.text * 200, rules=rules)
     assert [match.rule.id for match in result.matches] == ["gated", "ungated"] and result.warnings == ()
 
@@ -288,7 +336,14 @@ def test_json_output_escapes_every_control_and_keeps_the_text(tmp_path: Path) ->
 
 
 def test_hostile_rule_texts_are_neutralised_too(tmp_path: Path) -> None:
-    rules = load_rules(write(tmp_path / "rules.toml", rule_table("heap", ["out of heap"]).replace("title = 'Rule heap'", 'title = "Rule \\u001b]52;c;eA==\\u0007heap"')))
+    rules = load_rules(
+        write(
+            tmp_path / "rules.toml",
+            rule_table("heap", ["out of heap"]).replace(
+                "title = 'Rule heap'", 'title = "Rule \\u001b]52;c;eA==\\u0007heap"'
+            ),
+        )
+    )
     text = diagnose_text(OUT_OF_HEAP.text, rules=rules).to_text()
     assert "[heap] Rule heap" in text and not RAW_CONTROL.search(text)
     with pytest.raises(ConfigurationError) as raised:

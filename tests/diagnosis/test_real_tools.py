@@ -14,7 +14,7 @@ import cmake
 import ninja
 import pytest
 
-from pytorch_winbuild.triage import TriageResult, triage_log
+from pytorch_winbuild.diagnosis.triage import TriageResult, triage_log
 
 pytestmark = pytest.mark.build
 
@@ -56,13 +56,25 @@ def test_compile_error_in_a_ninja_build(tmp_path: Path) -> None:
     build = tmp_path / "build"
     result = run_logged(
         tmp_path,
-        [CMAKE, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}", "-DCMAKE_CXX_FLAGS=-Wall", "-S", str(source), "-B", str(build)],
+        [
+            CMAKE,
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={NINJA}",
+            "-DCMAKE_CXX_FLAGS=-Wall",
+            "-S",
+            str(source),
+            "-B",
+            str(build),
+        ],
         [CMAKE, "--build", str(build), "--", "-j1"],
     )
     error = result.first_error
     assert error is not None and error.kind == "ninja"
     text = (tmp_path / "build.log").read_text()
-    assert text.index("error_handler.cpp:1:21: warning: unused variable") < text.index("FAILED: ")  # came first, did not win
+    assert text.index("error_handler.cpp:1:21: warning: unused variable") < text.index(
+        "FAILED: "
+    )  # came first, did not win
     assert error.lines[0].text.startswith("FAILED: ") and "bad.cpp.o" in error.lines[0].text
     assert "bad.cpp:3:10: error: " in error.summary.text and "undeclared_thing" in error.summary.text
     assert error.context_after[0].text.startswith("ninja: build stopped")
@@ -75,7 +87,10 @@ def test_cmake_fatal_error_with_call_stack(tmp_path: Path) -> None:
         "cmake_minimum_required(VERSION 3.10)\nproject(demo LANGUAGES NONE)\ninclude(cmake/public/cuda.cmake)\n",
         {"cmake/public/cuda.cmake": 'message(FATAL_ERROR "Failed to find nvToolsExt")\n'},
     )
-    result = run_logged(tmp_path, [CMAKE, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}", "-S", str(source), "-B", str(tmp_path / "build")])
+    result = run_logged(
+        tmp_path,
+        [CMAKE, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}", "-S", str(source), "-B", str(tmp_path / "build")],
+    )
     error = result.first_error
     assert error is not None and error.kind == "cmake"
     assert error.summary.text.endswith("(message): Failed to find nvToolsExt")
@@ -110,35 +125,62 @@ def test_no_compiler_and_no_ninja_on_path(tmp_path: Path) -> None:
     bare = {"PATH": str(empty), "HOME": str(tmp_path)}
     no_ninja = run_logged(tmp_path, [CMAKE, "-G", "Ninja", "-S", str(source), "-B", str(tmp_path / "b1")], env=bare)
     assert "ninja-missing" in {match.rule.id for match in no_ninja.matches}
-    no_compiler = run_logged(tmp_path, [CMAKE, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}", "-S", str(source), "-B", str(tmp_path / "b2")], env=bare)
+    no_compiler = run_logged(
+        tmp_path,
+        [CMAKE, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}", "-S", str(source), "-B", str(tmp_path / "b2")],
+        env=bare,
+    )
     assert [match.rule.id for match in no_compiler.matches] == ["compiler-not-found"]
-    assert no_compiler.first_error is not None and no_compiler.first_error.summary.text.endswith("No CMAKE_CXX_COMPILER could be found.")
+    assert no_compiler.first_error is not None and no_compiler.first_error.summary.text.endswith(
+        "No CMAKE_CXX_COMPILER could be found."
+    )
 
 
 def test_nvcc_rejects_an_architecture_this_cuda_no_longer_builds(tmp_path: Path) -> None:
     """The exact text (and spacing) nvcc prints, and the fix's advice followed for real."""
     if not NVCC.exists():
-        pytest.fail(f"{NVCC} is missing: this test needs the CUDA toolkit's nvcc (CUDA 13.0 on the project's machines).", pytrace=False)
+        pytest.fail(
+            f"{NVCC} is missing: this test needs the CUDA toolkit's nvcc (CUDA 13.0 on the project's machines).",
+            pytrace=False,
+        )
     nvcc = str(NVCC)
     kernel = tmp_path / "kernel.cu"
     kernel.write_text("__global__ void noop() {}\n")
-    listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=True).stdout.split()
-    assert listed and "compute_50" not in listed, f"this nvcc still builds Maxwell (compute_50), expected CUDA 13: {listed}"
+    listed = subprocess.run(
+        [nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
+    assert listed and "compute_50" not in listed, (
+        f"this nvcc still builds Maxwell (compute_50), expected CUDA 13: {listed}"
+    )
 
     result = run_logged(tmp_path, [nvcc, "-arch=compute_50", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")])
-    assert "nvcc fatal   : Unsupported gpu architecture 'compute_50'" in (tmp_path / "build.log").read_text().splitlines()
+    assert (
+        "nvcc fatal   : Unsupported gpu architecture 'compute_50'" in (tmp_path / "build.log").read_text().splitlines()
+    )
     error = result.first_error
     assert error is not None and error.kind == "nvcc"
     assert error.summary.text == "nvcc fatal   : Unsupported gpu architecture 'compute_50'"
     (match,) = result.matches
     assert match.rule.id == "nvcc-unsupported-gpu-arch"
-    for advice in ("nvcc --list-gpu-arch", "invoke build --arch-list", "invoke build-ext --arch-list", "TORCH_CUDA_ARCH_LIST"):
+    for advice in (
+        "nvcc --list-gpu-arch",
+        "invoke build --arch-list",
+        "invoke build-ext --arch-list",
+        "TORCH_CUDA_ARCH_LIST",
+    ):
         assert advice in match.rule.fix
 
     # A virtual architecture nvcc accepts, with a real GPU code it lacks: the other message.
-    wrong_code = run_logged(tmp_path, [nvcc, f"-arch={listed[0]}", "-code=sm_52", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")])
+    wrong_code = run_logged(
+        tmp_path, [nvcc, f"-arch={listed[0]}", "-code=sm_52", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")]
+    )
     assert [match.rule.id for match in wrong_code.matches] == ["nvcc-unsupported-gpu-arch"]
     assert wrong_code.matches[0].line.text == "nvcc fatal   : Value 'sm_52' is not defined for option 'gpu-code'"
 
     # The fix works: an architecture from --list-gpu-arch compiles.
-    subprocess.run([nvcc, f"-arch={listed[0]}", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")], capture_output=True, timeout=300, check=True)
+    subprocess.run(
+        [nvcc, f"-arch={listed[0]}", "-c", str(kernel), "-o", str(tmp_path / "kernel.o")],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )

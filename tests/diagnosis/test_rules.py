@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from diagnosis_logs import CASES, CLEAN_LOGS, Case
 
-from pytorch_winbuild.diagnosis import PHASES, default_rules
-from pytorch_winbuild.triage import MIN_LITERAL_CHARS, diagnose_text, required_literals
+from pytorch_winbuild.diagnosis.rules import PHASES, default_rules
+from pytorch_winbuild.diagnosis.triage import MIN_LITERAL_CHARS, diagnose_text, required_literals
 
 RULES = {rule.id: rule for rule in default_rules()}
 
@@ -98,8 +98,20 @@ def test_near_misses_do_not_fire(line: str) -> None:
 def test_preceded_by_looks_only_within_its_window() -> None:
     rule = RULES["dataloader-broken-pipe"]
     pipe = "BrokenPipeError: [Errno 32] Broken pipe"
-    near = "\n".join(["  File \"C:\\Anaconda3\\lib\\multiprocessing\\reduction.py\", line 60, in dump", *["x"] * (rule.within_lines - 1), pipe])
-    far = "\n".join(["  File \"C:\\Anaconda3\\lib\\multiprocessing\\reduction.py\", line 60, in dump", *["x"] * rule.within_lines, pipe])
+    near = "\n".join(
+        [
+            '  File "C:\\Anaconda3\\lib\\multiprocessing\\reduction.py", line 60, in dump',
+            *["x"] * (rule.within_lines - 1),
+            pipe,
+        ]
+    )
+    far = "\n".join(
+        [
+            '  File "C:\\Anaconda3\\lib\\multiprocessing\\reduction.py", line 60, in dump',
+            *["x"] * rule.within_lines,
+            pipe,
+        ]
+    )
     assert fired(near) == {"dataloader-broken-pipe": rule.within_lines + 1}
     assert fired(far) == {}
 
@@ -115,7 +127,9 @@ def test_every_pattern_has_a_fast_literal() -> None:
     for rule in RULES.values():
         for pattern in rule.patterns + rule.preceded_by:
             literals = required_literals(pattern.pattern)
-            assert literals is not None, f"rule '{rule.id}': pattern {pattern.pattern!r} has no plain run of {MIN_LITERAL_CHARS}+ characters"
+            assert literals is not None, (
+                f"rule '{rule.id}': pattern {pattern.pattern!r} has no plain run of {MIN_LITERAL_CHARS}+ characters"
+            )
 
 
 def test_rules_carry_advice_and_sources() -> None:
@@ -123,7 +137,13 @@ def test_rules_carry_advice_and_sources() -> None:
         assert rule.phase in PHASES
         assert len(rule.title) <= 110 and "\n" not in rule.title
         assert len(rule.explanation) > 60 and len(rule.fix) > 30
-        assert "seed" in rule.source or "#" in rule.source or "reference/" in rule.source or "documentation" in rule.source or "PyTorch" in rule.source
+        assert (
+            "seed" in rule.source
+            or "#" in rule.source
+            or "reference/" in rule.source
+            or "documentation" in rule.source
+            or "PyTorch" in rule.source
+        )
 
 
 # -- excerpts produced for real by the interpreter ---------------------------------------------

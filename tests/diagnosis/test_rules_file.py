@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytorch_winbuild.diagnosis import default_rules, load_rules
+from pytorch_winbuild.diagnosis.rules import default_rules, load_rules
+from pytorch_winbuild.diagnosis.triage import diagnose_text, required_literals
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.triage import diagnose_text, required_literals
 
 GOOD_RULE = """
 [[rule]]
@@ -53,7 +53,10 @@ def load_error(tmp_path: Path, text: str) -> str:
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"patterns": "['ok', '(unclosed']"}, ["rule 'broken'", "patterns[1]", "invalid regular expression", "(unclosed"]),
+        (
+            {"patterns": "['ok', '(unclosed']"},
+            ["rule 'broken'", "patterns[1]", "invalid regular expression", "(unclosed"],
+        ),
         ({"preceded_by": "['[a-']"}, ["rule 'broken'", "preceded_by[0]", "invalid regular expression"]),
         ({"fix": None}, ["rule 'broken'", "missing required key 'fix'"]),
         ({"patterns": None}, ["rule 'broken'", "missing required key 'patterns'"]),
@@ -72,7 +75,9 @@ def load_error(tmp_path: Path, text: str) -> str:
         ({"id": '"good"'}, ["rule 'good' is defined twice"]),
     ],
 )
-def test_broken_rule_names_file_rule_and_key(tmp_path: Path, fields: dict[str, str | None], expected: list[str]) -> None:
+def test_broken_rule_names_file_rule_and_key(
+    tmp_path: Path, fields: dict[str, str | None], expected: list[str]
+) -> None:
     message = load_error(tmp_path, rule(**fields))
     for part in expected:
         assert part in message
@@ -109,12 +114,19 @@ def test_custom_rules_with_context_and_a_case_insensitive_pattern(tmp_path: Path
     """A pattern with no plain literal (here: case-insensitive) still works, by the slower path."""
     path = write_rules(
         tmp_path,
-        rule(id='"sccache-timeout"', patterns="['(?i)sccache: error: timed out']", preceded_by="['starting sccache']", within_lines="2"),
+        rule(
+            id='"sccache-timeout"',
+            patterns="['(?i)sccache: error: timed out']",
+            preceded_by="['starting sccache']",
+            within_lines="2",
+        ),
     )
     rules = load_rules(path)
     assert required_literals(rules[1].patterns[0].pattern) is None
     log = "starting sccache server\nbuilding\nSCCACHE: ERROR: Timed out waiting for server startup\n"
-    assert [(match.rule.id, match.line.number) for match in diagnose_text(log, rules=rules).matches] == [("sccache-timeout", 3)]
+    assert [(match.rule.id, match.line.number) for match in diagnose_text(log, rules=rules).matches] == [
+        ("sccache-timeout", 3)
+    ]
     far = "starting sccache server\n1\n2\n3\nsccache: error: Timed out waiting for server startup\n"
     assert diagnose_text(far, rules=rules).matches == ()
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from diagnosis_logs import CASES, CLEAN_LOGS, PYTORCH_NINJA_PREFIX
 
-from pytorch_winbuild import triage
+from pytorch_winbuild.diagnosis import triage
+from pytorch_winbuild.diagnosis.triage import MAX_BLOCK_LINES, MAX_LINE_CHARS, classify, diagnose_text, triage_log
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.triage import MAX_BLOCK_LINES, MAX_LINE_CHARS, classify, diagnose_text, triage_log
 
 TWO_FAILURES = (
     PYTORCH_NINJA_PREFIX
@@ -44,7 +44,9 @@ def line_of(text: str, needle: str) -> int:
 def test_the_first_failed_block_wins_with_the_compiler_error_beneath_it() -> None:
     error = diagnose_text(TWO_FAILURES).first_error
     assert error is not None
-    first_failed = line_of(TWO_FAILURES, "FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra")
+    first_failed = line_of(
+        TWO_FAILURES, "FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra"
+    )
     assert (error.kind, error.line_number, error.end_line_number) == ("ninja", first_failed, first_failed + 4)
     assert error.summary.text.endswith("error C2065: 'magma_queue': undeclared identifier")
     assert error.summary.number == first_failed + 3
@@ -58,9 +60,11 @@ def test_an_early_warning_with_error_in_its_file_name_does_not_win() -> None:
     log = (
         "-- Looking for strerror_r - found\n"
         "[1/9] Building CXX object c10/CMakeFiles/c10.dir/util/error_handler.cpp.obj\n"
-        r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to 'float', possible loss of data" "\n"
+        r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to 'float', possible loss of data"
+        "\n"
         "/src/pytorch/c10/util/error.cpp:3:5: warning: unused variable 'errors' [-Wunused-variable]\n"
-        r"C:\pytorch\c10/util/Exception.h(29): warning C4251: 'c10::Error::msg_stack_': class needs to have dll-interface" "\n"
+        r"C:\pytorch\c10/util/Exception.h(29): warning C4251: 'c10::Error::msg_stack_': class needs to have dll-interface"
+        "\n"
         "[2/9] Linking CXX shared library bin\\c10.dll\n"
         "LINK : fatal error LNK1104: cannot open file 'bin\\c10.dll'\n"
     )
@@ -75,7 +79,9 @@ def test_cmake_error_block_keeps_its_message_and_call_stack() -> None:
     assert error is not None and error.kind == "cmake"
     assert [line.number for line in error.lines] == list(range(2, 9))
     assert error.lines[-1].text == "  CMakeLists.txt:12 (find_package)"
-    assert error.summary.text.endswith("(message): Could NOT find CUDA (missing: CUDA_TOOLKIT_ROOT_DIR CUDA_NVCC_EXECUTABLE")
+    assert error.summary.text.endswith(
+        "(message): Could NOT find CUDA (missing: CUDA_TOOLKIT_ROOT_DIR CUDA_NVCC_EXECUTABLE"
+    )
     assert error.context_after[-1].text == "-- Configuring incomplete, errors occurred!"
 
 
@@ -148,8 +154,10 @@ def test_pip_indented_output_keeps_block_structure() -> None:
 def test_msbuild_errors_from_the_visual_studio_generator() -> None:
     log = (
         "  Generating Code...\n"
-        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(12): error C2065: 'x': undeclared identifier [C:\pytorch\build\caffe2\torch_cpu.vcxproj]" "\n"
-        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(13): error C2065: 'y': undeclared identifier [C:\pytorch\build\caffe2\torch_cpu.vcxproj]" "\n"
+        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(12): error C2065: 'x': undeclared identifier [C:\pytorch\build\caffe2\torch_cpu.vcxproj]"
+        "\n"
+        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(13): error C2065: 'y': undeclared identifier [C:\pytorch\build\caffe2\torch_cpu.vcxproj]"
+        "\n"
         "    12 Error(s)\n"
     )
     error = diagnose_text(log).first_error
@@ -183,15 +191,24 @@ def test_msbuild_errors_from_the_visual_studio_generator() -> None:
         ("bash: ninja: command not found", "shell"),
         ("make[2]: *** [CMakeFiles/demo.dir/build.make:76: demo.o] Error 1", "make"),
         ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=32 error=30 : unknown error", "cuda"),
-        ("subprocess.CalledProcessError: Command '['cmake', '--build', '.']' returned non-zero exit status 1.", "exception"),
+        (
+            "subprocess.CalledProcessError: Command '['cmake', '--build', '.']' returned non-zero exit status 1.",
+            "exception",
+        ),
         ("RuntimeError:", "exception"),
         # ordinary lines
-        (r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to 'float'", None),
+        (
+            r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to 'float'",
+            None,
+        ),
         ("cl : Command line warning D9025 : overriding '/DNDEBUG' with '/UNDEBUG'", None),
         ("nvcc warning : The 'compute_20' architecture is deprecated", None),
         ("LINK : warning LNK4098: defaultlib 'LIBCMT' conflicts with use of other libs", None),
         ("-- Performing Test COMPILER_SUPPORTS_WERROR_FORMAT - Failed", None),
-        ("C:\\Python311\\Lib\\site-packages\\torch\\utils\\cpp_extension.py:358: UserWarning: Error checking compiler version for cl", None),
+        (
+            "C:\\Python311\\Lib\\site-packages\\torch\\utils\\cpp_extension.py:358: UserWarning: Error checking compiler version for cl",
+            None,
+        ),
         ("    raise ValueError(f'bad value {x}')", None),
         ("[12/345] Building CXX object torch/csrc/jit/error_report.cpp.obj", None),
     ],
@@ -207,7 +224,9 @@ def composite_log() -> str:
 
 
 @pytest.mark.parametrize("chunk_chars", [23, 256, 4096])
-def test_reading_in_chunks_gives_the_same_result_as_whole_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_chars: int) -> None:
+def test_reading_in_chunks_gives_the_same_result_as_whole_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_chars: int
+) -> None:
     """Blocks, context lines and preceded_by windows that straddle chunk boundaries."""
     text = composite_log()
     log = tmp_path / "build.log"
@@ -303,7 +322,16 @@ def test_result_serializes_to_json_for_the_build_report() -> None:
     assert set(data) == {"source", "line_count", "first_error", "matches"}
     assert data["source"] == "build-1.log"
     assert data["first_error"]["kind"] == "ninja"
-    assert set(data["first_error"]) == {"kind", "line_number", "end_line_number", "summary", "lines", "omitted_lines", "context_before", "context_after"}
+    assert set(data["first_error"]) == {
+        "kind",
+        "line_number",
+        "end_line_number",
+        "summary",
+        "lines",
+        "omitted_lines",
+        "context_before",
+        "context_after",
+    }
     (match,) = data["matches"]
     assert set(match) == {"id", "title", "phase", "explanation", "fix", "source", "line", "count"}
     assert match["id"] == "compiler-out-of-heap" and match["line"]["number"] == data["first_error"]["summary"]["number"]
@@ -311,9 +339,14 @@ def test_result_serializes_to_json_for_the_build_report() -> None:
 
 def test_text_report_shows_the_block_then_the_advice() -> None:
     text = diagnose_text(TWO_FAILURES, source="build.log").to_text()
-    first_failed = line_of(TWO_FAILURES, "FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra")
+    first_failed = line_of(
+        TWO_FAILURES, "FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra"
+    )
     assert f"First error (line {first_failed}, ninja):" in text
-    assert f" > {first_failed} | FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra.cpp.obj" in text
+    assert (
+        f" > {first_failed} | FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra.cpp.obj"
+        in text
+    )
     assert "Summary (line" in text and "error C2065: 'magma_queue'" in text
     assert "No diagnosis rule matched." in text
     advice = diagnose_text(next(case for case in CASES if case.name == "C1060 under Ninja").text).to_text()
@@ -338,7 +371,7 @@ def test_pip_wrapper_lines_give_way_to_the_nested_error():
   note: This error originates from a subprocess, and is likely not a problem with pip.
 error: subprocess-exited-with-error
 """
-    from pytorch_winbuild.triage import diagnose_text
+    from pytorch_winbuild.diagnosis.triage import diagnose_text
 
     first = diagnose_text(log).first_error
     assert first is not None

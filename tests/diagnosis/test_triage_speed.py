@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from diagnosis_logs import CASES
 
-from pytorch_winbuild.diagnosis import default_rules
-from pytorch_winbuild.triage import triage_log
+from pytorch_winbuild.diagnosis.rules import default_rules
+from pytorch_winbuild.diagnosis.triage import triage_log
 
 TARGET_BYTES = 50_000_000
 SECONDS_BOUND = 20.0  # measured about 1.5 s on a 2-core CI machine; generous on purpose
@@ -22,20 +22,32 @@ FAILURE = next(case for case in CASES if case.name == "C1060 under Ninja").text
 def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """About 50 MB of a Windows Ninja build (CRLF): progress, MSVC/nvcc warnings, one real failure at the end."""
     path = tmp_path_factory.mktemp("speed") / "build.log"
-    folders = ("aten/src/ATen/native/cpu", "torch/csrc/autograd", "c10/util", "caffe2/operators", "aten/src/ATen/native/cuda")
+    folders = (
+        "aten/src/ATen/native/cpu",
+        "torch/csrc/autograd",
+        "c10/util",
+        "caffe2/operators",
+        "aten/src/ATen/native/cuda",
+    )
     total = 4567
     with path.open("w", encoding="utf-8", newline="\r\n") as out:
         written, step = 0, 0
         while written < TARGET_BYTES:
             step += 1
             folder = folders[step % len(folders)]
-            lines = [f"[{step % total}/{total}] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/__/{folder}/Kernel{step}.cpp.obj"]
+            lines = [
+                f"[{step % total}/{total}] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/__/{folder}/Kernel{step}.cpp.obj"
+            ]
             if step % 7 == 0:
-                lines.append(f"C:\\pytorch\\{folder.replace('/', chr(92))}\\Kernel{step}.cpp(123): warning C4244: 'argument': conversion from 'int64_t' to 'int', possible loss of data")
+                lines.append(
+                    f"C:\\pytorch\\{folder.replace('/', chr(92))}\\Kernel{step}.cpp(123): warning C4244: 'argument': conversion from 'int64_t' to 'int', possible loss of data"
+                )
             if step % 50 == 0:
                 lines.append("cl : Command line warning D9025 : overriding '/DNDEBUG' with '/UNDEBUG'")
             if step % 301 == 0:
-                lines.append("nvcc warning : The 'compute_35', 'compute_37', 'sm_35', and 'sm_37' architectures are deprecated")
+                lines.append(
+                    "nvcc warning : The 'compute_35', 'compute_37', 'sm_35', and 'sm_37' architectures are deprecated"
+                )
             block = "\n".join(lines) + "\n"
             out.write(block)
             written += len(block) + len(lines)
@@ -49,7 +61,9 @@ def test_a_50_mb_log_is_triaged_in_seconds(big_log: Path) -> None:
     result = triage_log(big_log)
     elapsed = time.perf_counter() - started
     assert big_log.stat().st_size >= TARGET_BYTES
-    assert result.first_error is not None and result.first_error.summary.text.endswith("fatal error C1060: compiler is out of heap space")
+    assert result.first_error is not None and result.first_error.summary.text.endswith(
+        "fatal error C1060: compiler is out of heap space"
+    )
     assert result.first_error.line_number > 400_000
     assert [match.rule.id for match in result.matches] == ["compiler-out-of-heap"]
     assert elapsed < SECONDS_BOUND, f"triage took {elapsed:.1f} s"

@@ -22,10 +22,27 @@ def redis_server(tmp_path: Path) -> Iterator[Redis]:
     """redis-server on a free port of 127.0.0.1, in memory only, with a password (the runner's secret)."""
     executable = shutil.which("redis-server")
     if executable is None:
-        pytest.fail("redis-server is not installed (apt-get install redis-server); the shared-cache tests need a real one.", pytrace=False)
+        pytest.fail(
+            "redis-server is not installed (apt-get install redis-server); the shared-cache tests need a real one.",
+            pytrace=False,
+        )
     port = free_port()
     process = subprocess.Popen(
-        [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", REDIS_PASSWORD, "--dir", str(tmp_path)],
+        [
+            executable,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            REDIS_PASSWORD,
+            "--dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -25,6 +25,7 @@ MINI_TORCH = TESTS_DIR / "build" / "fixtures" / "mini_torch"
 # The build tier's helpers (slow_source: a C++ file that takes seconds to compile) are reused as they are.
 sys.path.insert(0, str(TESTS_DIR / "build"))
 from build_support import slow_source  # noqa: E402,F401  (re-exported for the nightly tests)
+
 NIGHTLY_TIMEOUT = 600
 GIT_IDENTITY = ["-c", "user.name=nightly test", "-c", "user.email=nightly@example.invalid"]
 IGNORED = "build/\ndist/\n*.egg-info/\ntorch/version.py\ntorch/*.so\n"
@@ -33,7 +34,9 @@ BROKEN_SOURCE = "// Added on the branch `broken`: a compile error.\nint broken( 
 
 
 def git(folder: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(folder), *GIT_IDENTITY, *args], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(folder), *GIT_IDENTITY, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def commit_all(folder: Path, message: str) -> str:
@@ -68,8 +71,22 @@ def _toml(value: Any) -> str:
     return json.dumps(str(value))
 
 
-def write_matrix(path: Path, entries: list[dict[str, Any]], *, output_dir: Path, keep_days: int = 14, min_free_gb: float = 0.5, shared_env: dict[str, str] | None = None) -> Path:
-    lines = ["[settings]", f"output_dir = {_toml(str(output_dir))}", f"keep_days = {keep_days}", f"min_free_gb = {min_free_gb}", ""]
+def write_matrix(
+    path: Path,
+    entries: list[dict[str, Any]],
+    *,
+    output_dir: Path,
+    keep_days: int = 14,
+    min_free_gb: float = 0.5,
+    shared_env: dict[str, str] | None = None,
+) -> Path:
+    lines = [
+        "[settings]",
+        f"output_dir = {_toml(str(output_dir))}",
+        f"keep_days = {keep_days}",
+        f"min_free_gb = {min_free_gb}",
+        "",
+    ]
     if shared_env:
         lines += ["[shared_cache]", f"env = {_toml(shared_env)}", ""]
     for entry in entries:
@@ -81,14 +98,18 @@ def write_matrix(path: Path, entries: list[dict[str, Any]], *, output_dir: Path,
     return path
 
 
-def run_nightly(*args: str, env: dict[str, str] | None = None, timeout: float = NIGHTLY_TIMEOUT) -> subprocess.CompletedProcess[str]:
+def run_nightly(
+    *args: str, env: dict[str, str] | None = None, timeout: float = NIGHTLY_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     """`python -m invoke nightly ARGS` from the repo root, without a terminal, as the scheduler runs it."""
     full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
     for name in ("CI", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"):
         if name not in (env or {}):
             full_env.pop(name, None)
     command = [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), "nightly", *args]
-    return subprocess.run(command, cwd=REPO_ROOT, env=full_env, capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+    return subprocess.run(
+        command, cwd=REPO_ROOT, env=full_env, capture_output=True, text=True, encoding="utf-8", timeout=timeout
+    )
 
 
 def summaries(output_dir: Path) -> list[dict[str, Any]]:
@@ -119,6 +140,7 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
 
 def redis_command(port: int, *words: str, password: str | None = None) -> str:
     """One Redis command over a raw socket (RESP), for checks without a client library; its first reply line."""
+
     def encode(parts: tuple[str, ...]) -> bytes:
         return f"*{len(parts)}\r\n".encode() + b"".join(f"${len(p.encode())}\r\n{p}\r\n".encode() for p in parts)
 

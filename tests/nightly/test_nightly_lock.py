@@ -33,24 +33,40 @@ HOLDER = textwrap.dedent(
 
 def _hold(lock: Path) -> subprocess.Popen[str]:
     """Another process holding the lock through the same API the nightly uses."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
 
 
 def _dead_pid() -> int:
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     return int(finished.stdout)
 
 
 def _write_lock(lock: Path, pid: int, created: float) -> None:
     lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.write_text(json.dumps({"pid": pid, "started": "2026-01-01T03:00:00+00:00", "created": created, "host": socket.gethostname(), "command": "invoke nightly"}))
+    lock.write_text(
+        json.dumps(
+            {
+                "pid": pid,
+                "started": "2026-01-01T03:00:00+00:00",
+                "created": created,
+                "host": socket.gethostname(),
+                "command": "invoke nightly",
+            }
+        )
+    )
 
 
 def test_a_live_holder_makes_a_second_run_exit_7(mini_repo: Path, tmp_path: Path) -> None:
     cache, output = tmp_path / "cache", tmp_path / "out"
-    matrix = write_matrix(tmp_path / "matrix.toml", [{"name": "cpu", "repo": str(mini_repo), "cuda": "cpu"}], output_dir=output)
+    matrix = write_matrix(
+        tmp_path / "matrix.toml", [{"name": "cpu", "repo": str(mini_repo), "cuda": "cpu"}], output_dir=output
+    )
     holder = _hold(cache / "nightly" / "nightly.lock")
     try:
         done = run_nightly("--matrix", str(matrix), "--cache-dir", str(cache))
@@ -58,7 +74,12 @@ def test_a_live_holder_makes_a_second_run_exit_7(mini_repo: Path, tmp_path: Path
         holder.kill()
         holder.wait()
     assert done.returncode == 7, done.stdout + done.stderr
-    assert done.stderr.startswith(f"busy: another nightly is running: PID {holder.pid} on {socket.gethostname()}, started ") and "Fix: wait for it to finish" in done.stderr
+    assert (
+        done.stderr.startswith(
+            f"busy: another nightly is running: PID {holder.pid} on {socket.gethostname()}, started "
+        )
+        and "Fix: wait for it to finish" in done.stderr
+    )
     assert not output.exists() and not (cache / "nightly" / "src").exists()  # nothing was cloned, built or written
 
 
@@ -79,7 +100,9 @@ def test_a_dead_pid_is_taken_over_with_a_message(tmp_path: Path) -> None:
     _write_lock(lock, pid, time.time() - 60)
     with NightlyLock(lock, log=messages.append):
         assert read_holder(lock).pid == os.getpid()  # type: ignore[union-attr]
-    assert messages == [f"-- Taking over the nightly lock {lock}: its holder, PID {pid} on {socket.gethostname()}, started 2026-01-01T03:00:00+00:00 (invoke nightly), is no longer running."]
+    assert messages == [
+        f"-- Taking over the nightly lock {lock}: its holder, PID {pid} on {socket.gethostname()}, started 2026-01-01T03:00:00+00:00 (invoke nightly), is no longer running."
+    ]
 
 
 def test_a_reused_pid_is_not_the_holder(tmp_path: Path) -> None:
@@ -97,11 +120,25 @@ def test_an_unreadable_lock_is_taken_over(tmp_path: Path) -> None:
     lock.write_text("{half a lock")
     with NightlyLock(lock, log=messages.append):
         pass
-    assert len(messages) == 1 and messages[0].startswith(f"-- The nightly lock {lock} is unreadable (") and not lock.exists()
+    assert (
+        len(messages) == 1
+        and messages[0].startswith(f"-- The nightly lock {lock} is unreadable (")
+        and not lock.exists()
+    )
 
 
 def test_another_host_s_lock_counts_as_held(tmp_path: Path) -> None:
     lock = tmp_path / "nightly.lock"
-    lock.write_text(json.dumps({"pid": _dead_pid(), "started": "2026-01-01T03:00:00+00:00", "created": time.time(), "host": "runner-elsewhere", "command": "invoke nightly"}))
+    lock.write_text(
+        json.dumps(
+            {
+                "pid": _dead_pid(),
+                "started": "2026-01-01T03:00:00+00:00",
+                "created": time.time(),
+                "host": "runner-elsewhere",
+                "command": "invoke nightly",
+            }
+        )
+    )
     with pytest.raises(BusyError, match="on runner-elsewhere"):
         NightlyLock(lock).__enter__()

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from nightly_support import run_nightly
 
-from pytorch_winbuild.config_files import config_dir
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.knowledge import load_knowledge
+from pytorch_winbuild.knowledge.config_files import config_dir
+from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.matrix import load_matrix, parse_matrix
 from pytorch_winbuild.nightly.shared_cache import load_engines
 
@@ -33,24 +33,50 @@ def test_the_shipped_matrix_and_backends_load() -> None:
     assert matrix.entries[0].min_free_gb == 25 and matrix.entries[1].min_free_gb == matrix.settings.min_free_gb == 40
     assert matrix.shared_cache_env == ()
     engines = load_engines()
-    assert {"redis", "memcached", "s3", "gcs", "azure", "gha", "webdav"} <= {backend.name for backend in engines["sccache"].backends}
+    assert {"redis", "memcached", "s3", "gcs", "azure", "gha", "webdav"} <= {
+        backend.name for backend in engines["sccache"].backends
+    }
     assert [backend.name for backend in engines["clcache"].backends] == ["memcached"]
     assert set(engines) >= set(KNOWLEDGE.compiler_caches)  # every compiler cache the plan can choose is described
 
 
 def test_defaults_and_options() -> None:
-    matrix = _parse({**ENTRY, "python": "3.11", "env": {"BUILD_TEST": "0"}, "jobs": 4, "arch_list": "8.6", "compiler_cache": "sccache"})
+    matrix = _parse(
+        {
+            **ENTRY,
+            "python": "3.11",
+            "env": {"BUILD_TEST": "0"},
+            "jobs": 4,
+            "arch_list": "8.6",
+            "compiler_cache": "sccache",
+        }
+    )
     [entry] = matrix.entries
-    assert entry.python == "3.11" and entry.mode == "wheel" and entry.env == (("BUILD_TEST", "0"),) and entry.min_free_gb == 30.0
+    assert (
+        entry.python == "3.11"
+        and entry.mode == "wheel"
+        and entry.env == (("BUILD_TEST", "0"),)
+        and entry.min_free_gb == 30.0
+    )
     options = entry.options(cache_dir=Path("/c"), source_dir=Path("/s"))
-    assert (options.cuda, options.mode, options.jobs, options.arch_list, options.compiler_cache, options.cache_dir, options.source_dir) == ("cpu", "wheel", 4, "8.6", "sccache", "/c", "/s")
+    assert (
+        options.cuda,
+        options.mode,
+        options.jobs,
+        options.arch_list,
+        options.compiler_cache,
+        options.cache_dir,
+        options.source_dir,
+    ) == ("cpu", "wheel", 4, "8.6", "sccache", "/c", "/s")
     bare = _parse({**ENTRY, "ref": ""}).entries[0]
     assert bare.python == "current" and bare.ref is None and bare.plan_options == ()
     assert _parse(ENTRY).select(("cpu",)) == _parse(ENTRY).entries
 
 
 def test_overrides_from_flags() -> None:
-    matrix = _parse(ENTRY, {**ENTRY, "name": "big", "min_free_gb": 80}).with_overrides(output_dir=Path("/o"), keep_days=3, min_free_gb=5)
+    matrix = _parse(ENTRY, {**ENTRY, "name": "big", "min_free_gb": 80}).with_overrides(
+        output_dir=Path("/o"), keep_days=3, min_free_gb=5
+    )
     assert matrix.settings.output_dir == Path("/o") and matrix.settings.keep_days == 3
     assert [entry.min_free_gb for entry in matrix.entries] == [5.0, 5.0]
     with pytest.raises(ConfigurationError, match=r"--keep-days: expected a whole number of days, 1 or more, got 0"):
@@ -61,28 +87,66 @@ def test_overrides_from_flags() -> None:
     ("entries", "top", "message"),
     [
         ([{**ENTRY, "cudaa": "9.0"}], {}, "matrix.toml: entry 'cpu': unknown key(s) cudaa."),
-        ([{k: v for k, v in ENTRY.items() if k != "cuda"}], {}, "matrix.toml: entry 'cpu': missing required key 'cuda'."),
+        (
+            [{k: v for k, v in ENTRY.items() if k != "cuda"}],
+            {},
+            "matrix.toml: entry 'cpu': missing required key 'cuda'.",
+        ),
         ([{k: v for k, v in ENTRY.items() if k != "name"}], {}, "matrix.toml: entry[0]: missing required key 'name'."),
         ([{**ENTRY, "name": "cpu/py311"}], {}, "matrix.toml: entry[0].name: 'cpu/py311' must be letters, digits"),
         ([ENTRY, ENTRY], {}, "matrix.toml: entry 'cpu' appears twice."),
-        ([{**ENTRY, "cuda": "7.5"}], {}, "matrix.toml: entry 'cpu'.cuda: CUDA 7.5 is not a CUDA release pytorch-winbuild knows."),
-        ([{**ENTRY, "cuda": "auto"}], {}, "matrix.toml: entry 'cpu'.cuda: 'auto' would let the runner's installs decide"),
+        (
+            [{**ENTRY, "cuda": "7.5"}],
+            {},
+            "matrix.toml: entry 'cpu'.cuda: CUDA 7.5 is not a CUDA release pytorch-winbuild knows.",
+        ),
+        (
+            [{**ENTRY, "cuda": "auto"}],
+            {},
+            "matrix.toml: entry 'cpu'.cuda: 'auto' would let the runner's installs decide",
+        ),
         ([{**ENTRY, "mode": "install"}], {}, "matrix.toml: entry 'cpu'.mode: 'install'; the nightly builds wheels"),
         ([{**ENTRY, "jobs": "4"}], {}, "matrix.toml: entry 'cpu'.jobs: expected int, got str '4'."),
         ([{**ENTRY, "jobs": 0}], {}, "matrix.toml: entry 'cpu'.jobs: --jobs 0 must be a positive number"),
         ([{**ENTRY, "generator": "make"}], {}, "matrix.toml: entry 'cpu'.generator: --generator 'make' is not one of"),
-        ([{**ENTRY, "env": {"MAX_JOBS": 2}}], {}, "matrix.toml: entry 'cpu'.env.MAX_JOBS: expected a string, got int 2."),
-        ([{**ENTRY, "env": {"BAD-NAME": "1"}}], {}, "matrix.toml: entry 'cpu'.env.BAD-NAME: not a valid environment variable name."),
-        ([{**ENTRY, "env": {"SCCACHE_REDIS_PASSWORD": "x"}}], {}, "matrix.toml: entry 'cpu'.env.SCCACHE_REDIS_PASSWORD: looks like a credential"),
-        ([{**ENTRY, "min_free_gb": -1}], {}, "matrix.toml: entry 'cpu'.min_free_gb: expected a number of GB, 0 or more, got -1."),
-        ([ENTRY], {"shared_cache": {"env": {"SCCACHE_REDIS": "redis://:pw@cache:6379"}}}, "matrix.toml: shared_cache.env.SCCACHE_REDIS: looks like a credential"),
+        (
+            [{**ENTRY, "env": {"MAX_JOBS": 2}}],
+            {},
+            "matrix.toml: entry 'cpu'.env.MAX_JOBS: expected a string, got int 2.",
+        ),
+        (
+            [{**ENTRY, "env": {"BAD-NAME": "1"}}],
+            {},
+            "matrix.toml: entry 'cpu'.env.BAD-NAME: not a valid environment variable name.",
+        ),
+        (
+            [{**ENTRY, "env": {"SCCACHE_REDIS_PASSWORD": "x"}}],
+            {},
+            "matrix.toml: entry 'cpu'.env.SCCACHE_REDIS_PASSWORD: looks like a credential",
+        ),
+        (
+            [{**ENTRY, "min_free_gb": -1}],
+            {},
+            "matrix.toml: entry 'cpu'.min_free_gb: expected a number of GB, 0 or more, got -1.",
+        ),
+        (
+            [ENTRY],
+            {"shared_cache": {"env": {"SCCACHE_REDIS": "redis://:pw@cache:6379"}}},
+            "matrix.toml: shared_cache.env.SCCACHE_REDIS: looks like a credential",
+        ),
         ([ENTRY], {"shared_cache": {"environment": {}}}, "matrix.toml: shared_cache: unknown key(s) environment."),
-        ([ENTRY], {"settings": {**SETTINGS, "keep_days": 0}}, "matrix.toml: settings.keep_days: expected a whole number of days, 1 or more, got 0."),
+        (
+            [ENTRY],
+            {"settings": {**SETTINGS, "keep_days": 0}},
+            "matrix.toml: settings.keep_days: expected a whole number of days, 1 or more, got 0.",
+        ),
         ([ENTRY], {"settings": {**SETTINGS, "retention": 3}}, "matrix.toml: settings: unknown key(s) retention."),
         ([], {}, "matrix.toml: the matrix has no [[entry]]."),
     ],
 )
-def test_every_mistake_names_file_entry_and_key(entries: list[dict[str, Any]], top: dict[str, Any], message: str) -> None:
+def test_every_mistake_names_file_entry_and_key(
+    entries: list[dict[str, Any]], top: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ConfigurationError) as raised:
         _parse(*entries, **top)
     assert raised.value.message.startswith(message), raised.value.message
@@ -101,11 +165,25 @@ def test_configuration_hash_follows_the_entry_and_the_plan() -> None:
 
 def test_the_cli_reports_a_broken_matrix_with_exit_2(tmp_path: Path) -> None:
     broken = tmp_path / "matrix.toml"
-    broken.write_text('[settings]\noutput_dir = "out"\nkeep_days = 7\nmin_free_gb = 1\n\n[[entry]]\nname = "cpu"\nrepo = "x"\ncuda = "cpu"\npython = 3.11\n')
+    broken.write_text(
+        '[settings]\noutput_dir = "out"\nkeep_days = 7\nmin_free_gb = 1\n\n[[entry]]\nname = "cpu"\nrepo = "x"\ncuda = "cpu"\npython = 3.11\n'
+    )
     done = run_nightly("--matrix", str(broken), "--cache-dir", str(tmp_path / "cache"))
     assert done.returncode == 2
     assert done.stderr.strip() == f"configuration error: {broken}: entry 'cpu'.python: expected str, got float 3.11."
-    unknown = run_nightly("--matrix", str(config_dir() / "nightly.toml"), "--only", "cpu-py311", "--only", "nope", "--cache-dir", str(tmp_path / "cache"))
-    assert unknown.returncode == 2 and "--only nope: no such entry in " in unknown.stderr and "pass one of cpu-py311, cu124-py311." in unknown.stderr
+    unknown = run_nightly(
+        "--matrix",
+        str(config_dir() / "nightly.toml"),
+        "--only",
+        "cpu-py311",
+        "--only",
+        "nope",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
+    assert (
+        unknown.returncode == 2
+        and "--only nope: no such entry in " in unknown.stderr
+        and "pass one of cpu-py311, cu124-py311." in unknown.stderr
+    )
     assert not (tmp_path / "cache").exists()  # checked before the lock is taken
-

@@ -17,7 +17,7 @@ from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.interpreter import resolve_python
 from pytorch_winbuild.nightly.retention import apply_retention, newest_wheels
 from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
-from pytorch_winbuild.plan import EnvChange
+from pytorch_winbuild.planning.plan import EnvChange
 
 SOURCE = "/src/nightly/cpu"
 
@@ -32,9 +32,15 @@ def listening() -> Iterator[int]:
 
 
 def test_redis_from_the_runner_environment(listening: int) -> None:
-    env = {"SCCACHE_REDIS_ENDPOINT": f"redis://127.0.0.1:{listening}", "SCCACHE_REDIS_PASSWORD": "pw", "SCCACHE_DIR": "/c/sccache"}
+    env = {
+        "SCCACHE_REDIS_ENDPOINT": f"redis://127.0.0.1:{listening}",
+        "SCCACHE_REDIS_PASSWORD": "pw",
+        "SCCACHE_DIR": "/c/sccache",
+    }
     cache = shared_cache("sccache", env, (), "nightly.toml", SOURCE)
-    assert cache.backends == ("redis",) and cache.location == f"redis://127.0.0.1:{listening}" and cache.fallback is None
+    assert (
+        cache.backends == ("redis",) and cache.location == f"redis://127.0.0.1:{listening}" and cache.fallback is None
+    )
     assert cache.changes == (EnvChange("SCCACHE_BASEDIRS", SOURCE, "set", cache.changes[0].reason),)
     assert cache.describe() == f"sccache → redis (redis://127.0.0.1:{listening})"
 
@@ -43,7 +49,10 @@ def test_matrix_variables_apply_where_the_environment_is_silent(listening: int) 
     matrix_env = (("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}"), ("SCCACHE_REDIS_KEY_PREFIX", "winbuild"))
     cache = shared_cache("sccache", {"SCCACHE_REDIS_KEY_PREFIX": "from-runner"}, matrix_env, "nightly.toml", SOURCE)
     assert cache.backends == ("redis",)
-    assert [(c.name, c.value, c.action) for c in cache.changes] == [("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}", "set"), ("SCCACHE_BASEDIRS", SOURCE, "set")]
+    assert [(c.name, c.value, c.action) for c in cache.changes] == [
+        ("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}", "set"),
+        ("SCCACHE_BASEDIRS", SOURCE, "set"),
+    ]
     assert cache.changes[0].reason == "shared compiler cache (nightly.toml [shared_cache])"
 
 
@@ -52,29 +61,57 @@ def test_an_unreachable_cache_falls_back_to_the_local_one() -> None:
     env = {"SCCACHE_REDIS": f"redis://:hunter2@127.0.0.1:{port}/0", "SCCACHE_DIR": "/c/sccache"}
     cache = shared_cache("sccache", env, (), "nightly.toml", SOURCE)
     assert cache.backends == () and cache.location == "SCCACHE_DIR=/c/sccache"
-    assert cache.fallback is not None and cache.fallback.startswith(f"the shared redis cache redis://:***@127.0.0.1:{port}/0 is unreachable (127.0.0.1:{port}: ")
+    assert cache.fallback is not None and cache.fallback.startswith(
+        f"the shared redis cache redis://:***@127.0.0.1:{port}/0 is unreachable (127.0.0.1:{port}: "
+    )
     assert "hunter2" not in cache.describe() + str(cache.to_dict())
     assert [(c.name, c.action) for c in cache.changes] == [("SCCACHE_BASEDIRS", "set"), ("SCCACHE_REDIS", "unset")]
 
 
 def test_incomplete_backends_are_configuration_errors() -> None:
-    with pytest.raises(ConfigurationError, match="the sccache azure cache is switched on by SCCACHE_AZURE_BLOB_CONTAINER, but SCCACHE_AZURE_CONNECTION_STRING is not set"):
+    with pytest.raises(
+        ConfigurationError,
+        match="the sccache azure cache is switched on by SCCACHE_AZURE_BLOB_CONTAINER, but SCCACHE_AZURE_CONNECTION_STRING is not set",
+    ):
         shared_cache("sccache", {"SCCACHE_AZURE_BLOB_CONTAINER": "objects"}, (), "nightly.toml", SOURCE)
-    with pytest.raises(ConfigurationError, match="SCCACHE_GHA_ENABLED, but SCCACHE_GHA_RUNTIME_TOKEN or ACTIONS_RUNTIME_TOKEN is not set"):
-        shared_cache("sccache", {"SCCACHE_GHA_ENABLED": "on", "ACTIONS_RESULTS_URL": "https://results.example/"}, (), "nightly.toml", SOURCE)
+    with pytest.raises(
+        ConfigurationError,
+        match="SCCACHE_GHA_ENABLED, but SCCACHE_GHA_RUNTIME_TOKEN or ACTIONS_RUNTIME_TOKEN is not set",
+    ):
+        shared_cache(
+            "sccache",
+            {"SCCACHE_GHA_ENABLED": "on", "ACTIONS_RESULTS_URL": "https://results.example/"},
+            (),
+            "nightly.toml",
+            SOURCE,
+        )
 
 
 def test_cloud_backends_are_named_without_a_connection_check() -> None:
-    s3 = shared_cache("sccache", {"SCCACHE_BUCKET": "team-objects", "SCCACHE_REGION": "eu-west-1"}, (), "nightly.toml", SOURCE)
+    s3 = shared_cache(
+        "sccache", {"SCCACHE_BUCKET": "team-objects", "SCCACHE_REGION": "eu-west-1"}, (), "nightly.toml", SOURCE
+    )
     assert s3.backends == ("s3",) and s3.location == "team-objects"
-    gha = shared_cache("sccache", {"SCCACHE_GHA_ENABLED": "on", "ACTIONS_RESULTS_URL": "https://r.example/", "ACTIONS_RUNTIME_TOKEN": "t"}, (), "nightly.toml", SOURCE)
+    gha = shared_cache(
+        "sccache",
+        {"SCCACHE_GHA_ENABLED": "on", "ACTIONS_RESULTS_URL": "https://r.example/", "ACTIONS_RUNTIME_TOKEN": "t"},
+        (),
+        "nightly.toml",
+        SOURCE,
+    )
     assert gha.backends == ("gha",)
     off = shared_cache("sccache", {"SCCACHE_GHA_ENABLED": "off", "SCCACHE_DIR": "/c"}, (), "nightly.toml", SOURCE)
     assert off.backends == () and off.location == "SCCACHE_DIR=/c"
 
 
 def test_clcache_memcached_and_engines_without_backends(listening: int) -> None:
-    clcache = shared_cache("clcache", {"CLCACHE_MEMCACHED": f"127.0.0.1:{listening}", "CLCACHE_DIR": "C:\\cache\\clcache"}, (), "nightly.toml", "C:\\src")
+    clcache = shared_cache(
+        "clcache",
+        {"CLCACHE_MEMCACHED": f"127.0.0.1:{listening}", "CLCACHE_DIR": "C:\\cache\\clcache"},
+        (),
+        "nightly.toml",
+        "C:\\src",
+    )
     assert clcache.backends == ("memcached",) and clcache.changes == ()
     ccache = shared_cache("ccache", {"CCACHE_DIR": "/c/ccache"}, (), "nightly.toml", SOURCE)
     assert ccache.backends == () and ccache.location == "CCACHE_DIR=/c/ccache"
@@ -130,7 +167,9 @@ def test_free_space_is_checked_on_the_nearest_existing_folder(tmp_path: Path) ->
     assert free > 0.001
     with pytest.raises(ToolchainError) as raised:
         check_free_space([tmp_path / "clone"], 10_000_000, "cu124")
-    assert raised.value.message.startswith(f"entry 'cu124' needs 1e+07 GB free, and the drive of {tmp_path / 'clone'} has ")
+    assert raised.value.message.startswith(
+        f"entry 'cu124' needs 1e+07 GB free, and the drive of {tmp_path / 'clone'} has "
+    )
     assert "lower min_free_gb for this entry" in (raised.value.fix or "")
 
 

@@ -33,7 +33,9 @@ def test_triggers_are_exactly_schedule_and_manual_dispatch() -> None:
     [cron] = [item["cron"] for item in triggers["schedule"]]
     assert len(cron.split()) == 5 and cron.split()[2:] == ["*", "*", "*"]  # every day
     assert set(triggers["workflow_dispatch"]["inputs"]) == {"only", "force"}
-    assert not re.search(r"^\s*(pull_request|pull_request_target|push|issue_comment)\s*:", WORKFLOW.read_text(), re.MULTILINE)
+    assert not re.search(
+        r"^\s*(pull_request|pull_request_target|push|issue_comment)\s*:", WORKFLOW.read_text(), re.MULTILINE
+    )
 
 
 def test_least_privilege_and_one_run_at_a_time() -> None:
@@ -69,7 +71,9 @@ def test_runs_invoke_nightly_and_uploads_the_run_folder() -> None:
     upload = next(step for step in steps if str(step.get("uses", "")).startswith("actions/upload-artifact@"))
     assert steps.index(bootstrap) < steps.index(nightly) < steps.index(upload)
     assert nightly["id"] == "nightly" and nightly["shell"] == "pwsh"
-    assert "--cache-dir" in nightly["run"] and "--output-dir" in nightly["run"] and "exit $LASTEXITCODE" in nightly["run"]
+    assert (
+        "--cache-dir" in nightly["run"] and "--output-dir" in nightly["run"] and "exit $LASTEXITCODE" in nightly["run"]
+    )
     # The nightly names its run folder as a step output (GITHUB_OUTPUT); the wheels, logs, reports
     # and summary in it are uploaded even when an entry failed.
     assert upload["with"]["path"] == "${{ steps.nightly.outputs.run-dir }}"
@@ -85,14 +89,18 @@ def test_scheduled_task_script_registers_a_daily_task_running_the_nightly_from_t
     assert "$RepoRoot = Split-Path -Parent $PSScriptRoot" in text
     assert re.search(r"\$nightly = @\(.*\$python.*'-m', 'invoke', 'nightly'\)", text)
     assert "$python = Join-Path $Venv 'Scripts\\python.exe'" in text
-    assert re.search(r"Register-ScheduledTask -TaskName \$TaskName .*-Action \$action -Trigger \$trigger .*-Force", text)
+    assert re.search(
+        r"Register-ScheduledTask -TaskName \$TaskName .*-Action \$action -Trigger \$trigger .*-Force", text
+    )
     assert "-MultipleInstances IgnoreNew" in text  # a night still running is not started twice
     assert "-LogonType S4U" in text  # no stored password
 
 
 def test_scheduled_task_script_unregisters_with_a_switch() -> None:
     text = REGISTER.read_text(encoding="utf-8")
-    assert re.search(r"\[Parameter\(ParameterSetName = 'Unregister', Mandatory = \$true\)\]\s*\[switch\] \$Unregister", text)
+    assert re.search(
+        r"\[Parameter\(ParameterSetName = 'Unregister', Mandatory = \$true\)\]\s*\[switch\] \$Unregister", text
+    )
     branch = text[text.index("if ($Unregister) {") :]
     branch = branch[: branch.index("\n}\n")]
     assert "Unregister-ScheduledTask -TaskName $TaskName -Confirm:$false" in branch and "return" in branch
@@ -101,7 +109,7 @@ def test_scheduled_task_script_unregisters_with_a_switch() -> None:
 
 def test_bootstrap_script_makes_the_venv_installs_the_repo_and_checks() -> None:
     text = BOOTSTRAP.read_text(encoding="utf-8")
-    assert "& py \"-$PythonVersion\"" in text and "struct.calcsize('P') * 8" in text and "if ($bits -ne '64')" in text
+    assert '& py "-$PythonVersion"' in text and "struct.calcsize('P') * 8" in text and "if ($bits -ne '64')" in text
     assert "@('-m', 'venv', $Venv)" in text
     assert "'--editable', \"$RepoRoot[windows-cache]\"" in text
     assert "'--no-deps', 'clcache', 'pymemcache'" in text
@@ -112,7 +120,12 @@ def test_bootstrap_script_makes_the_venv_installs_the_repo_and_checks() -> None:
 
 def test_the_workflow_and_the_task_use_the_same_bootstrap_venv_layout() -> None:
     workflow = WORKFLOW.read_text(encoding="utf-8")
-    assert '-Venv "$env:NIGHTLY_HOME\\venv"' in workflow and '"$env:NIGHTLY_HOME\\venv\\Scripts\\python.exe" -m invoke nightly' in workflow
+    assert (
+        '-Venv "$env:NIGHTLY_HOME\\venv"' in workflow
+        and '"$env:NIGHTLY_HOME\\venv\\Scripts\\python.exe" -m invoke nightly' in workflow
+    )
     for script in (REGISTER, BOOTSTRAP):
-        assert "[string] $Venv = (Join-Path (Split-Path -Parent $PSScriptRoot) '.venv')" in script.read_text(encoding="utf-8")
+        assert "[string] $Venv = (Join-Path (Split-Path -Parent $PSScriptRoot) '.venv')" in script.read_text(
+            encoding="utf-8"
+        )
     assert Path(REGISTER).read_text(encoding="utf-8").count("bootstrap_runner.ps1") >= 1

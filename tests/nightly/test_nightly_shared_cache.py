@@ -14,15 +14,29 @@ import json
 from pathlib import Path
 
 import pytest
-from nightly_support import REDIS_PASSWORD, Redis, entries_by_name, free_port, make_repo, run_nightly, slow_source, summaries, write_matrix
+from nightly_support import (
+    REDIS_PASSWORD,
+    Redis,
+    entries_by_name,
+    free_port,
+    make_repo,
+    run_nightly,
+    slow_source,
+    summaries,
+    write_matrix,
+)
 
 ENTRY = {"name": "cpu", "ref": "main", "cuda": "cpu", "compiler_cache": "sccache"}
 
 
-def _runner(tmp_path: Path, name: str, repo: Path, env: dict[str, str], shared_env: dict[str, str] | None = None) -> tuple[dict, Path, str]:
+def _runner(
+    tmp_path: Path, name: str, repo: Path, env: dict[str, str], shared_env: dict[str, str] | None = None
+) -> tuple[dict, Path, str]:
     """One runner's night: its summary entry, its output folder, and everything it printed."""
     cache, output = tmp_path / name / "cache", tmp_path / name / "dist"
-    matrix = write_matrix(tmp_path / name / "matrix.toml", [{**ENTRY, "repo": str(repo)}], output_dir=output, shared_env=shared_env)
+    matrix = write_matrix(
+        tmp_path / name / "matrix.toml", [{**ENTRY, "repo": str(repo)}], output_dir=output, shared_env=shared_env
+    )
     runner_env = {"SCCACHE_SERVER_PORT": str(free_port()), "SCCACHE_IDLE_TIMEOUT": "0", **env}
     done = run_nightly("--matrix", str(matrix), "--cache-dir", str(cache), env=runner_env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr
@@ -30,7 +44,12 @@ def _runner(tmp_path: Path, name: str, repo: Path, env: dict[str, str], shared_e
 
 
 def _written_text(*folders: Path) -> str:
-    return "\n".join(path.read_text(encoding="utf-8", errors="replace") for folder in folders for path in folder.rglob("*") if path.is_file() and path.suffix in (".json", ".md", ".log"))
+    return "\n".join(
+        path.read_text(encoding="utf-8", errors="replace")
+        for folder in folders
+        for path in folder.rglob("*")
+        if path.is_file() and path.suffix in (".json", ".md", ".log")
+    )
 
 
 @pytest.mark.services
@@ -39,18 +58,26 @@ def test_the_second_runner_is_served_from_the_shared_redis(redis_server: Redis, 
     repo = make_repo(tmp_path / "pytorch-repo", {"slow.cpp": slow_source(2)})
     secret = {"SCCACHE_REDIS_PASSWORD": REDIS_PASSWORD}
 
-    first, first_out, first_printed = _runner(tmp_path, "runner-1", repo, {**secret, "SCCACHE_REDIS_ENDPOINT": redis_server.endpoint})
+    first, first_out, first_printed = _runner(
+        tmp_path, "runner-1", repo, {**secret, "SCCACHE_REDIS_ENDPOINT": redis_server.endpoint}
+    )
     keys_after_first = int(redis_server.command("DBSIZE").lstrip(":"))
-    second, second_out, second_printed = _runner(tmp_path, "runner-2", repo, secret, shared_env={"SCCACHE_REDIS_ENDPOINT": redis_server.endpoint})
+    second, second_out, second_printed = _runner(
+        tmp_path, "runner-2", repo, secret, shared_env={"SCCACHE_REDIS_ENDPOINT": redis_server.endpoint}
+    )
 
     assert first["result"] == second["result"] == "success" and first["revision"] == second["revision"]
     one, two = first["compiler_cache"], second["compiler_cache"]
-    assert one["backends"] == two["backends"] == ["redis"] and one["location"] == two["location"] == redis_server.endpoint
+    assert (
+        one["backends"] == two["backends"] == ["redis"] and one["location"] == two["location"] == redis_server.endpoint
+    )
     assert f"redis, name: {redis_server.endpoint}" in two["reported_location"]  # sccache's own word for where it stored
     assert one["hits"] == 0 and one["misses"] >= 5 and keys_after_first >= one["misses"]
     assert two["hits"] == one["misses"] and two["misses"] == 0 and second["hit_rate"] == 1.0
     assert summaries(second_out)[-1]["compiler_cache"] == {"hits": one["misses"], "misses": 0, "hit_rate": 1.0}
-    assert second["stages"]["compile"] < first["stages"]["compile"] - 2.0  # the slow file alone takes seconds to compile
+    assert (
+        second["stages"]["compile"] < first["stages"]["compile"] - 2.0
+    )  # the slow file alone takes seconds to compile
     markdown = next(second_out.glob("*/nightly-*.md")).read_text(encoding="utf-8")
     assert f"| {one['misses']}/{one['misses']} (100%, sccache redis) |" in markdown
 
@@ -59,10 +86,17 @@ def test_the_second_runner_is_served_from_the_shared_redis(redis_server: Redis, 
     source = report["source"]["path"]
     assert source == str(tmp_path / "runner-2" / "cache" / "nightly" / "src" / "cpu")
     assert report["environment"]["SCCACHE_DIR"] == str(tmp_path / "runner-2" / "cache" / "sccache")
-    assert report["environment"]["SCCACHE_BASEDIRS"] == source and report["cache"]["raw"]["basedirs"] == [source + "/"]  # sccache took it
+    assert report["environment"]["SCCACHE_BASEDIRS"] == source and report["cache"]["raw"]["basedirs"] == [
+        source + "/"
+    ]  # sccache took it
     assert report["environment"]["SCCACHE_REDIS_ENDPOINT"] == redis_server.endpoint
     assert report["environment"]["SCCACHE_REDIS_PASSWORD"] == "***"
-    assert {"name": "SCCACHE_REDIS_ENDPOINT", "value": redis_server.endpoint, "action": "set", "reason": f"shared compiler cache ({tmp_path / 'runner-2' / 'matrix.toml'} [shared_cache])"} in report["plan"]["changes"]
+    assert {
+        "name": "SCCACHE_REDIS_ENDPOINT",
+        "value": redis_server.endpoint,
+        "action": "set",
+        "reason": f"shared compiler cache ({tmp_path / 'runner-2' / 'matrix.toml'} [shared_cache])",
+    } in report["plan"]["changes"]
     # The runner's secret is nowhere: not in what was printed, nor in logs, reports, summaries.
     for text in (first_printed, second_printed, _written_text(first_out, second_out)):
         assert REDIS_PASSWORD not in text
@@ -73,8 +107,14 @@ def test_an_unreachable_shared_cache_builds_with_the_local_one(mini_repo: Path, 
     endpoint = f"redis://127.0.0.1:{free_port()}"  # nothing listens there
     entry, output, _ = _runner(tmp_path, "runner", mini_repo, {"SCCACHE_REDIS_ENDPOINT": endpoint})
 
-    assert entry["result"] == "success" and entry["compiler_cache"]["backends"] == [] and entry["compiler_cache"]["misses"] > 0
-    assert entry["compiler_cache"]["fallback"].startswith(f"the shared redis cache {endpoint} is unreachable (127.0.0.1:")
+    assert (
+        entry["result"] == "success"
+        and entry["compiler_cache"]["backends"] == []
+        and entry["compiler_cache"]["misses"] > 0
+    )
+    assert entry["compiler_cache"]["fallback"].startswith(
+        f"the shared redis cache {endpoint} is unreachable (127.0.0.1:"
+    )
     assert "Local disk" in entry["compiler_cache"]["reported_location"]
     report = json.loads(Path(entry["report"]).read_text(encoding="utf-8"))
     assert "SCCACHE_REDIS_ENDPOINT" not in report["environment"]

@@ -1,0 +1,349 @@
+"""Prove a build works: import torch in a fresh interpreter started outside the source tree.
+
+Outside, because Python puts the current folder first on sys.path: run from a PyTorch checkout,
+`import torch` finds the source folder's torch/ (which has no compiled _C) and fails with
+"No module named torch._C" even when the install is fine. The check also runs a DataLoader with
+two worker processes under `if __name__ == '__main__':` with the spawn start method — Windows
+has no fork, so that is how every DataLoader with workers runs there, and a build or an
+environment that breaks it is caught here instead of in the user's first training script.
+
+`cuda_available` alone proves little: a build without the GPU's architecture imports, reports
+CUDA, and fails at the first kernel with "no kernel image is available for execution on the
+device". So when torch has CUDA and sees a device, the check runs a small real kernel (an
+elementwise op and a matmul) on every visible GPU, compares it with the CPU, and checks the
+build's architectures (`torch.cuda.get_arch_list()`) against each GPU's compute capability with
+NVIDIA's compatibility rules (`arch_runs_on`). Its result's `gpu` section holds both; a GPU the
+build does not cover, or whose kernel fails, fails the verification with the `--arch-list` that
+fixes it. No CUDA in torch, or no visible device, is not a failure: `gpu.reason` says why.
+
+VERIFY_SCRIPT is self-contained (the standard library and torch only), so it also runs alone,
+e.g. on a GPU machine without this package: `python -m pytorch_winbuild.builder.verify --script >
+check.py`, then `python check.py` there (exit 0 when verified; the JSON follows the marker).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytorch_winbuild.errors import VerificationError
+from pytorch_winbuild.knowledge.arch_list import arch_list_flag, arch_runs_on, covering_archs, parse_cuda_arch
+from pytorch_winbuild.text.redact import redact_text
+
+MARKER = "PYTORCH_WINBUILD_VERIFY "
+TIMEOUT_SECONDS = 600
+SCRIPT_NAME = "pytorch_winbuild_verify.py"
+
+
+def _embedded():
+    """The coverage functions' source, for VERIFY_SCRIPT (which has no access to this package)."""
+    return "\n\n".join(
+        inspect.getsource(function) for function in (parse_cuda_arch, arch_runs_on, covering_archs, arch_list_flag)
+    )
+
+
+# Runs in the fresh interpreter, any Python a build may use (3.5 code: no f-strings). Module-level
+# classes and functions, because spawn workers re-import this file (as __mp_main__) to unpickle
+# the dataset and the collate function.
+_SCRIPT = '''\
+import json
+import os
+import sys
+import traceback
+import warnings
+
+MARKER = @MARKER@
+ITEMS = 8
+KERNEL_TEST = "x * 2 + 1 and x @ x.T on a 64x64 float32 tensor, compared with the CPU"
+
+
+class Squares:
+    """A dataset defined in __main__, as a user's script does."""
+
+    def __len__(self):
+        return ITEMS
+
+    def __getitem__(self, index):
+        return index * index
+
+
+def collate(batch):
+    return [int(value) for value in batch]
+
+
+# @COVERAGE@
+
+
+def describe(error):
+    """An exception in one line: its type and its message's first line (CUDA errors add lines of advice)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return type(error).__name__ + (": " + lines[0] if lines else "")
+
+
+def one_line(text, limit=500):
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())[:limit]
+
+
+def run_kernel(torch, index):
+    """Run small real kernels on cuda:index and compare them with the CPU; raise if one fails."""
+    device = torch.device("cuda", index)
+    x = (torch.arange(64 * 64, dtype=torch.float32) % 7).reshape(64, 64)
+    on_gpu = x.to(device)
+    added = on_gpu * 2 + 1
+    product = torch.mm(on_gpu, on_gpu.t())
+    torch.cuda.synchronize(device)
+    if added.device != device or product.device != device:
+        raise RuntimeError("the kernels ran on {} and {}, not on {}".format(added.device, product.device, device))
+    if not torch.equal(added.cpu(), x * 2 + 1):
+        raise RuntimeError("x * 2 + 1 on {} differs from the CPU's result".format(device))
+    # Small integers: exact in float32 (and in TF32), so any difference is a wrong result.
+    expected = torch.mm(x, x.t())
+    if not torch.allclose(product.cpu(), expected, rtol=1e-5, atol=1e-3):
+        difference = (product.cpu() - expected).abs().max().item()
+        raise RuntimeError("x @ x.T on {} differs from the CPU's result (largest difference {})".format(device, difference))
+
+
+def check_device(torch, index, arch_list):
+    """Name, capability, coverage and a kernel on one device; never raises."""
+    device = {"index": index, "device": "cuda:{}".format(index), "name": None, "capability": None, "covered": None, "covered_by": [], "kernel": "not run", "ok": False}
+    try:
+        device["name"] = torch.cuda.get_device_name(index)
+        major, minor = torch.cuda.get_device_capability(index)
+        device["capability"] = "{}.{}".format(major, minor)
+        if arch_list:
+            device["covered_by"] = covering_archs(arch_list, (major, minor))
+            device["covered"] = bool(device["covered_by"])
+        try:
+            run_kernel(torch, index)
+            device["kernel"] = "ok"
+        except Exception:
+            device["kernel"] = "failed"
+            raise
+        if device["covered"] is False:
+            device["error"] = "compute capability {} is not among this build's CUDA architectures ({}), so PyTorch's kernels have no image for it ('no kernel image is available for execution on the device')".format(device["capability"], " ".join(arch_list))
+        else:
+            device["ok"] = True
+    except Exception as error:
+        device["traceback"] = traceback.format_exc()
+        device["error"] = describe(error)
+    return device
+
+
+def check_gpus(torch):
+    """The gpu section: the build's architectures and every visible device, or why none was checked."""
+    gpu = {"checked": False, "arch_list": None, "device_count": 0, "devices": [], "kernel_test": KERNEL_TEST}
+    if not torch.version.cuda:
+        hip = getattr(torch.version, "hip", None)
+        gpu["reason"] = "torch was built without CUDA" + (" (a ROCm build, HIP {})".format(hip) if hip else "")
+        return gpu
+    if not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpu["reason"] = "no CUDA device visible (torch.cuda.is_available() is False" + ("; CUDA_VISIBLE_DEVICES={!r}".format(visible) if visible is not None else "") + ")"
+        return gpu
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            gpu["arch_list"] = list(torch.cuda.get_arch_list())
+        except Exception as error:
+            gpu["arch_list_error"] = describe(error)
+        gpu["device_count"] = int(torch.cuda.device_count())
+        if gpu["device_count"] == 0:
+            gpu["reason"] = "no CUDA device visible (torch.cuda.device_count() is 0)"
+            return gpu
+        gpu["checked"] = True
+        for index in range(gpu["device_count"]):
+            gpu["devices"].append(check_device(torch, index, gpu["arch_list"]))
+    messages = [one_line(warning.message) for warning in caught]
+    if messages:
+        gpu["warnings"] = messages
+    return gpu
+
+
+def gpu_failure(gpu):
+    """(failed step, error, fix or None) when a device failed, else None."""
+    failed = [device for device in gpu["devices"] if not device["ok"]]
+    if not failed:
+        return None
+    lines = []
+    for device in failed:
+        lines.append("{} ({}, compute capability {}): {}".format(device["device"], device["name"] or "unnamed", device["capability"] or "unknown", device.get("error", "failed")))
+    tracebacks = [device["traceback"] for device in failed if device.get("traceback")]
+    error = "".join(tracebacks) + "; ".join(lines)
+    fix = None
+    wrong_arch = [device for device in failed if device["covered"] is False or "no kernel image" in device.get("traceback", "")]
+    capabilities = [tuple(int(part) for part in device["capability"].split(".")) for device in gpu["devices"] if device["capability"]]
+    if wrong_arch and capabilities:
+        flag = arch_list_flag(capabilities)
+        quoted = flag if ";" not in flag else '"' + flag + '"'
+        described = ", ".join("{} ({}) has compute capability {}".format(device["device"], device["name"], device["capability"]) for device in gpu["devices"] if device["capability"])
+        built = " ".join(gpu["arch_list"] or []) or "unknown"
+        fix = "rebuild for the GPUs here: `invoke build --arch-list {}` (TORCH_CUDA_ARCH_LIST={}). {}; this build's CUDA architectures are {}.".format(quoted, flag, described, built)
+    return "CUDA kernel on " + failed[0]["device"], error, fix
+
+
+def check():
+    result = {"ok": False, "python": sys.version.split()[0], "executable": sys.executable, "cwd": os.getcwd()}
+    step = "import torch"
+    try:
+        import torch
+
+        result["version"] = torch.__version__
+        result["location"] = os.path.dirname(os.path.abspath(torch.__file__))
+        step = "CUDA"
+        result["cuda_version"] = torch.version.cuda
+        result["cuda_available"] = bool(torch.cuda.is_available())
+        step = "MKL"
+        result["mkl"] = bool(torch.backends.mkl.is_available())
+        step = "MAGMA"
+        result["magma"] = bool(torch.cuda.has_magma) if torch.version.cuda else None
+        step = "cuDNN"
+        result["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        step = "GPU"
+        result["gpu"] = check_gpus(torch)
+        step = "DataLoader"
+        import torch.utils.data
+
+        loader = torch.utils.data.DataLoader(Squares(), batch_size=2, num_workers=2, collate_fn=collate, multiprocessing_context="spawn")
+        batches = [batch for batch in loader]
+        total = sum(sum(batch) for batch in batches)
+        expected = sum(index * index for index in range(ITEMS))
+        if total != expected:
+            raise RuntimeError("DataLoader workers returned %r (sum %d), expected the sum %d" % (batches, total, expected))
+        result["dataloader"] = {"num_workers": 2, "start_method": "spawn", "batches": len(batches), "ok": True}
+        failure = gpu_failure(result["gpu"])
+        if failure:
+            result["failed_step"], result["error"], fix = failure
+            if fix:
+                result["fix"] = fix
+        else:
+            result["ok"] = True
+    except BaseException:
+        result["failed_step"] = step
+        result["error"] = traceback.format_exc()
+    return result
+
+
+if __name__ == "__main__":
+    import multiprocessing
+
+    multiprocessing.set_start_method("spawn", force=True)
+    outcome = check()
+    print(MARKER + json.dumps(outcome), flush=True)
+    sys.exit(0 if outcome["ok"] else 1)
+'''
+VERIFY_SCRIPT = _SCRIPT.replace("@MARKER@", repr(MARKER)).replace("# @COVERAGE@", _embedded())
+
+
+def _parse(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                data = json.loads(line[len(MARKER) :])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def failure_error(result: dict[str, Any]) -> VerificationError:
+    """One paragraph naming the failed step and its exception, with the diagnosis's advice."""
+    message = f"a fresh `{result.get('interpreter')}` outside the source tree failed at step '{result.get('failed_step', 'start')}': {result.get('error_summary', 'no output')}"
+    matches = result.get("diagnosis") or []
+    if matches:
+        message += " Diagnosis: " + "; ".join(f"[{m['id']}] {m['title']}" for m in matches) + "."
+    # The check's own fix (a GPU the build does not cover: the --arch-list for it) is the most specific.
+    fix = result.get("fix") or (matches[0]["fix"] if matches else None)
+    return VerificationError(
+        message, fix=fix or "run `invoke verify` to repeat the check, and `invoke diagnose` on the build log."
+    )
+
+
+def _run(python: str, env: dict[str, str]) -> tuple[int, str, str]:
+    with tempfile.TemporaryDirectory(prefix="pytorch-winbuild-verify-") as folder:
+        script = Path(folder) / SCRIPT_NAME
+        script.write_text(VERIFY_SCRIPT, encoding="utf-8")
+        try:
+            completed = subprocess.run(
+                [python, str(script)],
+                cwd=folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=TIMEOUT_SECONDS,
+                check=False,
+            )
+        except FileNotFoundError:
+            return -1, "", f"FileNotFoundError: the Python interpreter {python} does not exist."
+        except subprocess.TimeoutExpired:
+            return (
+                -1,
+                "",
+                f"TimeoutError: the check did not finish within {TIMEOUT_SECONDS} s (a DataLoader worker that never started?).",
+            )
+    return completed.returncode, completed.stdout, completed.stderr
+
+
+def check_torch(
+    python: str | None = None, *, env: Mapping[str, str] | None = None, extra_paths: Sequence[Path] = ()
+) -> dict[str, Any]:
+    """Run the check; its result, with `ok` false and the diagnosis when something failed.
+
+    `extra_paths` go in front of PYTHONPATH: a wheel unpacked into a folder is checked that way
+    without installing it into the user's environment.
+    """
+    python = python or sys.executable
+    process_env = dict(os.environ if env is None else env)
+    if extra_paths:
+        current = process_env.get("PYTHONPATH")
+        process_env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in extra_paths), *([current] if current else [])])
+    exit_code, stdout, stderr = _run(python, process_env)
+    output = redact_text(stdout + stderr)
+    result = _parse(stdout) or {
+        "ok": False,
+        "failed_step": "start",
+        "error": output.strip() or f"exit status {exit_code}",
+    }
+    result["interpreter"] = python
+    result["exit_code"] = exit_code
+    if result.get("ok") and exit_code == 0:
+        return result
+    from pytorch_winbuild.diagnosis.triage import diagnose_text
+
+    result["ok"] = False
+    result["error"] = redact_text(str(result.get("error") or ""))
+    error_lines = [line.strip() for line in (result["error"] or output).splitlines() if line.strip()]
+    result["error_summary"] = error_lines[-1] if error_lines else "no output"
+    printed = "\n".join(line for line in output.splitlines() if not line.startswith(MARKER))
+    triage = diagnose_text(printed + "\n" + result["error"], source="verification output")
+    result["diagnosis"] = [match.to_dict() for match in triage.matches]
+    result["first_error"] = triage.first_error.to_dict() if triage.first_error else None
+    return result
+
+
+def verify_torch(
+    python: str | None = None, *, env: Mapping[str, str] | None = None, extra_paths: Sequence[Path] = ()
+) -> dict[str, Any]:
+    """`check_torch`, raising VerificationError when the check failed."""
+    result = check_torch(python, env=env, extra_paths=extra_paths)
+    if not result["ok"]:
+        raise failure_error(result)
+    return result
+
+
+if __name__ == "__main__":  # python -m pytorch_winbuild.builder.verify [--script | PYTHON]
+    if sys.argv[1:] == ["--script"]:
+        sys.stdout.write(VERIFY_SCRIPT)
+    else:
+        outcome = check_torch(sys.argv[1] if len(sys.argv) > 1 else None)
+        print(json.dumps(outcome, indent=2, ensure_ascii=False))
+        sys.exit(0 if outcome["ok"] else 1)

@@ -1,0 +1,291 @@
+"""Turn errors into one paragraph and an exit code, never a traceback for user errors.
+
+Two layers: `reports_errors` wraps each task body; `install_command_line_checks` reaches the part
+Invoke does before any task runs (reading the command line and the `-f` configuration file), whose
+own errors would otherwise be a bare "No idea what '--dry-rn' is!" with exit code 1, or a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from invoke import Program, Task
+from invoke.exceptions import Exit, ParseError
+
+from pytorch_winbuild.errors import ConfigurationError, InternalError, InterruptedByUser, WinbuildError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reports_errors(task_body: F) -> F:
+    """Wrap a task body: WinbuildError → its paragraph + exit code; anything else → InternalError."""
+
+    @functools.wraps(task_body)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return task_body(*args, **kwargs)
+        except Exit:
+            raise
+        except WinbuildError as exc:
+            raise Exit(exc.paragraph(), code=exc.exit_code) from None
+        except BrokenPipeError:
+            # the reader went away (`invoke diagnose x.log | head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return None
+        except KeyboardInterrupt:
+            error = InterruptedByUser("stopped by Ctrl-C.")
+            raise Exit(error.paragraph(), code=error.exit_code) from None
+        except Exception as exc:  # a bug: keep the traceback, but say what it is
+            traceback.print_exc(file=sys.stderr)
+            error = InternalError(
+                f"{type(exc).__name__}: {exc}",
+                fix="this is a bug in pytorch-winbuild; please report it with the traceback above and `invoke doctor --json`.",
+            )
+            raise Exit(error.paragraph(), code=error.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ tasks and their short flags
+
+HELP_FLAGS = ("--help", "-h")
+
+
+class WinbuildTask(Task):
+    """An Invoke task whose automatic short flags never take `-h`.
+
+    Invoke gives each flag the first free letter of its name, so `--host` became `-h` on doctor and
+    `--cache-dir` became `-h` on fetch-deps, and `invoke doctor -h` read the next word as a facts
+    file instead of showing the help. With `h` reserved, `-h` after a task name is always help."""
+
+    def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
+        return super().arg_opts(name, default, set(taken_names) | {"h"})
+
+
+# ------------------------------------------------------------------ the command line, before a task runs
+
+_CONFIG_HINT = "`invoke.yaml` (or the file given with -f)"
+
+
+def _fail(program: Program, message: str, fix: str) -> Exit:
+    error = ConfigurationError(message, fix=fix)
+    return Exit(error.paragraph(), code=error.exit_code)
+
+
+def _binary(program: Program) -> str:
+    names = program.binary_names
+    name = names[0] if names and names[0] else "invoke"
+    return "invoke" if name.endswith(".py") else name
+
+
+def _long_flags(context: Any) -> list[str]:
+    if context is None:
+        return []
+    return sorted(flag for flag in (*context.flags, *context.inverse_flags) if flag.startswith("--"))
+
+
+def _task_names(program: Program) -> list[str]:
+    return (
+        sorted(program.parser.contexts) if getattr(program, "parser", None) else sorted(program.collection.task_names)
+    )
+
+
+def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else "."
+
+
+def _is_task_context(context: Any) -> bool:
+    return context is not None and bool(getattr(context, "name", None))
+
+
+def _explain_parse_error(program: Program, exc: ParseError) -> Exit:
+    """Invoke's parser message → one paragraph with the flag and the fix (exit 2)."""
+    binary = _binary(program)
+    context = exc.context
+    task = context.name if _is_task_context(context) else None
+    task_help = (
+        f"run `{binary} {task} --help` for its flags"
+        if task
+        else f"run `{binary} --list` for the tasks and `{binary} TASK --help` for a task's flags"
+    )
+    text = str(exc)
+    unknown = re.fullmatch(r"No idea what '(.*)' is!", text, re.DOTALL)
+    if unknown:
+        token = unknown.group(1)
+        if token.startswith("-"):
+            flag = token.split("=", 1)[0]
+            if task:
+                return _fail(
+                    program,
+                    f"`{binary} {task}` has no flag {flag}{_did_you_mean(flag, _long_flags(context))}",
+                    f"{task_help}.",
+                )
+            return _fail(
+                program,
+                f"{flag} is not a flag of {binary}{_did_you_mean(flag, _long_flags(program.initial_context))}",
+                f"{task_help}.",
+            )
+        tasks = _task_names(program)
+        if task:
+            return _fail(
+                program,
+                f"`{binary} {task}` takes no argument {token!r}, and there is no task of that name{_did_you_mean(token, tasks)}",
+                f"{task_help}; a value belongs after its flag (--name VALUE).",
+            )
+        return _fail(
+            program,
+            f"there is no task named {token!r}{_did_you_mean(token, tasks)}",
+            f"run `{binary} --list` for the tasks.",
+        )
+    needs_value = re.fullmatch(r"Flag <Argument: ([\w-]+)[^>]*> needed value and was not given one!", text)
+    if needs_value:
+        flag = "--" + needs_value.group(1).replace("_", "-")
+        where = f" of `{binary} {task}`" if task else ""
+        return _fail(
+            program,
+            f"{flag}{where} needs a value, and none was given.",
+            f"write the value after the flag ({flag} VALUE), or leave the flag out; {task_help}.",
+        )
+    no_value = re.fullmatch(r"Flag <Argument: ([\w-]+)[^>]*> doesn't take any value!", text)
+    if no_value:
+        flag = "--" + no_value.group(1).replace("_", "-")
+        return _fail(
+            program,
+            f"{flag} is a switch and takes no value.",
+            f"write {flag} alone (leave it out for the default); {task_help}.",
+        )
+    positional = re.fullmatch(r"'(.+)' did not receive required positional arguments: (.+)", text)
+    if positional:
+        names = " ".join(name.strip(" '").upper() for name in positional.group(2).split(","))
+        return _fail(
+            program,
+            f"`{binary} {positional.group(1)}` needs {names}, and none was given.",
+            f"write it after the task name: `{binary} {positional.group(1)} {names}`; run `{binary} {positional.group(1)} --help` for the details.",
+        )
+    return _fail(program, f"the command line cannot be read: {text}", f"{task_help}.")
+
+
+def _empty_values(contexts: Iterable[Any]) -> tuple[str, str] | None:
+    """(task, flag) of the first flag or argument given as an empty string; '' is never a value."""
+    for context in contexts:
+        for argument in context.args.values():
+            value = argument.value
+            values = value if isinstance(value, list) else [value]
+            if any(isinstance(item, str) and not item.strip() for item in values):
+                name = argument.name.replace("_", "-")
+                return context.name, (name.upper() if argument.positional else f"--{name}")
+    return None
+
+
+def _help_given_as_argument(contexts: Iterable[Any]) -> str | None:
+    """The task whose PATH/LOGFILE took `--help` or `-h`: Invoke fills a missing positional argument
+    before it looks for its own --help, so `invoke build-ext --help` read "--help" as the folder."""
+    for context in contexts:
+        if any(argument.positional and argument.value in HELP_FLAGS for argument in context.args.values()):
+            return context.name
+    return None
+
+
+def _parse_tasks(original: Callable[[Program], None]) -> Callable[[Program], None]:
+    @functools.wraps(original)
+    def parse_tasks(self: Program) -> None:
+        if not _is_ours(self):
+            return original(self)
+        try:
+            original(self)
+        except ParseError as exc:
+            raise _explain_parse_error(self, exc) from None
+        except ValueError as exc:  # a value Invoke itself converts (a core flag such as --command-timeout)
+            raise _fail(
+                self,
+                f"a value on the command line cannot be read ({exc}).",
+                f"run `{_binary(self)} TASK --help` for what each flag takes.",
+            ) from None
+        asked = _help_given_as_argument(self.tasks)
+        if asked:
+            self.core[0].args.help.value = asked  # handled by Invoke's parse_cleanup: that task's help, exit 0
+            return
+        empty = _empty_values(self.tasks)
+        if empty:
+            task, flag = empty
+            raise _fail(
+                self,
+                f"{flag} of `{_binary(self)} {task}` is empty.",
+                f"give it a value, or leave it out for its default; run `{_binary(self)} {task} --help` for what it takes.",
+            )
+
+    return parse_tasks
+
+
+def _update_config(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def update_config(self: Program, merge: bool = True) -> None:
+        if not _is_ours(self):
+            return original(self, merge)
+        runtime = self.args.config.value or os.environ.get("INVOKE_RUNTIME_CONFIG")
+        if runtime:
+            from pytorch_winbuild.faces.config_check import SUFFIXES, check_config_files
+
+            path = Path(runtime).expanduser()
+            if not path.is_file():
+                raise _fail(
+                    self,
+                    f"configuration file {runtime} (-f / INVOKE_RUNTIME_CONFIG) {'is a folder' if path.is_dir() else 'does not exist'}.",
+                    "pass the path of a YAML, JSON or Python configuration file, or leave -f out.",
+                )
+            try:
+                if path.suffix in SUFFIXES:  # a Python config file (.py) is Invoke's to load
+                    check_config_files([path], _known_settings())
+            except ConfigurationError as error:
+                raise Exit(error.paragraph(), code=error.exit_code) from None
+        try:
+            original(self, merge)
+        except Exit:
+            raise
+        except Exception as exc:  # Invoke's own merge/load errors (e.g. a mapping where a value was expected)
+            raise _fail(
+                self,
+                f"the configuration cannot be combined: {type(exc).__name__}: {exc}.",
+                f"correct {_CONFIG_HINT}: each setting must have the same kind of value as its default.",
+            ) from None
+
+    return update_config
+
+
+_KNOWN_SETTINGS: tuple[str, ...] = ()
+
+
+def _known_settings() -> tuple[str, ...]:
+    return _KNOWN_SETTINGS
+
+
+def _is_ours(program: Program) -> bool:
+    collection = getattr(program, "collection", None)
+    tasks = getattr(collection, "tasks", None) or {}
+    return any(isinstance(task, WinbuildTask) for task in tasks.values())
+
+
+def install_command_line_checks(known_settings: Iterable[str]) -> None:
+    """Make Invoke's command-line and `-f` errors one paragraph with exit code 2.
+
+    `python -m invoke` builds its own Program before this package is imported, so the checks are
+    installed on Invoke's Program class when tasks.py is loaded; they act only for a Program whose
+    collection holds WinbuildTask tasks, and only on what Invoke does after loading them."""
+    global _KNOWN_SETTINGS
+    _KNOWN_SETTINGS = tuple(known_settings)
+    if getattr(Program.parse_tasks, "_winbuild_checks", False):
+        return
+    parse_tasks = _parse_tasks(Program.parse_tasks)
+    update_config = _update_config(Program.update_config)
+    parse_tasks._winbuild_checks = True  # type: ignore[attr-defined]
+    Program.parse_tasks = parse_tasks  # type: ignore[method-assign]
+    Program.update_config = update_config  # type: ignore[method-assign]

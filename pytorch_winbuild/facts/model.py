@@ -1,0 +1,387 @@
+"""What is installed on a machine, as plain data that round-trips through JSON.
+
+Probing (probe.py) is the only code that looks at a machine; everything after it reads a
+`Facts`. A facts file written by `invoke doctor --json` on one machine gives the same plan on
+any other, which is how users share a problem and how the tests cover Windows machines on Linux.
+The format is documented in build_config/hosts/README.md; it holds only what the plan needs and
+never a value that looks like a credential (see redact.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.text.redact import redact_text
+
+SCHEMA_VERSION = 2
+# Schema 1 files (before GPUs were probed) still load: their `gpus` is None, "not probed".
+READABLE_SCHEMAS = (1, 2)
+
+
+def toolset_short(version: str) -> str:
+    """'14.11.25503' → '14.11'; '14.0' stays '14.0'."""
+    parts = version.split(".")
+    return ".".join(parts[:2])
+
+
+def toolset_msc_ver(version: str) -> int:
+    """The `_MSC_VER` a toolset's compiler reports: 14.0 → 1900, 14.N → 1900 + N."""
+    parts = version.split(".")
+    if len(parts) < 2 or parts[0] != "14" or not (parts[1].isascii() and parts[1].isdigit()):
+        raise ConfigurationError(
+            f"'{version}' is not an MSVC toolset version (expected 14.x, e.g. 14.11 or 14.16.27023)."
+        )
+    return 1900 + int(parts[1])
+
+
+@dataclass(frozen=True)
+class VisualStudio:
+    """One Visual Studio instance (or Build Tools), as vswhere or VS140COMNTOOLS reports it."""
+
+    product_line: str  # "2015", "2017", "2019", "2022", "2026"
+    version: str  # installationVersion, e.g. "15.9.28307.222"; "14.0" for VS 2015
+    product: str  # "BuildTools", "Community", "Professional", "Enterprise"
+    path: str  # installationPath
+    toolsets: tuple[
+        str, ...
+    ]  # full versions from VC\Tools\MSVC\*, e.g. ("14.11.25503", "14.16.27023"); ("14.0",) for VS 2015
+    vcvars: dict[str, str]  # script name → full path, only scripts that exist
+    default_toolset: str | None = None  # Microsoft.VCToolsVersion.default.txt
+    cl_x64: str | None = None  # VS 2015 only: VC\bin\amd64\cl.exe (CUDAHOSTCXX for CUDA 8)
+    display_name: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"Visual Studio {self.product_line} {self.product} {self.version}"
+
+
+@dataclass(frozen=True)
+class CudaInstall:
+    """One CUDA toolkit."""
+
+    version: str  # "9.0", "12.4"
+    path: str
+    full_version: str | None = None  # "9.0.176" from version.txt / version.json
+    env_var: str | None = None  # "CUDA_PATH_V9_0" when the installer set one
+    msc_range: tuple[int, int] | None = None  # accepted _MSC_VER as [low, high), read from include/crt/host_config.h
+    nvtx: str | None = None  # NvToolsExt folder (CUDA ≤ 11) or the nvtx3 include folder (CUDA ≥ 12)
+    cudnn: str | None = None  # cuDNN version (e.g. "7.6.5") when cudnn.h was found
+    nvcc: str | None = None  # path of nvcc(.exe)
+
+
+@dataclass(frozen=True)
+class PythonInfo:
+    version: str  # "3.6.8"
+    bits: int  # 64 or 32
+    executable: str
+    implementation: str = "CPython"
+
+
+@dataclass(frozen=True)
+class Tool:
+    path: str
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One NVIDIA GPU, as NVML or nvidia-smi reports it."""
+
+    index: int
+    name: str  # "NVIDIA H100 80GB HBM3"
+    compute_capability: str | None  # "9.0"; None when the driver is too old to say (nvidia-smi without compute_cap)
+    memory_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything the plan needs to know about one machine."""
+
+    os: str  # "windows" or "linux"
+    python: PythonInfo
+    visual_studio: tuple[VisualStudio, ...] = ()
+    cuda: tuple[CudaInstall, ...] = ()
+    cuda_path: str | None = None  # the CUDA_PATH variable (the last CUDA installed)
+    tools: dict[str, Tool] = field(default_factory=dict)  # cmake, ninja, git, clcache, sccache, ccache, 7z
+    long_paths_enabled: bool | None = None  # HKLM\...\FileSystem\LongPathsEnabled; None = unknown
+    temp_dir: str | None = None  # %TEMP%: non-ASCII here breaks tools
+    cache_dir: str | None = None  # pytorch-winbuild's cache folder there: where a --host plan puts MKL/MAGMA
+    nvtoolsext: str | None = (
+        None  # the NvToolsExt folder (lib\x64\nvToolsExt64_1.lib), whatever CUDA: PyTorch 2.0–2.4 link it even with CUDA 12
+    )
+    cpu_count: int | None = None
+    gpus: tuple[Gpu, ...] | None = None  # None: not probed (schema 1 or hand-written); (): probed, none found
+    driver_version: str | None = None  # NVIDIA display driver, "580.159.04"
+    driver_cuda: str | None = None  # newest CUDA the driver runs ("13.0": nvidia-smi's "CUDA Version")
+    description: str = ""  # free text: "VS 2017 + CUDA 9.0 workstation"
+    schema: int = SCHEMA_VERSION
+
+    def cuda_by_version(self, version: str) -> CudaInstall | None:
+        return next((c for c in self.cuda if c.version == version), None)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data = {"schema": data.pop("schema"), **data}
+        return redact_text(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
+
+
+def _fail(source: str, where: str, problem: str) -> ConfigurationError:
+    end = "" if problem.endswith((".", "!", "?")) else "."
+    return ConfigurationError(
+        f"facts file {source}: {where}: {problem}{end}",
+        fix="regenerate it with `invoke doctor --json > facts.json` on the machine it describes, or correct it by hand following build_config/hosts/README.md.",
+    )
+
+
+def _get(
+    data: dict[str, Any], key: str, kind: type | tuple[type, ...], source: str, where: str, required: bool = True
+) -> Any:
+    if key not in data or data[key] is None:
+        if required:
+            raise _fail(source, f"{where}.{key}" if where else key, "missing")
+        return None
+    value = data[key]
+    if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
+        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise _fail(source, f"{where}.{key}" if where else key, f"expected {expected}, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _fail(
+                source,
+                f"{where}.{key}" if where else key,
+                f"{value!r} holds a lone surrogate (a broken \\ud8xx escape), which no file or console can show",
+            ) from None
+    return value
+
+
+def _path(data: dict[str, Any], key: str, source: str, where: str, required: bool = True) -> str | None:
+    """A path: text that is not empty (an empty path would mean "the current folder" to every tool)."""
+    value = _get(data, key, str, source, where, required)
+    if value is not None and not value.strip():
+        raise _fail(
+            source,
+            f"{where}.{key}" if where else key,
+            "empty path; give the full path" + ("" if required else ", or null when there is none"),
+        )
+    return value
+
+
+def _str_list(data: dict[str, Any], key: str, source: str, where: str) -> tuple[str, ...]:
+    values = _get(data, key, list, source, where, required=False) or []
+    if not all(isinstance(v, str) for v in values):
+        raise _fail(source, f"{where}.{key}", f"expected a list of strings, got {values!r}")
+    return tuple(values)
+
+
+def _str_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[str, str]:
+    values = _get(data, key, dict, source, where, required=False) or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+        raise _fail(source, f"{where}.{key}", f"expected an object of strings, got {values!r}")
+    return dict(values)
+
+
+def _path_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[str, str]:
+    values = _str_dict(data, key, source, where)
+    for name, value in values.items():
+        if not value.strip():
+            raise _fail(
+                source, f"{where}.{key}.{name}", "empty path; give the script's full path, or leave the entry out"
+            )
+    return values
+
+
+def _visual_studio(data: Any, source: str, where: str, product_lines: tuple[str, ...] | None) -> VisualStudio:
+    if not isinstance(data, dict):
+        raise _fail(source, where, f"expected an object, got {data!r}")
+    line = _get(data, "product_line", str, source, where)
+    if product_lines is not None and line not in product_lines:
+        raise ConfigurationError(
+            f"facts file {source}: {where}.product_line: Visual Studio {line!r} is not a product line pytorch-winbuild knows ({', '.join(product_lines)}; build_config/visual_studio.toml), so no plan can use that instance.",
+            fix="remove that entry from the facts file (no PyTorch era builds with an older Visual Studio), or update pytorch-winbuild if it is a newer one.",
+        )
+    toolsets = _str_list(data, "toolsets", source, where)
+    for toolset in toolsets:
+        try:
+            toolset_msc_ver(toolset)
+        except ConfigurationError:
+            raise _fail(source, f"{where}.toolsets", f"'{toolset}' is not an MSVC toolset version (14.x)") from None
+    return VisualStudio(
+        product_line=line,
+        version=_get(data, "version", str, source, where),
+        product=_get(data, "product", str, source, where),
+        path=_path(data, "path", source, where),
+        toolsets=toolsets,
+        vcvars=_path_dict(data, "vcvars", source, where),
+        default_toolset=_get(data, "default_toolset", str, source, where, required=False),
+        cl_x64=_path(data, "cl_x64", source, where, required=False),
+        display_name=_get(data, "display_name", str, source, where, required=False) or "",
+    )
+
+
+def _cuda(data: Any, source: str, where: str) -> CudaInstall:
+    if not isinstance(data, dict):
+        raise _fail(source, where, f"expected an object, got {data!r}")
+    version = _get(data, "version", str, source, where)
+    parts = version.split(".")
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        raise _fail(source, f"{where}.version", f"expected MAJOR.MINOR such as '9.0', got {version!r}")
+    msc_range = _get(data, "msc_range", list, source, where, required=False)
+    if msc_range is not None:
+        if (
+            len(msc_range) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in msc_range)
+            or msc_range[0] >= msc_range[1]
+        ):
+            raise _fail(source, f"{where}.msc_range", f"expected [low, high) as two integers, got {msc_range!r}")
+        msc_range = (msc_range[0], msc_range[1])
+    return CudaInstall(
+        version=version,
+        path=_path(data, "path", source, where),
+        full_version=_get(data, "full_version", str, source, where, required=False),
+        env_var=_get(data, "env_var", str, source, where, required=False),
+        msc_range=msc_range,
+        nvtx=_path(data, "nvtx", source, where, required=False),
+        cudnn=_get(data, "cudnn", str, source, where, required=False),
+        nvcc=_path(data, "nvcc", source, where, required=False),
+    )
+
+
+def _major_minor(data: dict[str, Any], key: str, source: str, where: str) -> str | None:
+    value = _get(data, key, str, source, where, required=False)
+    if value is not None and not re.fullmatch(r"\d{1,2}\.\d{1,2}", value):
+        raise _fail(source, f"{where}.{key}" if where else key, f"expected MAJOR.MINOR such as '9.0', got {value!r}")
+    return value
+
+
+def _driver_version(data: dict[str, Any], source: str) -> str | None:
+    value = _get(data, "driver_version", str, source, "", required=False)
+    if value is not None and not re.fullmatch(r"\d{2,4}(?:\.\d{1,3}){1,2}", value):
+        raise _fail(
+            source,
+            "driver_version",
+            f"expected an NVIDIA driver version such as '580.159.04' or '531.14', got {value!r}",
+        )
+    return value
+
+
+def _gpu(data: Any, source: str, where: str) -> Gpu:
+    if not isinstance(data, dict):
+        raise _fail(source, where, f"expected an object, got {data!r}")
+    index = _get(data, "index", int, source, where)
+    memory = _get(data, "memory_mib", int, source, where, required=False)
+    if index < 0 or (memory is not None and memory < 0):
+        raise _fail(source, where, "index and memory_mib cannot be negative")
+    return Gpu(
+        index=index,
+        name=_get(data, "name", str, source, where),
+        compute_capability=_major_minor(data, "compute_capability", source, where),
+        memory_mib=memory,
+    )
+
+
+def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[str] | None = None) -> Facts:
+    """Validate a parsed facts document; every problem names the key path.
+
+    `product_lines`: the Visual Studio product lines the knowledge files describe; an instance of
+    another line is refused (None: not checked)."""
+    known_lines = tuple(product_lines) if product_lines is not None else None
+    if not isinstance(data, dict):
+        raise _fail(source, "top level", "expected a JSON object")
+    schema = _get(data, "schema", int, source, "")
+    if schema not in READABLE_SCHEMAS:
+        raise _fail(
+            source,
+            "schema",
+            f"version {schema} is not supported (this pytorch-winbuild reads versions {', '.join(map(str, READABLE_SCHEMAS))})",
+        )
+    os_name = _get(data, "os", str, source, "")
+    if os_name not in ("windows", "linux"):
+        raise _fail(source, "os", f"expected 'windows' or 'linux', got {os_name!r}")
+    python = _get(data, "python", dict, source, "")
+    bits = _get(python, "bits", int, source, "python")
+    if bits not in (32, 64):
+        raise _fail(source, "python.bits", f"expected 32 or 64, got {bits!r}")
+    tools_data = _get(data, "tools", dict, source, "", required=False) or {}
+    tools: dict[str, Tool] = {}
+    for name, tool in tools_data.items():
+        tool = tool if isinstance(tool, dict) else None
+        if tool is None:
+            raise _fail(source, f"tools.{name}", "expected an object with 'path' and 'version'")
+        tools[name] = Tool(
+            path=_path(tool, "path", source, f"tools.{name}"),
+            version=_get(tool, "version", str, source, f"tools.{name}", required=False),
+        )
+    gpu_list = _get(data, "gpus", list, source, "", required=False)
+    vs_list = _get(data, "visual_studio", list, source, "", required=False) or []
+    cuda_list = _get(data, "cuda", list, source, "", required=False) or []
+    return Facts(
+        schema=schema,
+        os=os_name,
+        python=PythonInfo(
+            version=_get(python, "version", str, source, "python"),
+            bits=bits,
+            executable=_path(python, "executable", source, "python"),
+            implementation=_get(python, "implementation", str, source, "python", required=False) or "CPython",
+        ),
+        visual_studio=tuple(
+            _visual_studio(item, source, f"visual_studio[{i}]", known_lines) for i, item in enumerate(vs_list)
+        ),
+        cuda=tuple(_cuda(item, source, f"cuda[{i}]") for i, item in enumerate(cuda_list)),
+        cuda_path=_path(data, "cuda_path", source, "", required=False),
+        tools=tools,
+        long_paths_enabled=_get(data, "long_paths_enabled", bool, source, "", required=False),
+        temp_dir=_path(data, "temp_dir", source, "", required=False),
+        cache_dir=_path(data, "cache_dir", source, "", required=False),
+        nvtoolsext=_path(data, "nvtoolsext", source, "", required=False),
+        cpu_count=_get(data, "cpu_count", int, source, "", required=False),
+        gpus=None if gpu_list is None else tuple(_gpu(item, source, f"gpus[{i}]") for i, item in enumerate(gpu_list)),
+        driver_version=_driver_version(data, source),
+        driver_cuda=_major_minor(data, "driver_cuda", source, ""),
+        description=_get(data, "description", str, source, "", required=False) or "",
+    )
+
+
+def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> Facts:
+    """Read a facts file (`--host FILE`). Its Visual Studio product lines are checked against
+    `product_lines`, by default the knowledge files' (build_config/visual_studio.toml)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"facts file {path} does not exist.",
+            fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.",
+        ) from None
+    except IsADirectoryError:
+        raise ConfigurationError(
+            f"facts file {path} is a folder.",
+            fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(
+            f"facts file {path} cannot be read ({exc}).",
+            fix="save it as UTF-8 JSON, as `invoke doctor --json` writes it.",
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer longer than Python converts, and the like
+        raise _fail(str(path), "top level", f"not usable JSON ({exc})") from None
+    except RecursionError:
+        raise _fail(
+            str(path), "top level", "nested too deeply to be a facts file (not valid for this format)"
+        ) from None
+    if product_lines is None:
+        from pytorch_winbuild.knowledge.model import load_knowledge  # here: knowledge.py imports this module
+
+        product_lines = load_knowledge().products
+    return facts_from_dict(data, str(path), product_lines)

@@ -1,0 +1,160 @@
+"""Probe this machine: the only code that looks at a machine; everything after it reads `Facts`.
+
+`probe()` answers for the machine it runs on: Windows through probe_windows.py, Linux here (the
+same facts without a Visual Studio layer, so `invoke doctor` reports a Linux machine honestly).
+`probe_report()` also returns the notes — what the probe found but could not use — for doctor.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.facts.model import Facts, PythonInfo
+from pytorch_winbuild.facts.probe_common import (
+    TOOL_NAMES,
+    Commands,
+    CudaFolder,
+    ProbeReport,
+    Runner,
+    clean_env_path,
+    collect_tools,
+    cuda_folder,
+    cuda_install,
+    cuda_versions,
+    finish_notes,
+    is_file,
+    nvtx3_dir,
+    python_info,
+    run_command,
+    start_nvcc_versions,
+    start_tool_versions,
+    version_key,
+)
+from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader, read_nvml
+from pytorch_winbuild.facts.probe_windows import WindowsRegistry, probe_windows
+from pytorch_winbuild.text.redact import redact_text
+
+__all__ = ["ProbeReport", "probe", "probe_linux", "probe_report", "probe_windows"]
+
+
+def linux_cuda_folders(environ: Mapping[str, str], usr_local: Path, notes: list[str]) -> list[CudaFolder]:
+    """CUDA_HOME, CUDA_PATH, /usr/local/cuda*, and the toolkit around nvcc on PATH, each folder once."""
+    candidates: list[Path] = []
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        value = clean_env_path(environ.get(name))
+        if value:
+            candidates.append(Path(value))
+    candidates.append(usr_local / "cuda")
+    try:
+        candidates.extend(sorted(usr_local.glob("cuda-*"), key=lambda p: version_key(p.name)))
+    except OSError:
+        pass
+    nvcc_on_path = shutil.which("nvcc", path=environ.get("PATH", os.defpath))
+    if nvcc_on_path:
+        candidates.append(Path(os.path.realpath(nvcc_on_path)).parent.parent)
+
+    seen: set[str] = set()
+    folders = []
+    for root in candidates:
+        real = os.path.realpath(root)
+        if real in seen:
+            continue
+        seen.add(real)
+        folder = cuda_folder(root, "nvcc", None)
+        if folder is not None:
+            folders.append(folder)
+    if nvcc_on_path and not folders:
+        notes.append(
+            f"nvcc is on PATH at {nvcc_on_path}, but no CUDA toolkit folder (bin/nvcc with include/cuda_runtime.h) was found around it."
+        )
+    return folders
+
+
+def linux_nvtx(root: Path, major: int) -> Path | None:
+    """CUDA ≥ 12: the header-only nvtx3 folder; older toolkits carry libnvToolsExt in their own lib64."""
+    if major >= 12:
+        return nvtx3_dir(root)
+    return root if is_file(root / "lib64" / "libnvToolsExt.so") else None
+
+
+def probe_linux(
+    environ: Mapping[str, str],
+    *,
+    run: Runner = run_command,
+    python: PythonInfo | None = None,
+    cpu_count: int | None = None,
+    usr_local: Path = Path("/usr/local"),
+    nvml: NvmlReader | None = None,
+) -> ProbeReport:
+    """Facts of a Linux machine: Python, tools, CUDA and GPUs; no Visual Studio, no MSVC range.
+
+    `nvml` reads this machine's driver in-process, so only the real probe passes it.
+    """
+    environ = {name: redact_text(value) for name, value in environ.items()}  # no credential gets past this line
+    notes: list[str] = []
+    search = environ.get("PATH", os.defpath)
+    tool_paths: dict[str, Path] = {}
+    for key, names in TOOL_NAMES.items():
+        found = next((path for path in (shutil.which(name, path=search) for name in names) if path), None)
+        if found:
+            tool_paths[key] = Path(found)
+    smi = shutil.which("nvidia-smi", path=search)
+    with Commands(run) as commands:
+        gpu_probe = GpuProbe(nvml, Path(smi) if smi else None, commands)
+        start_tool_versions(tool_paths, commands)
+        folders = linux_cuda_folders(environ, usr_local, notes)
+        start_nvcc_versions(folders, commands)
+        cudnn_include = clean_env_path(environ.get("CUDNN_INCLUDE_DIR"))
+        cuda = []
+        for folder in folders:
+            versions = cuda_versions(folder, commands, notes)
+            if versions is not None:
+                major = int(versions[0].split(".")[0])
+                cuda.append(
+                    cuda_install(
+                        folder,
+                        versions,
+                        msc_range=None,
+                        nvtx=linux_nvtx(folder.root, major),
+                        cudnn_include_dir=cudnn_include,
+                    )
+                )
+        tools = collect_tools(tool_paths, commands, notes)
+        gpus = gpu_probe.result(notes)
+    cuda_path = clean_env_path(environ.get("CUDA_PATH"))
+    facts = Facts(
+        os="linux",
+        python=python or python_info(),
+        cuda=tuple(sorted(cuda, key=lambda c: version_key(c.version))),
+        cuda_path=cuda_path,
+        tools=tools,
+        temp_dir=clean_env_path(environ.get("TMPDIR")) or "/tmp",
+        cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
+        gpus=gpus.gpus,
+        driver_version=gpus.driver_version,
+        driver_cuda=gpus.driver_cuda,
+    )
+    return ProbeReport(facts=facts, notes=finish_notes(notes))
+
+
+def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
+    """Facts and notes for the machine this runs on."""
+    environ = os.environ if environ is None else environ
+    if sys.platform == "win32":
+        return probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml)
+    if sys.platform.startswith("linux"):
+        return probe_linux(environ, nvml=read_nvml)
+    raise ToolchainError(
+        f"pytorch-winbuild probes Windows and Linux machines, not {sys.platform}.",
+        fix="run `invoke doctor --json > facts.json` on the Windows machine and pass that file with --host here.",
+    )
+
+
+def probe(environ: Mapping[str, str] | None = None) -> Facts:
+    """What is installed on this machine, as plain data (see facts.py)."""
+    return probe_report(environ).facts

@@ -1,0 +1,108 @@
+"""Reading the TOML files in build_config/ with errors that name the file and the key.
+
+Every knowledge module (CUDA table, eras, archive catalog, diagnosis rules, nightly matrix)
+goes through `load_toml` and the `require_*` helpers, so a broken file is reported the same way
+everywhere: "build_config/cuda.toml: cuda.9.0.msc_range: expected a list of 2 integers".
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pytorch_winbuild.errors import ConfigurationError
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+_REPO_CONFIG = _PACKAGE.parent / "build_config"
+_INSTALLED_CONFIG = _PACKAGE / "build_config"
+
+T = TypeVar("T")
+
+
+def config_dir() -> Path:
+    """build_config/ next to the package in a checkout, or inside it once installed."""
+    return _REPO_CONFIG if _REPO_CONFIG.is_dir() else _INSTALLED_CONFIG
+
+
+def load_toml(path: Path | str) -> dict[str, Any]:
+    """Parse a TOML file; a relative name is looked up in build_config/."""
+    path = Path(path)
+    if not path.is_absolute() and not path.exists():
+        path = config_dir() / path
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"{path}: file not found.",
+            fix="check the path, or reinstall pytorch-winbuild if it is one of its own build_config files.",
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(
+            f"{path}: not valid TOML ({exc}).", fix="correct the syntax at the position shown."
+        ) from None
+    except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself; TOML is UTF-8 only
+        raise ConfigurationError(
+            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded), so not a TOML file.",
+            fix='save it as UTF-8 (an editor\'s "UTF-8" encoding), or restore it from version control.',
+        ) from None
+    except ValueError as exc:  # an integer longer than Python converts (int_max_str_digits)
+        raise ConfigurationError(
+            f"{path}: not a usable TOML file ({exc}).",
+            fix="correct the value, or restore the file from version control.",
+        ) from None
+    except RecursionError:
+        raise ConfigurationError(
+            f"{path}: nested too deeply to read.", fix="correct the file, or restore it from version control."
+        ) from None
+    except IsADirectoryError:
+        raise ConfigurationError(f"{path} is a folder, not a TOML file.", fix="pass the path of the file.") from None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{path} cannot be read ({exc.strerror or exc}).", fix="make the file readable, or pass another one."
+        ) from None
+
+
+def require(table: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], where: str) -> T:
+    """Return table[key] if it has the expected type, else a ConfigurationError naming `where.key`."""
+    if key not in table:
+        raise ConfigurationError(f"{where}: missing required key '{key}'.")
+    value = table[key]
+    if isinstance(value, bool) and kind in (int, float):
+        raise ConfigurationError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got a boolean.")
+    if not isinstance(value, kind):
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigurationError(f"{where}.{key}: expected {name}, got {type(value).__name__} {value!r}.")
+    return value
+
+
+def optional(table: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], where: str, default: T) -> T:
+    """Like `require`, but a missing key gives `default`."""
+    if key not in table:
+        return default
+    return require(table, key, kind, where)
+
+
+def require_int_pair(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
+    """A [low, high] list of two integers with low < high."""
+    value = require(table, key, list, where)
+    if (
+        len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        or value[0] >= value[1]
+    ):
+        raise ConfigurationError(
+            f"{where}.{key}: expected [low, high] with two integers and low < high, got {value!r}."
+        )
+    return value[0], value[1]
+
+
+def string_list(table: dict[str, Any], key: str, where: str, default: list[str] | None = None) -> list[str]:
+    """A list of strings (missing key → default, or an error when no default is given)."""
+    if key not in table and default is not None:
+        return list(default)
+    value = require(table, key, list, where)
+    if not all(isinstance(item, str) for item in value):
+        raise ConfigurationError(f"{where}.{key}: expected a list of strings, got {value!r}.")
+    return list(value)

@@ -1,0 +1,427 @@
+"""The knowledge tables in build_config/ (CUDA releases, Visual Studio, PyTorch eras), typed and validated.
+
+Loaded once per process; every problem in a file is a ConfigurationError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.model import toolset_msc_ver
+from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
+
+_CAPABILITY = re.compile(r"\d{1,2}\.\d")
+_DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """'2.13.0a0+git1234' → (2, 13, 0); used to compare PyTorch, Python and CMake versions."""
+    numbers: list[int] = []
+    for part in text.strip().split("."):
+        digits = ""
+        for char in part:
+            if not ("0" <= char <= "9"):  # ASCII only: "²".isdigit() is true, int("²") fails
+                break
+            digits += char
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if len(digits) != len(part):
+            break
+    if not numbers:
+        raise ConfigurationError(f"'{text}' is not a version number.")
+    return tuple(numbers)
+
+
+def _release(text: str) -> tuple[int, int, int]:
+    parts = (*version_tuple(text), 0, 0)
+    return parts[0], parts[1], parts[2]
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: str
+    msc_range: tuple[int, int]
+    needs_nvtx: bool
+    arch_list: str
+    sm: tuple[str, ...]  # compute capabilities its nvcc compiles for (`nvcc --list-gpu-code`)
+    arch_specific: tuple[str, ...]  # those it also compiles as X.Ya (sm_90a)
+    family_specific: tuple[str, ...]  # those it also compiles as X.Yf (sm_100f, CUDA 12.9+)
+    driver: dict[str, str]  # OS → the oldest display driver that runs this release (its GA)
+
+    def accepts(self, entry: str) -> bool:
+        """Whether nvcc of this release compiles an architecture written as '8.6', '9.0a' or '10.0f'."""
+        capability, suffix = entry.rstrip("af"), entry[len(entry.rstrip("af")) :]
+        table = {"": self.sm, "a": self.arch_specific, "f": self.family_specific}[suffix]
+        return capability in table
+
+    @property
+    def magma_prefix(self) -> str:
+        """'9.0' → 'cuda90', '12.4' → 'cuda124' (the MAGMA archive naming)."""
+        return "cuda" + self.version.replace(".", "")
+
+
+@dataclass(frozen=True)
+class ProductLine:
+    line: str
+    major: int
+    generator: str
+    generator_platform: str
+    vcvars_dir: str
+    installer: str
+    arch_alias: dict[str, str]
+
+    def vcvars_arch(self, arch: str) -> str:
+        """The name this product's vcvarsall.bat uses for an architecture (VS 2015: x64 → amd64)."""
+        return self.arch_alias.get(arch, arch)
+
+
+@dataclass(frozen=True)
+class ToolsetInfo:
+    version: str  # short, "14.11"
+    product_line: str
+    component: str
+
+    @property
+    def msc_ver(self) -> int:
+        return toolset_msc_ver(self.version)
+
+
+@dataclass(frozen=True)
+class WindowsOff:
+    name: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Era:
+    name: str
+    pytorch: tuple[str, str]
+    python: tuple[str, str]
+    min_cmake: str
+    cuda: tuple[str, ...]
+    cuda_flag: tuple[str, ...]
+    vcvars_arch: str
+    toolset_variable: str
+    prebuild_command: bool
+    cwrap_prep: bool
+    compiler_caches: tuple[str, ...]
+    commands: dict[str, tuple[str, ...]]  # --mode → arguments after the Python interpreter
+    mkl: str
+    magma: tuple[str, ...]
+    windows_off: tuple[WindowsOff, ...]
+    visual_studio: tuple[str, ...]  # product lines the era's build knows
+    newest: str  # the release an unpinned plan suggests checking out ("main" for the newest era)
+    vs_generators: dict[str, str]  # product line → the CMAKE_GENERATOR the era accepts
+    generator_from: str  # "CMAKE_GENERATOR", "hard-coded" or "checked"
+    generator_platform: bool  # the plan sets CMAKE_GENERATOR_PLATFORM
+    use_ninja_off: bool  # a Visual Studio plan must set USE_NINJA=0
+    launchers: tuple[str, ...]  # languages whose CMAKE_<LANG>_COMPILER_LAUNCHER reach CMake
+    cudahostcxx: bool
+    nvtoolsext: str  # "cuda11", "always" or "nvtx3"
+    distributed: str  # "off" or "libuv"
+    sources: tuple[str, ...]
+
+    @property
+    def first(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[0])
+
+    @property
+    def end(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[1])
+
+
+@dataclass(frozen=True)
+class CacheEnvEntry:
+    name: str
+    value: str  # may contain {cache_dir} and {sep}
+    reason: str
+    cuda_only: bool
+    launcher: str  # "C", "CXX", "CUDA" for CMAKE_<LANG>_COMPILER_LAUNCHER entries, else ""
+
+
+@dataclass(frozen=True)
+class CompilerCache:
+    name: str
+    os: tuple[str, ...]
+    generators: tuple[str, ...]
+    install: str
+    env: tuple[CacheEnvEntry, ...]
+
+
+@dataclass(frozen=True)
+class PathLimits:
+    max_path: int
+    deepest_build_suffix: int
+    deepest_cache_suffix: int
+
+
+@dataclass(frozen=True)
+class GpuKnowledge:
+    names: dict[str, str]  # PyTorch's architecture names → entries ("Ampere" → "8.0;8.6+PTX")
+    minor_compatible: dict[str, dict[str, str]]  # CUDA major → OS → oldest driver that runs every minor release
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    cuda: dict[str, CudaRelease]
+    gpu: GpuKnowledge
+    products: dict[str, ProductLine]
+    arch_scripts: dict[str, str]
+    toolsets: tuple[ToolsetInfo, ...]
+    eras: tuple[Era, ...]
+    compiler_caches: dict[str, CompilerCache]
+    path_limits: PathLimits
+
+    def cuda_release(self, version: str) -> CudaRelease:
+        if version not in self.cuda:
+            known = ", ".join(sorted(self.cuda, key=version_tuple))
+            raise ConfigurationError(
+                f"CUDA {version} is not a CUDA release pytorch-winbuild knows.",
+                fix=f"pass one of {known}, or 'cpu' or 'auto'; to teach it a new release, add it to build_config/cuda.toml.",
+            )
+        return self.cuda[version]
+
+
+def _cuda_table(path: Path) -> dict[str, CudaRelease]:
+    data = load_toml(path)
+    table = require(data, "cuda", dict, path.name)
+    releases: dict[str, CudaRelease] = {}
+    for version, entry in table.items():
+        where = f'{path.name}: cuda."{version}"'
+        if not isinstance(entry, dict):
+            raise ConfigurationError(f"{where}: expected a table.")
+        version_tuple(version)
+        releases[version] = CudaRelease(
+            version=version,
+            msc_range=require_int_pair(entry, "msc_range", where),
+            needs_nvtx=require(entry, "needs_nvtx", bool, where),
+            arch_list=require(entry, "arch_list", str, where),
+            sm=_capabilities(entry, "sm", where),
+            arch_specific=_capabilities(entry, "arch_specific", where, required=False),
+            family_specific=_capabilities(entry, "family_specific", where, required=False),
+            driver=_drivers(require(entry, "driver", dict, where), f"{where}.driver"),
+        )
+    return releases
+
+
+def _capabilities(entry: dict[str, Any], key: str, where: str, required: bool = True) -> tuple[str, ...]:
+    values = string_list(entry, key, where, default=None if required else [])
+    for value in values:
+        if not _CAPABILITY.fullmatch(value):
+            raise ConfigurationError(f"{where}.{key}: '{value}' is not a compute capability (X.Y).")
+    return tuple(values)
+
+
+def _drivers(table: dict[str, Any], where: str) -> dict[str, str]:
+    drivers = {}
+    for os_name in ("linux", "windows"):
+        value = require(table, os_name, str, where)
+        if not _DRIVER.fullmatch(value):
+            raise ConfigurationError(
+                f"{where}.{os_name}: '{value}' is not a driver version (e.g. 527.41 or 525.60.13)."
+            )
+        drivers[os_name] = value
+    return drivers
+
+
+def driver_key(version: str) -> tuple[int, ...]:
+    """'525.60.13' → (525, 60, 13): NVIDIA driver versions compare part by part."""
+    return tuple(int(part) for part in version.split("."))
+
+
+def _gpu_table(path: Path) -> GpuKnowledge:
+    data = load_toml(path)
+    names = require(data, "pytorch_names", dict, path.name)
+    if not all(isinstance(value, str) for value in names.values()):
+        raise ConfigurationError(f"{path.name}: pytorch_names: every value must be a string of entries.")
+    minor = {
+        major: _drivers(table, f"{path.name}: minor_version_compatibility.{major}")
+        for major, table in require(data, "minor_version_compatibility", dict, path.name).items()
+    }
+    return GpuKnowledge(names=dict(names), minor_compatible=minor)
+
+
+def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, str], tuple[ToolsetInfo, ...]]:
+    data = load_toml(path)
+    products: dict[str, ProductLine] = {}
+    for line, entry in require(data, "product", dict, path.name).items():
+        where = f'{path.name}: product."{line}"'
+        products[line] = ProductLine(
+            line=line,
+            major=require(entry, "major", int, where),
+            generator=require(entry, "generator", str, where),
+            generator_platform=optional(entry, "generator_platform", str, where, ""),
+            vcvars_dir=require(entry, "vcvars_dir", str, where),
+            installer=require(entry, "installer", str, where),
+            arch_alias=dict(optional(entry, "arch_alias", dict, where, {})),
+        )
+    arch_scripts = require(data, "arch_scripts", dict, path.name)
+    toolsets = []
+    for index, entry in enumerate(require(data, "toolset", list, path.name)):
+        where = f"{path.name}: toolset[{index}]"
+        info = ToolsetInfo(
+            version=require(entry, "version", str, where),
+            product_line=require(entry, "product_line", str, where),
+            component=require(entry, "component", str, where),
+        )
+        if info.product_line not in products:
+            raise ConfigurationError(f"{where}.product_line: '{info.product_line}' is not a [product.*] table.")
+        info.msc_ver  # validates the version's shape
+        toolsets.append(info)
+    return products, dict(arch_scripts), tuple(sorted(toolsets, key=lambda t: t.msc_ver))
+
+
+def _commands(entry: dict, where: str) -> dict[str, tuple[str, ...]]:
+    table = require(entry, "commands", dict, where)
+    for mode in ("install", "develop", "wheel"):
+        string_list(table, mode, f"{where}.commands")
+    unknown = [name for name in table if name not in ("install", "develop", "wheel", "libtorch")]
+    if unknown:
+        raise ConfigurationError(f"{where}.commands: {unknown} are not --mode values or 'libtorch'.")
+    return {mode: tuple(string_list(table, mode, f"{where}.commands")) for mode in table}
+
+
+def _string_table(entry: dict, key: str, where: str) -> dict[str, str]:
+    table = require(entry, key, dict, where)
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise ConfigurationError(f"{where}.{key}.{name}: expected a string, got {value!r}.")
+    return dict(table)
+
+
+def _one_of(entry: dict, key: str, allowed: tuple[str, ...], where: str) -> str:
+    value = require(entry, key, str, where)
+    if value not in allowed:
+        raise ConfigurationError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {value!r}.")
+    return value
+
+
+def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductLine]) -> tuple[Era, ...]:
+    data = load_toml(path)
+    eras = []
+    for index, entry in enumerate(require(data, "era", list, path.name)):
+        where = f"{path.name}: era[{index}]"
+        pytorch = string_list(entry, "pytorch", where)
+        python = string_list(entry, "python", where)
+        if len(pytorch) != 2 or len(python) != 2:
+            raise ConfigurationError(f"{where}: 'pytorch' and 'python' must be [first, end) pairs.")
+        era_cuda = string_list(entry, "cuda", where)
+        for version in era_cuda:
+            if version not in cuda:
+                raise ConfigurationError(f"{where}.cuda: '{version}' is not in cuda.toml.")
+        windows_off = tuple(
+            WindowsOff(
+                name=require(item, "name", str, f"{where}.windows_off[{i}]"),
+                value=require(item, "value", str, f"{where}.windows_off[{i}]"),
+                reason=require(item, "reason", str, f"{where}.windows_off[{i}]"),
+            )
+            for i, item in enumerate(require(entry, "windows_off", list, where))
+        )
+        eras.append(
+            Era(
+                name=require(entry, "name", str, where),
+                pytorch=(pytorch[0], pytorch[1]),
+                python=(python[0], python[1]),
+                min_cmake=require(entry, "min_cmake", str, where),
+                cuda=tuple(era_cuda),
+                cuda_flag=tuple(string_list(entry, "cuda_flag", where)),
+                vcvars_arch=require(entry, "vcvars_arch", str, where),
+                toolset_variable=require(entry, "toolset_variable", str, where),
+                prebuild_command=require(entry, "prebuild_command", bool, where),
+                cwrap_prep=require(entry, "cwrap_prep", bool, where),
+                compiler_caches=tuple(string_list(entry, "compiler_caches", where)),
+                commands=_commands(entry, where),
+                mkl=require(entry, "mkl", str, where),
+                magma=tuple(string_list(entry, "magma", where)),
+                windows_off=windows_off,
+                visual_studio=tuple(string_list(entry, "visual_studio", where)),
+                newest=require(entry, "newest", str, where),
+                vs_generators=_string_table(entry, "vs_generators", where),
+                generator_from=_one_of(entry, "generator_from", ("CMAKE_GENERATOR", "hard-coded", "checked"), where),
+                generator_platform=require(entry, "generator_platform", bool, where),
+                use_ninja_off=require(entry, "use_ninja_off", bool, where),
+                launchers=tuple(string_list(entry, "launchers", where)),
+                cudahostcxx=require(entry, "cudahostcxx", bool, where),
+                nvtoolsext=_one_of(entry, "nvtoolsext", ("cuda11", "always", "nvtx3"), where),
+                distributed=_one_of(entry, "distributed", ("off", "libuv"), where),
+                sources=tuple(string_list(entry, "sources", where)),
+            )
+        )
+        era = eras[-1]
+        unknown = [line for line in (*era.visual_studio, *era.vs_generators) if line not in products]
+        if unknown:
+            raise ConfigurationError(
+                f"{where}: Visual Studio {unknown} are not [product.*] tables of visual_studio.toml."
+            )
+        for bound in (*era.pytorch, *era.python, era.min_cmake):
+            version_tuple(bound)
+    ordered = tuple(sorted(eras, key=lambda e: e.first))
+    for earlier, later in zip(ordered, ordered[1:]):
+        if earlier.end != later.first:
+            raise ConfigurationError(
+                f"{path.name}: era {earlier.name} ends at {earlier.pytorch[1]} but the next one, {later.name}, starts at {later.pytorch[0]}; eras must follow each other without gaps."
+            )
+    return ordered
+
+
+def _compiler_caches(path: Path) -> dict[str, CompilerCache]:
+    data = load_toml(path)
+    caches = {}
+    for name, entry in require(data, "cache", dict, path.name).items():
+        where = f"{path.name}: cache.{name}"
+        env = tuple(
+            CacheEnvEntry(
+                name=require(item, "name", str, f"{where}.env[{i}]"),
+                value=require(item, "value", str, f"{where}.env[{i}]"),
+                reason=require(item, "reason", str, f"{where}.env[{i}]"),
+                cuda_only=optional(item, "cuda_only", bool, f"{where}.env[{i}]", False),
+                launcher=optional(item, "launcher", str, f"{where}.env[{i}]", ""),
+            )
+            for i, item in enumerate(require(entry, "env", list, where))
+        )
+        caches[name] = CompilerCache(
+            name=name,
+            os=tuple(string_list(entry, "os", where)),
+            generators=tuple(string_list(entry, "generators", where)),
+            install=require(entry, "install", str, where),
+            env=env,
+        )
+    return caches
+
+
+def _path_limits(path: Path) -> PathLimits:
+    paths = require(load_toml(path), "paths", dict, path.name)
+    where = f"{path.name}: paths"
+    return PathLimits(
+        max_path=require(paths, "max_path", int, where),
+        deepest_build_suffix=require(paths, "deepest_build_suffix", int, where),
+        deepest_cache_suffix=require(paths, "deepest_cache_suffix", int, where),
+    )
+
+
+@functools.cache
+def load_knowledge(config_dir: Path | None = None) -> Knowledge:
+    """Read the knowledge files (from build_config/ unless another folder is given)."""
+    from pytorch_winbuild.knowledge.config_files import config_dir as default_dir
+
+    base = config_dir or default_dir()
+    cuda = _cuda_table(base / "cuda.toml")
+    gpu = _gpu_table(base / "gpu.toml")
+    products, arch_scripts, toolsets = _visual_studio_table(base / "visual_studio.toml")
+    return Knowledge(
+        cuda=cuda,
+        gpu=gpu,
+        products=products,
+        arch_scripts=arch_scripts,
+        toolsets=toolsets,
+        eras=_eras(base / "eras.toml", cuda, products),
+        compiler_caches=_compiler_caches(base / "compiler_caches.toml"),
+        path_limits=_path_limits(base / "host_checks.toml"),
+    )

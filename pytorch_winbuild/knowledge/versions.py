@@ -1,0 +1,47 @@
+"""PyTorch versions as the user and the source tree state them, parsed strictly (PEP 440).
+
+`packaging` is the reference implementation of PEP 440 (pip's own parser), so "2.6.0a0+git1234"
+(a source tree's version.txt) and "v2.6.0" (a git tag) mean what pip says they mean. Beyond PEP
+440 a PyTorch version must name at least MAJOR.MINOR and at most MAJOR.MINOR.PATCH, and may hold
+no whitespace or control character: it is printed into plans and scripts.
+"""
+
+from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
+
+from pytorch_winbuild.errors import ConfigurationError
+
+# Words that mean "the newest era" wherever a PyTorch version is asked for.
+NEWEST_WORDS = ("latest", "main", "master", "nightly")
+
+
+def _shown(text: str) -> str:
+    """The text as a Python literal, so a control character is visible and harmless in a message."""
+    return ascii(text)
+
+
+def parse_pytorch_version(text: str, where: str) -> Version:
+    """'2.6', '2.6.0a0+git1234', 'v1.0.1' → Version; anything else is exit 2, naming `where`."""
+    fix = "pass MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. --pytorch-version 1.0.1 or 2.6 (or latest)."
+    if not text or any(not char.isprintable() or char.isspace() for char in text):
+        raise ConfigurationError(
+            f"{where}: {_shown(text)} is not a PyTorch version (it is empty or holds whitespace or a control character).",
+            fix=fix,
+        )
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        raise ConfigurationError(f"{where}: {_shown(text)} is not a PyTorch version (PEP 440).", fix=fix) from None
+    if not 2 <= len(version.release) <= 3 or version.epoch:
+        raise ConfigurationError(
+            f"{where}: {_shown(text)} is not a PyTorch version: it needs MAJOR.MINOR, at most MAJOR.MINOR.PATCH.",
+            fix=fix,
+        )
+    return version
+
+
+def release_key(version: Version) -> tuple[int, int, int]:
+    """(major, minor, patch) without pre/dev/local parts: main's '2.6.0a0' belongs to 2.6."""
+    release = (*version.release, 0, 0)
+    return release[0], release[1], release[2]

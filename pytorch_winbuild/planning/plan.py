@@ -1,0 +1,953 @@
+"""The build plan: a pure function of options × facts × knowledge.
+
+It decides which Visual Studio instance and toolset, which vcvars call, which CUDA, generator
+and compiler cache, which MKL/MAGMA archives, every environment change with its reason, and the
+commands to run. Nothing here touches the machine, so a plan made from a saved facts file is
+the plan of the machine that wrote it. Every "no" names what to install or which flag to pass.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, Literal
+
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.facts.model import CudaInstall, Facts, VisualStudio, toolset_msc_ver, toolset_short
+from pytorch_winbuild.knowledge.arch_list import parse_arch_list
+from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
+from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version
+from pytorch_winbuild.planning.era_choice import resolve_era
+from pytorch_winbuild.planning.gpu_plan import (
+    buildable_gpus_problem,
+    checked_arch_list,
+    driver_problem,
+    driver_warning,
+    plan_arch_list,
+)
+
+Action = Literal["set", "prepend", "unset"]
+
+CUDA_CHOICES_HELP = "X.Y (e.g. 9.0), 'cpu' or 'auto'"
+GENERATORS = ("ninja", "vs", "auto")
+MODES = ("install", "develop", "wheel")  # what each runs is the era's `commands` (build_config/eras.toml)
+_TOOLSET = re.compile(r"^14\.\d{1,2}$")
+_CUDA = re.compile(r"^\d+\.\d+$")
+# The variable that points a build at one CUDA toolkit, per OS (PyTorch reads CUDA_PATH on
+# Windows, where the NVIDIA installer sets it, and CUDA_HOME on Linux).
+CUDA_ROOT_VARIABLE = {"windows": "CUDA_PATH", "linux": "CUDA_HOME"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked for (flags, config file, environment), before any decision."""
+
+    cuda: str = "auto"
+    vs: str = "auto"
+    toolset: str | None = None
+    generator: str = "auto"
+    compiler_cache: str = "auto"
+    arch_list: str | None = None
+    jobs: int | None = None
+    pytorch_version: str | None = None
+    mode: str = "install"
+    libtorch: bool = False  # build LibTorch only (the era's tools/build_libtorch.py) instead of --mode
+    cache_dir: str = "cache"
+    cache_dir_given: bool = False  # not this machine's default: commands the plan prints must name it
+    source_dir: str | None = None
+    mkl_version: str | None = None
+    magma_version: str | None = None
+    magma_debug: bool = False
+    no_magma: bool = False
+
+    def validate(self, knowledge: Knowledge) -> None:
+        """Reject malformed values before any decision, naming the flag."""
+        if self.cuda not in ("auto", "cpu") and not _CUDA.match(self.cuda):
+            raise ConfigurationError(
+                f"--cuda {self.cuda!r} is not {CUDA_CHOICES_HELP}.",
+                fix="pass e.g. --cuda 9.0, --cuda cpu or --cuda auto.",
+            )
+        if self.cuda not in ("auto", "cpu"):
+            knowledge.cuda_release(self.cuda)
+        if self.vs != "auto" and self.vs not in knowledge.products:
+            raise ConfigurationError(
+                f"--vs {self.vs!r} is not a Visual Studio product line.",
+                fix=f"pass one of {', '.join(knowledge.products)} or auto.",
+            )
+        if self.toolset is not None and not _TOOLSET.match(self.toolset):
+            raise ConfigurationError(
+                f"--toolset {self.toolset!r} is not an MSVC toolset version.",
+                fix="pass the short form, e.g. --toolset 14.11 or --toolset 14.29.",
+            )
+        if self.generator not in GENERATORS:
+            raise ConfigurationError(
+                f"--generator {self.generator!r} is not one of {', '.join(GENERATORS)}.",
+                fix="pass --generator ninja (parallel CUDA compiles) or --generator vs.",
+            )
+        if self.compiler_cache not in (*knowledge.compiler_caches, "none", "auto"):
+            names = ", ".join([*knowledge.compiler_caches, "none", "auto"])
+            raise ConfigurationError(f"--compiler-cache {self.compiler_cache!r} is not one of {names}.")
+        if self.arch_list is not None:
+            parse_arch_list(self.arch_list, knowledge.gpu.names)
+        if self.jobs is not None and self.jobs < 1:
+            raise ConfigurationError(f"--jobs {self.jobs} must be a positive number of parallel compile jobs.")
+        if self.mode not in MODES:
+            raise ConfigurationError(f"--mode {self.mode!r} is not one of {', '.join(MODES)}.")
+        if self.pytorch_version is not None and self.pytorch_version not in NEWEST_WORDS:
+            parse_pytorch_version(self.pytorch_version, "--pytorch-version")
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    name: str
+    value: str
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True)
+class VcvarsCall:
+    script: str
+    args: tuple[str, ...]
+    instance: str  # the instance's label, for people
+
+    @property
+    def command(self) -> str:
+        return " ".join([f'call "{self.script}"', *self.args])
+
+
+@dataclass(frozen=True)
+class CompilerChoice:
+    """A Visual Studio instance and one of its toolsets."""
+
+    instance: VisualStudio
+    toolset: str  # full version, e.g. "14.11.25503"
+
+    @property
+    def short(self) -> str:
+        return toolset_short(self.toolset)
+
+    @property
+    def msc_ver(self) -> int:
+        return toolset_msc_ver(self.toolset)
+
+
+@dataclass(frozen=True)
+class PlannedArchive:
+    name: str
+    version: str
+    file_name: str
+    folder: str
+    present: bool
+    set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) from the catalog
+    prepend_vars: tuple[tuple[str, str], ...] = ()
+    catalog_archive: Any = None  # the deps.catalog.Archive, which fetch-deps takes
+
+
+@dataclass(frozen=True)
+class Command:
+    what: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    os: str
+    pytorch_version: str
+    pytorch_version_source: str
+    era: Era
+    python: str
+    compiler: CompilerChoice | None
+    cuda_host_compiler: CompilerChoice | None
+    vcvars: VcvarsCall | None
+    cuda: CudaInstall | None
+    cuda_msc_range: tuple[int, int] | None
+    cuda_msc_range_source: str
+    generator: str
+    compiler_cache: str
+    archives: tuple[PlannedArchive, ...]
+    changes: tuple[EnvChange, ...]
+    commands: tuple[Command, ...]
+    build_arguments: tuple[str, ...]  # what --mode runs, after the Python interpreter
+    decisions: tuple[str, ...]
+    warnings: tuple[str, ...]
+    path_separator: str = field(default=";")
+
+    def final_env(self) -> dict[str, str]:
+        """The variables the plan touches, after its changes, on top of an unknown environment.
+
+        A prepend onto a variable the plan did not set itself keeps a reference to the original
+        (`%PATH%` on Windows, `$PATH` on Linux), so the result is exact without a full dump.
+        """
+        env: dict[str, str] = {}
+        for change in self.changes:
+            if change.action == "set":
+                env[change.name] = change.value
+            elif change.action == "unset":
+                env.pop(change.name, None)
+            else:
+                previous = env.get(change.name, f"%{change.name}%" if self.os == "windows" else f"${change.name}")
+                env[change.name] = change.value + self.path_separator + previous
+        return env
+
+
+# Given a catalog archive, where fetch-deps puts it and whether it is there (with a valid marker).
+ArchiveLocator = Callable[[Any], "tuple[str, bool]"]
+
+
+@dataclass
+class _Builder:
+    """Collects changes, decisions and warnings while the plan is made."""
+
+    changes: list[EnvChange] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def set(self, name: str, value: str, reason: str) -> None:
+        self.changes.append(EnvChange(name, value, "set", reason))
+
+    def prepend(self, name: str, value: str, reason: str) -> None:
+        self.changes.append(EnvChange(name, value, "prepend", reason))
+
+    def unset(self, name: str, reason: str) -> None:
+        self.changes.append(EnvChange(name, "", "unset", reason))
+
+
+def _range_text(msc_range: tuple[int, int]) -> str:
+    return f"_MSC_VER {msc_range[0]}–{msc_range[1] - 1}"
+
+
+def check_python(facts: Facts) -> None:
+    """32-bit Python is the FAQ's first install error (the era's Python range is an era constraint)."""
+    python = facts.python
+    if python.bits != 64:
+        raise ToolchainError(
+            f"Python {python.version} at {python.executable} is {python.bits}-bit; PyTorch builds and runs only with 64-bit Python on 64-bit Windows.",
+            fix="install 64-bit Python (the 'Windows x86-64' installer, or 64-bit Anaconda/Miniconda) and run pytorch-winbuild with it.",
+        )
+
+
+def _cuda_range(cuda: CudaInstall, release: CudaRelease) -> tuple[tuple[int, int], str]:
+    if cuda.msc_range is not None:
+        return cuda.msc_range, f"{cuda.path}\\include\\crt\\host_config.h"
+    return release.msc_range, "build_config/cuda.toml (fallback: host_config.h not read)"
+
+
+def _compilers(facts: Facts, options: Options, era: Era) -> list[CompilerChoice]:
+    """Every installed toolset of the Visual Studio lines the era knows (and --vs allows)."""
+    instances = [
+        vs
+        for vs in facts.visual_studio
+        if options.vs in ("auto", vs.product_line) and vs.product_line in era.visual_studio
+    ]
+    return [CompilerChoice(vs, toolset) for vs in instances for toolset in vs.toolsets]
+
+
+def _best(choices: list[CompilerChoice]) -> CompilerChoice:
+    return max(choices, key=lambda c: (c.msc_ver, version_tuple(c.toolset), version_tuple(c.instance.version)))
+
+
+def _component_to_install(knowledge: Knowledge, msc_range: tuple[int, int]) -> ToolsetInfo | None:
+    fitting = [t for t in knowledge.toolsets if msc_range[0] <= t.msc_ver < msc_range[1]]
+    return fitting[-1] if fitting else None
+
+
+def _no_visual_studio(
+    knowledge: Knowledge, options: Options, facts: Facts, msc_range: tuple[int, int] | None
+) -> ToolchainError:
+    found = ", ".join(vs.label for vs in facts.visual_studio) or "none"
+    wanted = _component_to_install(knowledge, msc_range) if msc_range else knowledge.toolsets[-1]
+    if options.vs != "auto":
+        return ToolchainError(
+            f"Visual Studio {options.vs} is not installed (found: {found}).",
+            fix=f"install {knowledge.products[options.vs].installer} with the C++ build tools, or pass --vs auto.",
+        )
+    product = knowledge.products[wanted.product_line] if wanted else None
+    return ToolchainError(
+        "no Visual Studio with the C++ build tools was found (vswhere lists none, and VS140COMNTOOLS is not set).",
+        fix=f"install {product.installer if product else 'Visual Studio Build Tools'} with the 'Desktop development with C++' workload"
+        + (f" and the component '{wanted.component}'" if wanted else "")
+        + ", then run `invoke doctor` again.",
+    )
+
+
+def choose_compiler(
+    knowledge: Knowledge,
+    options: Options,
+    facts: Facts,
+    era: Era,
+    cuda_label: str | None,
+    msc_range: tuple[int, int] | None,
+) -> CompilerChoice:
+    """The newest installed toolset that the CUDA release accepts (any toolset for CPU builds)."""
+    choices = _compilers(facts, options, era)
+    if not choices:
+        raise _no_visual_studio(knowledge, options, facts, msc_range)
+    if options.toolset:
+        matching = [c for c in choices if c.short == options.toolset]
+        if not matching:
+            installed = ", ".join(sorted({f"{c.short} ({c.instance.product_line})" for c in choices}))
+            info = next((t for t in knowledge.toolsets if t.version == options.toolset), None)
+            raise ToolchainError(
+                f"toolset {options.toolset} is not installed (installed: {installed}).",
+                fix=(
+                    f"add the component '{info.component}' in the Visual Studio Installer"
+                    if info
+                    else f"install the MSVC {options.toolset} toolset"
+                )
+                + ", or pass --toolset with one of the installed versions.",
+            )
+        choices = matching
+    if msc_range is None:
+        return _best(choices)
+    accepted = [c for c in choices if msc_range[0] <= c.msc_ver < msc_range[1]]
+    if accepted:
+        return _best(accepted)
+    if options.toolset:
+        raise ConfigurationError(
+            f"toolset {options.toolset} (_MSC_VER {choices[0].msc_ver}) is not accepted by CUDA {cuda_label}, which accepts {_range_text(msc_range)}; nvcc would stop with 'unsupported Microsoft Visual Studio version'.",
+            fix="pass a toolset inside that range, or leave --toolset out and let the plan choose.",
+        )
+    installed = ", ".join(f"{c.instance.label} toolset {c.toolset} (_MSC_VER {c.msc_ver})" for c in choices)
+    wanted = _component_to_install(knowledge, msc_range)
+    if wanted is None:
+        fix = f"install a Visual Studio whose toolset has {_range_text(msc_range)}."
+    else:
+        same_line = [vs for vs in facts.visual_studio if vs.product_line == wanted.product_line]
+        where = (
+            f"to {same_line[0].label} at {same_line[0].path}"
+            if same_line
+            else f"with {knowledge.products[wanted.product_line].installer}"
+        )
+        fix = f"in the Visual Studio Installer, add the component '{wanted.component}' {where}, then run again (the plan will select it with -vcvars_ver={wanted.version})."
+    raise ToolchainError(
+        f"CUDA {cuda_label} accepts MSVC toolsets with {_range_text(msc_range)}, and none is installed (installed: {installed}).",
+        fix=fix,
+    )
+
+
+def vcvars_call(knowledge: Knowledge, choice: CompilerChoice, arch: str) -> VcvarsCall:
+    """vcvarsall.bat <arch> -vcvars_ver=14.xx, or the arch-specific script when vcvarsall is absent."""
+    instance = choice.instance
+    product = knowledge.products[instance.product_line]
+    arch_name = product.vcvars_arch(arch)
+    select = () if instance.product_line == "2015" else (f"-vcvars_ver={choice.short}",)
+    if "vcvarsall.bat" in instance.vcvars:
+        return VcvarsCall(instance.vcvars["vcvarsall.bat"], (arch_name, *select), instance.label)
+    arch_script = knowledge.arch_scripts.get(arch)
+    if arch_script and arch_script in instance.vcvars:
+        return VcvarsCall(instance.vcvars[arch_script], select, instance.label)
+    raise ToolchainError(
+        f"{instance.label} at {instance.path} has no vcvarsall.bat or {arch_script} in {product.vcvars_dir}.",
+        fix="repair the installation in the Visual Studio Installer (Modify → 'Desktop development with C++').",
+    )
+
+
+def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall) -> str | None:
+    """Why an installed CUDA cannot be used by 'auto', or None when it can."""
+    if cuda.version not in knowledge.cuda:
+        return f"CUDA {cuda.version} is not in build_config/cuda.toml"
+    if cuda.version not in era.cuda:
+        return f"PyTorch {era.name} does not build with CUDA {cuda.version}"
+    release = knowledge.cuda[cuda.version]
+    problem = driver_problem(knowledge, facts, release)
+    if problem:
+        return problem[0]
+    if options.arch_list:
+        try:
+            checked_arch_list(knowledge, release, options.arch_list)
+        except ConfigurationError:
+            return f"its nvcc does not compile every architecture of --arch-list {options.arch_list}"
+    else:
+        problem = buildable_gpus_problem(facts, release)
+        if problem:
+            return problem
+    if facts.os != "windows":
+        return None
+    msc_range, _ = _cuda_range(cuda, release)
+    if not any(
+        msc_range[0] <= c.msc_ver < msc_range[1]
+        for c in _compilers(facts, options, era)
+        if not options.toolset or c.short == options.toolset
+    ):
+        return f"no installed toolset has {_range_text(msc_range)}"
+    return None
+
+
+def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, plan: _Builder) -> CudaInstall | None:
+    """--cuda X.Y must be known, built by the era and installed; auto takes the newest usable one."""
+    if options.cuda == "cpu":
+        plan.decisions.append("CUDA: off (--cuda cpu).")
+        return None
+    installed = ", ".join(f"{c.version} ({c.path})" for c in facts.cuda) or "none"
+    if options.cuda == "auto":
+        usable = []
+        for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True):
+            why_not = _usable_cuda(knowledge, era, facts, options, cuda)
+            if why_not:
+                plan.decisions.append(f"CUDA auto: skipped {cuda.version}: {why_not}.")
+            else:
+                usable.append(cuda)
+        if not usable:
+            if facts.cuda:
+                plan.warnings.append(
+                    f"CUDA is installed ({installed}) but none of it can be used here, so this is a CPU-only build; see the skipped reasons above."
+                )
+            plan.decisions.append("CUDA auto: no usable CUDA installed → CPU-only build.")
+            return None
+        plan.decisions.append(
+            f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with, an installed toolset accepts, the driver runs and the GPUs need."
+        )
+        return usable[0]
+    release = knowledge.cuda_release(options.cuda)
+    if release.version not in era.cuda:
+        raise ConfigurationError(
+            f"PyTorch {era.name} does not build with CUDA {release.version} (it builds with {', '.join(era.cuda)}).",
+            fix="pass one of those with --cuda, or another --pytorch-version.",
+        )
+    cuda = facts.cuda_by_version(release.version)
+    if cuda is None:
+        raise ToolchainError(
+            f"CUDA {release.version} is not installed (installed: {installed}).",
+            fix=f"install CUDA {release.version} from NVIDIA's CUDA Toolkit Archive (with 'Visual Studio Integration'), or pass --cuda with an installed version, --cuda auto or --cuda cpu.",
+        )
+    problem = driver_problem(knowledge, facts, release)
+    if problem:
+        raise ToolchainError(problem[0], fix=problem[1])
+    plan.decisions.append(f"CUDA: {cuda.version} at {cuda.path} (--cuda {options.cuda}).")
+    return cuda
+
+
+def choose_generator(facts: Facts, options: Options, plan: _Builder) -> str:
+    if options.generator == "vs":
+        if facts.os != "windows":
+            raise ConfigurationError(
+                "--generator vs needs Windows; on Linux the build uses Ninja.", fix="pass --generator ninja or auto."
+            )
+        return "vs"
+    if "ninja" in facts.tools:
+        plan.decisions.append(
+            f"Generator: Ninja ({facts.tools['ninja'].path}): parallel compiles, CUDA files included."
+        )
+        return "ninja"
+    if options.generator == "ninja":
+        raise ToolchainError(
+            "--generator ninja was asked for, but ninja is not installed.",
+            fix="pip install ninja (in the Python that builds PyTorch), then run again.",
+        )
+    if facts.os != "windows":
+        raise ToolchainError(
+            "ninja is not installed, and on Linux PyTorch builds with Ninja.", fix="pip install ninja, then run again."
+        )
+    plan.decisions.append(
+        "Generator: Visual Studio (ninja is not installed; `pip install ninja` makes CUDA builds much faster)."
+    )
+    return "vs"
+
+
+def choose_compiler_cache(
+    knowledge: Knowledge, era: Era, facts: Facts, options: Options, generator: str, plan: _Builder
+) -> str:
+    """Explicit choices must work; auto takes the era's preferred cache that is installed and fits the generator."""
+    if options.compiler_cache == "none":
+        return "none"
+    candidates = (
+        list(era.compiler_caches)
+        if facts.os == "windows"
+        else [name for name, cache in knowledge.compiler_caches.items() if "linux" in cache.os]
+    )
+    if options.compiler_cache != "auto":
+        cache = knowledge.compiler_caches[options.compiler_cache]
+        if facts.os not in cache.os:
+            raise ConfigurationError(
+                f"{cache.name} does not run on {facts.os}.",
+                fix=f"pass --compiler-cache with one of {', '.join(candidates) or 'none'}.",
+            )
+        if cache.name not in candidates:
+            raise ConfigurationError(
+                f"PyTorch {era.name}'s build cannot use {cache.name}.",
+                fix=f"pass --compiler-cache with one of {', '.join(candidates)} or none.",
+            )
+        if generator not in cache.generators:
+            raise ConfigurationError(
+                f"{cache.name} works through CMake compiler launchers, which the Visual Studio generator ignores.",
+                fix="pass --generator ninja, or --compiler-cache clcache or none.",
+            )
+        if cache.name not in facts.tools:
+            raise ToolchainError(
+                f"--compiler-cache {cache.name} was asked for, but {cache.name} is not installed.",
+                fix=f"{cache.install}, then run again.",
+            )
+        return cache.name
+    for name in candidates:
+        cache = knowledge.compiler_caches[name]
+        if name in facts.tools and generator in cache.generators:
+            plan.decisions.append(f"Compiler cache: {name} ({facts.tools[name].path}).")
+            return name
+    hint = "; ".join(knowledge.compiler_caches[name].install for name in candidates)
+    plan.decisions.append(
+        f"Compiler cache: none installed that fits ({hint or 'none available'}); rebuilds will compile everything again."
+    )
+    return "none"
+
+
+def _paths(os_name: str) -> type[PureWindowsPath] | type[PurePosixPath]:
+    return PureWindowsPath if os_name == "windows" else PurePosixPath
+
+
+def _cuda_changes(
+    knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall | None, plan: _Builder
+) -> None:
+    path_type = _paths(facts.os)
+    if cuda is None:
+        for flag in era.cuda_flag:
+            plan.set(flag, "1" if flag == "NO_CUDA" else "0", "CPU-only build")
+        return
+    release = knowledge.cuda_release(cuda.version)
+    for flag in era.cuda_flag:
+        if flag == "NO_CUDA":
+            plan.unset(flag, "a NO_CUDA left in the environment would switch CUDA off")
+        else:
+            plan.set(flag, "1", f"build with CUDA {cuda.version}")
+    root_variable = CUDA_ROOT_VARIABLE[facts.os]
+    others = [c.version for c in facts.cuda if c.version != cuda.version]
+    why = f"use CUDA {cuda.version}" + (f" (the installer's {cuda.env_var})" if cuda.env_var else "")
+    if others and facts.cuda_path and facts.cuda_path.rstrip("\\/") != cuda.path.rstrip("\\/"):
+        why += f"; {root_variable} points at {facts.cuda_path}, the last CUDA installed"
+    plan.set(root_variable, cuda.path, why)
+    plan.prepend(
+        "PATH",
+        str(path_type(cuda.path) / "bin"),
+        f"nvcc and the DLLs of CUDA {cuda.version} first, ahead of other CUDA installs",
+    )
+    if facts.os == "windows" and (release.needs_nvtx or era.nvtoolsext == "always"):
+        folder = cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
+        if not folder:
+            why = (
+                f"CUDA {cuda.version} builds of PyTorch link NvToolsExt"
+                if release.needs_nvtx
+                else f"PyTorch {era.name} links NvToolsExt (nvToolsExt64_1.lib) even with CUDA {cuda.version}, whose NVTX is header-only (its CMake stops with 'Failed to find nvToolsExt')"
+            )
+            raise ToolchainError(
+                f"{why}, and no NvToolsExt was found (NVTOOLSEXT_PATH, or C:\\Program Files\\NVIDIA Corporation\\NvToolsExt with lib\\x64\\nvToolsExt64_1.lib).",
+                fix="install NvToolsExt: the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x installer (extract the installer and take NvToolsExt from it if it will not install: the seeds' tip), then run again"
+                + ("" if release.needs_nvtx else "; or build PyTorch 2.5 or later, which uses CUDA's header-only NVTX3")
+                + ".",
+            )
+        plan.set("NVTOOLSEXT_PATH", folder, "where PyTorch's CMake finds nvToolsExt64_1.lib")
+    if not cuda.cudnn:
+        plan.warnings.append(
+            f"cuDNN was not found under CUDA {cuda.version}: PyTorch will build without it (much slower convolutions). Install the cuDNN release for CUDA {cuda.version} into the CUDA folder to use it."
+        )
+    warning = driver_warning(knowledge, facts, release)
+    if warning:
+        plan.warnings.append(warning)
+    arch = plan_arch_list(knowledge, facts, options.arch_list, release)
+    if arch.value is not None:
+        plan.set("TORCH_CUDA_ARCH_LIST", arch.value, arch.reason)
+    plan.decisions += arch.decisions
+    plan.warnings += arch.warnings
+
+
+def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> str:
+    """The CMAKE_GENERATOR name the era accepts for this Visual Studio (1.2+ refuse " Win64")."""
+    line = compiler.instance.product_line
+    if line not in era.vs_generators:
+        known = ", ".join(f"'{name}'" for name in era.vs_generators.values())
+        raise ConfigurationError(
+            f"PyTorch {era.name}'s build knows the Visual Studio generators {known}, not the one of {compiler.instance.label}.",
+            fix="pass --generator ninja (parallel compiles), or --vs with one of those Visual Studio versions.",
+        )
+    return era.vs_generators[line]
+
+
+def _generator_changes(
+    knowledge: Knowledge, era: Era, facts: Facts, generator: str, compiler: CompilerChoice | None, plan: _Builder
+) -> None:
+    if generator == "ninja":
+        plan.set(
+            "CMAKE_GENERATOR",
+            "Ninja",
+            "Ninja runs compiles in parallel, CUDA files included (the Visual Studio generator cannot)",
+        )
+        return
+    assert compiler is not None  # the VS generator exists only on Windows, where a compiler was chosen
+    product = knowledge.products[compiler.instance.product_line]
+    name = vs_generator(knowledge, era, compiler)
+    how = {
+        "CMAKE_GENERATOR": "passed to CMake as given",
+        "hard-coded": "this era's setup uses this generator whatever CMAKE_GENERATOR says",
+        "checked": "the exact name this era's tools/setup_helpers/cmake.py accepts; it adds -A x64 itself",
+    }[era.generator_from]
+    plan.set("CMAKE_GENERATOR", name, f"the CMake generator of {compiler.instance.label} ({how})")
+    if era.use_ninja_off:
+        plan.set(
+            "USE_NINJA",
+            "0",
+            f"PyTorch {era.name} builds with Ninja whenever ninja is installed unless USE_NINJA=0, ignoring CMAKE_GENERATOR",
+        )
+    if era.generator_platform and product.generator_platform:
+        plan.set(
+            "CMAKE_GENERATOR_PLATFORM",
+            product.generator_platform,
+            "64-bit target (from VS 2019 the architecture is not part of the generator name)",
+        )
+    if era.toolset_variable and compiler.instance.product_line != "2015":
+        plan.set(
+            era.toolset_variable,
+            compiler.short,
+            f"the Visual Studio generator builds with toolset {compiler.short} (-T version={compiler.short})",
+        )
+    elif compiler.instance.default_toolset and compiler.toolset != compiler.instance.default_toolset:
+        plan.warnings.append(
+            f"PyTorch {era.name} passes no toolset to the Visual Studio generator, so MSBuild uses {compiler.instance.label}'s default {compiler.instance.default_toolset}, not {compiler.toolset}; use --generator ninja, which builds with the toolset vcvars selected."
+        )
+
+
+def _vs2015_host_changes(era: Era, outer: CompilerChoice, host: CompilerChoice, plan: _Builder) -> None:
+    """Ninja + a CUDA that needs VS 2015 (CUDA 8): nvcc gets VS 2015's cl.exe while the rest may use VS 2017 (the seeds' recipe)."""
+    vs2015 = host.instance
+    if vs2015.cl_x64 and era.cudahostcxx:
+        plan.set("CUDAHOSTCXX", vs2015.cl_x64, "this CUDA's nvcc accepts only VS 2015's cl.exe as host compiler")
+    if outer.instance is not vs2015:
+        if not era.prebuild_command:
+            raise ConfigurationError(
+                f"PyTorch {era.name} cannot switch to VS 2015 for CUDA 8 under Ninja (no PREBUILD_COMMAND).",
+                fix="pass --vs 2015.",
+            )
+        plan.set(
+            "PREBUILD_COMMAND",
+            vs2015.vcvars["vcvarsall.bat"],
+            "build_pytorch_libs.bat enters VS 2015 before CMake, so nvcc of CUDA 8 finds its compiler",
+        )
+        plan.set(
+            "PREBUILD_COMMAND_ARGS",
+            era.vcvars_arch,
+            "VS 2015's 64-bit tools, as PyTorch 0.4.1's README calls them (its vcvarsall.bat takes x64 for amd64)",
+        )
+
+
+def _compiler_cache_changes(
+    knowledge: Knowledge,
+    era: Era,
+    facts: Facts,
+    options: Options,
+    cache_name: str,
+    cuda: CudaInstall | None,
+    plan: _Builder,
+) -> None:
+    if cache_name == "none":
+        return
+    separator = "\\" if facts.os == "windows" else "/"
+    for entry in knowledge.compiler_caches[cache_name].env:
+        if entry.cuda_only and cuda is None:
+            continue
+        if entry.launcher and entry.launcher not in era.launchers:
+            if entry.launcher == "CUDA":
+                plan.decisions.append(
+                    f"nvcc compiles are not cached: PyTorch {era.name}'s setup.py does not pass CMAKE_CUDA_COMPILER_LAUNCHER to CMake (2.0 and later do)."
+                )
+            continue
+        plan.set(entry.name, entry.value.format(cache_dir=options.cache_dir.rstrip("\\/"), sep=separator), entry.reason)
+
+
+def _archive_changes(archives: list[PlannedArchive], facts: Facts, plan: _Builder) -> None:
+    """The variables build_config/deps.toml names for each archive (CMAKE_INCLUDE_PATH, LIB, MAGMA_HOME)."""
+    path_type = _paths(facts.os)
+    for archive in archives:
+        label = f"{archive.name.upper()} {archive.version}"
+        for name, sub_path in archive.set_vars:
+            plan.set(
+                name,
+                str(path_type(archive.folder) / sub_path) if sub_path else archive.folder,
+                f"{label}: {sub_path or 'its folder'}",
+            )
+        for name, sub_path in archive.prepend_vars:
+            plan.prepend(name, str(path_type(archive.folder) / sub_path), f"{label}: {sub_path} first")
+        if not archive.present:
+            plan.warnings.append(
+                f"{archive.file_name} is not in the cache yet: `invoke fetch-deps` (or `invoke build`) downloads it."
+            )
+
+
+def plan_archives(
+    era: Era, facts: Facts, options: Options, cuda: CudaInstall | None, locate: ArchiveLocator | None, plan: _Builder
+) -> list[PlannedArchive]:
+    """MKL for every Windows build and MAGMA for CUDA builds, where fetch-deps puts them."""
+    if locate is None:
+        return []
+    if facts.os != "windows":
+        plan.decisions.append(
+            "MKL/MAGMA archives: none (they are Windows builds; on Linux PyTorch finds MKL and MAGMA from the system or pip)."
+        )
+        return []
+    from pytorch_winbuild.deps.catalog import magma_preference, select_archives
+
+    def select(no_magma: bool) -> list[Any]:
+        return select_archives(
+            cuda=cuda.version if cuda else None,
+            mkl_version=options.mkl_version or era.mkl,
+            magma_versions=magma_preference(options.magma_version) or list(era.magma),
+            magma_debug=options.magma_debug,
+            no_magma=no_magma,
+        )
+
+    archives = select(no_magma=True)  # MKL; validates the versions
+    if cuda is not None and not options.no_magma:
+        try:
+            archives = select(no_magma=False)
+        except ConfigurationError as error:
+            if options.magma_version or options.magma_debug:
+                raise
+            plan.warnings.append(
+                f"{error.message} This build goes on without MAGMA (GPU linear algebra falls back to slower paths); --no-magma says so explicitly."
+            )
+    planned = []
+    for archive in archives:
+        folder, present = locate(archive)
+        planned.append(
+            PlannedArchive(
+                archive.name,
+                archive.version,
+                archive.file_name,
+                folder,
+                present,
+                archive.set_vars,
+                archive.prepend_vars,
+                archive,
+            )
+        )
+        plan.decisions.append(
+            f"{archive.name.upper()}: {archive.file_name} → {folder} ({'in the cache' if present else 'to fetch'})."
+        )
+    return planned
+
+
+def _path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: _Builder) -> None:
+    limits = knowledge.path_limits
+    checked = {
+        "source folder": options.source_dir,
+        "cache folder": options.cache_dir,
+        "TEMP": facts.temp_dir,
+        "Python": facts.python.executable,
+    }
+    for what, path in checked.items():
+        if path and not path.isascii():
+            plan.warnings.append(
+                f"The {what} path {path!r} has non-ASCII characters; some build tools (nvcc, older CMake, clcache) fail on them. Use a plain ASCII path (for TEMP: set TEMP and TMP to e.g. C:\\tmp)."
+            )
+    if facts.os != "windows" or facts.long_paths_enabled:
+        return
+    for what, path, suffix in (
+        ("source folder", options.source_dir, limits.deepest_build_suffix),
+        ("cache folder", options.cache_dir, limits.deepest_cache_suffix),
+    ):
+        if path and len(path) + suffix > limits.max_path:
+            plan.warnings.append(
+                f"The {what} {path} is {len(path)} characters long; with the ~{suffix} characters the build adds under it, paths pass Windows' {limits.max_path}-character limit and long paths are not enabled. Move it to a short path such as C:\\src, or enable long paths (LongPathsEnabled=1)."
+            )
+
+
+def _tool_warnings(era: Era, facts: Facts, plan: _Builder) -> None:
+    cmake = facts.tools.get("cmake")
+    if cmake is None:
+        plan.warnings.append(
+            f"CMake was not found; PyTorch {era.name} needs CMake {era.min_cmake} or newer: pip install cmake."
+        )
+    elif cmake.version and version_tuple(cmake.version) < version_tuple(era.min_cmake):
+        plan.warnings.append(
+            f"CMake {cmake.version} is older than PyTorch {era.name} needs ({era.min_cmake}); pip install -U cmake."
+        )
+
+
+def _build_arguments(era: Era, options: Options) -> tuple[str, ...]:
+    """What the build runs after the Python interpreter: the era's --mode command, or its LibTorch script."""
+    if not options.libtorch:
+        return era.commands[options.mode]
+    if "libtorch" not in era.commands:
+        raise ConfigurationError(
+            f"PyTorch {era.name} has no LibTorch build script (tools/build_libtorch.py).",
+            fix="build a newer PyTorch, or leave --libtorch out.",
+        )
+    return era.commands["libtorch"]
+
+
+def quote_argument(os_name: str, value: str) -> str:
+    """One argument as the plan's shell reads it: cmd/PowerShell rules on Windows, POSIX sh on Linux."""
+    if os_name == "windows":
+        return subprocess.list2cmdline([value])
+    return shlex.quote(value)
+
+
+def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
+    """`invoke fetch-deps` with every choice spelled out, so it fetches exactly the plan's archives
+    whatever the era, source folder or configuration of the shell that runs it."""
+    words = ["invoke", "fetch-deps", "--cuda", cuda.version if cuda else "cpu"]
+    for archive in archives:
+        words += [f"--{archive.name}-version", archive.version]
+        if archive.catalog_archive is not None and archive.catalog_archive.variant == "debug":
+            words.append("--magma-debug")
+    if cuda is not None and not any(a.name == "magma" for a in archives):
+        words.append("--no-magma")
+    if options.cache_dir_given:
+        words += ["--cache-dir", options.cache_dir]
+    return " ".join(words[:2] + [quote_argument(os_name, word) for word in words[2:]])
+
+
+def _commands(
+    era: Era,
+    options: Options,
+    vcvars: VcvarsCall | None,
+    cuda: CudaInstall | None,
+    archives: list[PlannedArchive],
+    facts: Facts,
+    build_arguments: tuple[str, ...],
+) -> list[Command]:
+    commands = []
+    if any(not a.present for a in archives):
+        commands.append(
+            Command(
+                "download and extract exactly these MKL/MAGMA archives into the cache",
+                fetch_command(facts.os, options, cuda, archives),
+            )
+        )
+    if vcvars:
+        commands.append(Command(f"enter the compiler environment of {vcvars.instance}", vcvars.command))
+    if era.cwrap_prep:
+        copy = "copy /Y" if facts.os == "windows" else "cp"
+        source = PureWindowsPath if facts.os == "windows" else PurePosixPath
+        commands.append(
+            Command(
+                "the old-era prep step (only when the source has the first file and lacks the second)",
+                f"{copy} {source('aten/src/ATen/common_with_cwrap.py')} {source('tools/shared/cwrap_common.py')}",
+            )
+        )
+    what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
+    commands.append(Command(what, " ".join(["python", *build_arguments])))
+    return commands
+
+
+def make_plan(
+    options: Options,
+    facts: Facts,
+    knowledge: Knowledge,
+    *,
+    source_version: tuple[str, str] | None = None,
+    locate_archive: ArchiveLocator | None = None,
+    caller_notes: tuple[str, ...] = (),
+) -> Plan:
+    """Decide everything a build needs. `source_version` is (version, where it was read);
+    `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
+    plan's cache folder is)."""
+    options.validate(knowledge)
+    check_python(facts)
+    choice = resolve_era(
+        knowledge,
+        facts,
+        cuda=options.cuda,
+        vs=options.vs,
+        pytorch_version=options.pytorch_version,
+        source_version=source_version,
+        cuda_usable=lambda era: any(_usable_cuda(knowledge, era, facts, options, cuda) is None for cuda in facts.cuda),
+    )
+    era = choice.era
+    plan = _Builder(warnings=list(choice.warnings))
+    plan.decisions.append(f"PyTorch {choice.pytorch_version} (from {choice.source}) → era {era.name}.")
+    plan.decisions.extend(caller_notes)
+    build_arguments = _build_arguments(era, options)
+    windows = facts.os == "windows"
+    if not windows and (options.vs != "auto" or options.toolset):
+        raise ConfigurationError(
+            "--vs and --toolset choose Visual Studio, which exists only on Windows.",
+            fix="leave them out on Linux, or plan for a Windows machine with --host FILE.",
+        )
+
+    cuda = choose_cuda(knowledge, era, facts, options, plan)
+    msc_range, range_source = _cuda_range(cuda, knowledge.cuda_release(cuda.version)) if cuda else (None, "")
+    compiler = cuda_host = vcvars = None
+    if windows:
+        cuda_host = choose_compiler(knowledge, options, facts, era, cuda.version if cuda else None, msc_range)
+        compiler = cuda_host
+        if cuda_host.instance.product_line == "2015" and options.vs == "auto" and not options.toolset:
+            newer = [c for c in _compilers(facts, options, era) if c.instance.product_line != "2015"]
+            if newer and era.prebuild_command and options.generator != "vs":
+                compiler = _best(newer)
+        vcvars = vcvars_call(knowledge, compiler, era.vcvars_arch)
+        plan.decisions.append(
+            f"Compiler: {compiler.instance.label}, toolset {compiler.toolset} (_MSC_VER {compiler.msc_ver})"
+            + (
+                f", accepted by CUDA {cuda.version} ({_range_text(msc_range)} from {range_source})."
+                if cuda and compiler is cuda_host
+                else "."
+            )
+        )
+        if compiler is not cuda_host:
+            plan.decisions.append(
+                f"CUDA host compiler: {cuda_host.instance.label} toolset {cuda_host.toolset}, entered through PREBUILD_COMMAND (CUDA {cuda.version} accepts {_range_text(msc_range)})."
+            )
+    generator = choose_generator(facts, options, plan)
+    cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
+    archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
+
+    _cuda_changes(knowledge, era, facts, options, cuda, plan)
+    _generator_changes(knowledge, era, facts, generator, compiler, plan)
+    if windows:
+        if cuda is not None and generator == "ninja" and cuda_host and cuda_host.instance.product_line == "2015":
+            _vs2015_host_changes(era, compiler, cuda_host, plan)
+        both = {"2015", "2017"} <= {vs.product_line for vs in facts.visual_studio}
+        plan.set(
+            "DISTUTILS_USE_SDK",
+            "1",
+            "use the compiler environment vcvars made instead of letting distutils search for one"
+            + (
+                "; both VS 2015 and VS 2017 are installed, and without it distutils picks VS 2015 (the seeds' warning)"
+                if both
+                else ""
+            ),
+        )
+        plan.set("MSSdk", "1", "tells distutils the SDK environment is already set up (pairs with DISTUTILS_USE_SDK)")
+    _compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
+    if options.jobs:
+        plan.set(
+            "MAX_JOBS",
+            str(options.jobs),
+            f"at most {options.jobs} parallel compile jobs (memory: each nvcc/cl job can take several GB)",
+        )
+    if windows:
+        for switch in era.windows_off:
+            plan.set(switch.name, switch.value, switch.reason)
+        if era.distributed == "libuv":
+            plan.warnings.append(
+                f"torch.distributed on Windows (PyTorch {era.name}) builds only when CMake finds libuv; without it distributed is switched off silently. "
+                "To have it: conda install -c conda-forge libuv, then set libuv_ROOT to that environment's Library folder before building."
+            )
+    _archive_changes(archives, facts, plan)
+    _path_warnings(knowledge, facts, options, plan)
+    _tool_warnings(era, facts, plan)
+
+    return Plan(
+        os=facts.os,
+        pytorch_version=choice.pytorch_version,
+        pytorch_version_source=choice.source,
+        era=era,
+        python=f"{facts.python.version} ({facts.python.bits}-bit) {facts.python.executable}",
+        compiler=compiler,
+        cuda_host_compiler=cuda_host,
+        vcvars=vcvars,
+        cuda=cuda,
+        cuda_msc_range=msc_range,
+        cuda_msc_range_source=range_source,
+        generator="Ninja" if generator == "ninja" else vs_generator(knowledge, era, compiler),  # type: ignore[arg-type]
+        compiler_cache=cache_name,
+        archives=tuple(archives),
+        changes=tuple(plan.changes),
+        commands=tuple(_commands(era, options, vcvars, cuda, archives, facts, build_arguments)),
+        build_arguments=build_arguments,
+        decisions=tuple(plan.decisions),
+        warnings=tuple(plan.warnings),
+        path_separator=";" if windows else ":",
+    )

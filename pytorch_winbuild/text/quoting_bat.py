@@ -1,0 +1,221 @@
+r"""Lines of a cmd.exe script (.bat) that give variables exactly the values planned.
+
+What cmd does to a line of a script file, as far as it matters here:
+
+1. `%NAME%` is expanded when the line is read, and `%%` stands for one `%`.
+2. Outside double quotes, `^` escapes the next character and `& | < > ( )` are operators;
+   inside them everything is literal. `set "NAME=value"` keeps what lies between the first
+   quote and the last one, so a value stays inside the quotes except after its own `"`.
+3. Only with delayed expansion on (`cmd /v:on`, or the registry's DelayedExpansion): `!NAME!`
+   is expanded and a lone `!` dropped, and on a line that holds a `!`, `^` escapes the next
+   character again, inside quotes too.
+
+The script cannot switch delayed expansion off for its caller (`setlocal` would also throw its
+variables away at the end), so a value with `!` is written with two helper variables that the
+script sets first, from what the running cmd does: `%__WINBUILD_BANG%` is `^!` with delayed
+expansion on and `!` without, `%__WINBUILD_CARET%` is `^^` or `^`. A probe then checks that
+this cmd really turns them back into `!` and `^`; one that cannot (Wine's cmd, whose delayed
+expansion drops every `!`) stops with a message instead of setting a wrong value.
+
+cmd decodes each line of a script with the console's code page as it reads it. The script is
+UTF-8, so one whose commands hold non-ASCII text switches to code page 65001 before the first
+such line and back at the end, and a probe checks that a three-byte character reads back as one
+character: where the switch has no effect (no console, or an interpreter that ignores it, like
+Wine 8's cmd) the script stops with a message instead of setting changed values. Remarks alone
+never switch the code page; those read without it are written in ASCII.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.text.quoting import refuse_control_characters, variable_name
+
+NEWLINE = "\r\n"
+BANG = "%__WINBUILD_BANG%"
+CARET = "%__WINBUILD_CARET%"
+_CODE_PAGE = "__WINBUILD_CODE_PAGE"
+_PROBE = "__WINBUILD_PROBE"
+_OPERATORS = "^&|<>()"
+_BARE_ARGUMENT = re.compile(r"[A-Za-z0-9_.:=+/\\-]+")
+_STOP = "if errorlevel 1 exit /b 1"
+
+
+def _escaped(value: str) -> str:
+    """`value` as written after `set "NAME=`; see the module docstring for the rules."""
+    bang = "!" in value
+    out = []
+    inside = True  # inside the double quotes that `set "` opened
+    for char in value:
+        if char == '"':
+            inside = not inside
+            out.append(char)
+        elif char == "%":
+            out.append("%%")
+        elif bang and char == "!":
+            out.append(BANG if inside else CARET + BANG)
+        elif bang and char == "^":
+            out.append(CARET if inside else CARET + CARET)
+        elif not inside and char in _OPERATORS:
+            out.append("^" + char)
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def set_line(name: str, value: str) -> str:
+    """`set "NAME=value"`, exact under /v:on and /v:off."""
+    return f'set "{variable_name(name)}={_escaped(refuse_control_characters(value, name))}"'
+
+
+def prepend_line(name: str, value: str) -> str:
+    """`set "NAME=value;%NAME%"`: the old value is expanded by cmd, so it must stay inside the quotes."""
+    refuse_control_characters(value, name)
+    if value.count('"') % 2:
+        raise ConfigurationError(
+            f"the value put in front of {name} holds an odd number of double quotes, which would leave the old value of {name} outside the quotes in a .bat file.",
+            fix="balance the quotes or remove them.",
+        )
+    return f'set "{variable_name(name)}={_escaped(value)};%{name}%"'
+
+
+def unset_line(name: str) -> str:
+    return f'set "{variable_name(name)}="'
+
+
+def comment(text: str, what: str) -> str:
+    """`rem text`: `%` is still expanded in a remark (`%~` even ends the script), and a final `^`
+    would continue the remark onto the next line."""
+    text = refuse_control_characters(text, what).replace("%", "%%")
+    return f"rem {text} " if text.endswith("^") else f"rem {text}"
+
+
+def _call(script: str, args: Sequence[str], escape: Callable[[str], str]) -> str:
+    """`call "script" args`. CALL expands `%` a second time and doubles every `^`, even inside
+    quotes, so neither can reach the called script unchanged; nor can a `"` inside the quotes."""
+    words = []
+    for position, (text, what) in enumerate(
+        [(script, "the vcvars script path"), *((arg, "the vcvars argument") for arg in args)]
+    ):
+        refuse_control_characters(text, what)
+        for char in '"%^':
+            if char in text:
+                raise ConfigurationError(
+                    f"{what} {text!r} holds {char!r}, which cmd's CALL cannot pass on unchanged.",
+                    fix='install to (or copy the script into) a folder whose name has none of " % ^.',
+                )
+        # vcvarsall.bat compares some arguments textually (-vcvars_ver=14.11): no quotes unless needed
+        words.append(text if position and _BARE_ARGUMENT.fullmatch(text) else f'"{escape(text)}"')
+    return "call " + " ".join(words)
+
+
+def call_line(script: str, args: Sequence[str]) -> str:
+    """The vcvars call in a .bat, whose `!` goes through the helpers like a value's."""
+    return _call(script, args, _escaped)
+
+
+def command_call(script: str, args: Sequence[str]) -> str:
+    """The vcvars call for `cmd /c` (from PowerShell), where delayed expansion is off unless the
+    registry turns it on: `!` is written as it is."""
+    return _call(script, args, str)
+
+
+# ---------------------------------------------------------------------------------------------
+# The script around the lines
+
+
+@dataclass(frozen=True)
+class _Needs:
+    bang: bool  # a line uses the helper variables
+    utf8: bool  # a command (not a remark) holds non-ASCII text
+
+    @classmethod
+    def of(cls, lines: Sequence[str]) -> _Needs:
+        return cls(
+            bang=any(BANG in line or CARET in line for line in lines),
+            utf8=any(not line.isascii() and not line.startswith("rem ") for line in lines),
+        )
+
+    def __bool__(self) -> bool:
+        return self.bang or self.utf8
+
+
+_TYPOGRAPHY = str.maketrans({"→": "->", "–": "-", "—": "-", "…": "...", "‘": "'", "’": "'", "“": '"', "”": '"'})
+
+
+def _ascii_remark(line: str) -> str:
+    """A remark that cmd reads before (or without) the switch to UTF-8, in ASCII: in a double-byte
+    code page (932, 936...) the last byte of a UTF-8 character can take the line break with it,
+    and the next line would be lost. Accents are dropped (ü → u), other characters become `?`."""
+    if line.isascii() or not line.startswith("rem "):
+        return line
+    plain = unicodedata.normalize("NFKD", line.translate(_TYPOGRAPHY))
+    return "".join(char for char in plain if not unicodedata.combining(char)).encode("ascii", "replace").decode("ascii")
+
+
+def _exit_block(cleanup: list[str], message: str | None = None) -> list[str]:
+    """The inside of an `if ... (` block that undoes what the script changed so far and exits 1."""
+    said = [f"  echo {message} 1>&2"] if message else []
+    return [*(f"  {line}" for line in cleanup), *said, "  exit /b 1", ")"]
+
+
+def _prologue(needs: _Needs) -> tuple[list[str], list[str]]:
+    """The lines that prepare the helpers and the code page, and the lines that undo them."""
+    lines: list[str] = []
+    cleanup: list[str] = []
+    if needs.bang:
+        cleanup += ['set "__WINBUILD_BANG="', 'set "__WINBUILD_CARET="']
+        lines += [
+            "",
+            'rem Some values hold "!": write it as this cmd needs, and stop where it cannot be kept.',
+            'set "__WINBUILD_BANG=!"',
+            'set "__WINBUILD_CARET=^"',
+            'if not defined __WINBUILD_BANG set "__WINBUILD_CARET=^^"',
+            'if not defined __WINBUILD_BANG set "__WINBUILD_BANG=^^^!"',
+            f'set "{_PROBE}=a{CARET}{BANG}b"',
+            f'if not "%{_PROBE}:!=-%"=="a^-b" (',
+            f'  set "{_PROBE}="',
+            *_exit_block(
+                cleanup,
+                "pytorch-winbuild: with delayed expansion on, this cmd drops the exclamation marks some values hold. Run the script from a cmd started with /v:off.",
+            ),
+            f'set "{_PROBE}="',
+        ]
+    if needs.utf8:
+        cleanup = [f"chcp %{_CODE_PAGE}% >nul", f'set "{_CODE_PAGE}="', *cleanup]
+        lines += [
+            "",
+            "rem Some values hold non-ASCII text: read the rest of this UTF-8 script with code page 65001, and switch back at the end.",
+            f'for /f "tokens=2 delims=:." %%c in (\'chcp\') do set "{_CODE_PAGE}=%%c"',
+            "chcp 65001 >nul",
+            f'set "{_PROBE}=€"',
+            f'if not "%{_PROBE}:~1%"=="" (',
+            f'  set "{_PROBE}="',
+            *_exit_block(
+                cleanup,
+                "pytorch-winbuild: this cmd does not read the script as UTF-8, so the values with non-ASCII characters would change. Run it in a console window where chcp 65001 works.",
+            ),
+            f'set "{_PROBE}="',
+        ]
+    return lines, cleanup
+
+
+def script(header: Sequence[str], call: Sequence[str], body: Sequence[str]) -> str:
+    """The whole .bat: `header` remarks, then `call` (the vcvars lines; the script stops when they
+    fail), then `body`. The helpers and the code page switch come just before the first line that
+    needs them, so a plain vcvars call keeps its plain exit."""
+    needs = _Needs.of([*call, *body])
+    prologue, cleanup = _prologue(needs)
+    if call and _Needs.of(call):
+        before, after = ["@echo off", *header], [*prologue, *call, "if errorlevel 1 (", *_exit_block(cleanup), *body]
+    else:
+        before, after = ["@echo off", *header, *call, *([_STOP] if call else [])], [*prologue, *body]
+    lines = [*map(_ascii_remark, before), *(after if needs.utf8 else map(_ascii_remark, after))]
+    if cleanup:
+        lines += ["", "rem Leave no helper variables behind.", *cleanup]
+    lines.append("exit /b 0")
+    return NEWLINE.join(lines) + NEWLINE

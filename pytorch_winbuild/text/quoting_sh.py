@@ -1,0 +1,39 @@
+"""Lines of a POSIX shell script (sh, bash, dash) that give variables exactly the values planned.
+
+A value is single-quoted: nothing inside is special except the closing quote, so a `'` in the
+value ends the quotes, adds an escaped quote and opens them again ('it'\\''s'). The script is
+bytes to the shell, so UTF-8 text passes as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytorch_winbuild.text.quoting import refuse_control_characters, variable_name
+
+NEWLINE = "\n"
+
+
+def quote(value: str, what: str) -> str:
+    return "'" + refuse_control_characters(value, what).replace("'", "'\\''") + "'"
+
+
+def set_line(name: str, value: str) -> str:
+    return f"export {variable_name(name)}={quote(value, name)}"
+
+
+def prepend_line(name: str, value: str) -> str:
+    """`value` in front, with a `:` only when the variable already holds something."""
+    return f'export {variable_name(name)}={quote(value, name)}"${{{name}:+:${name}}}"'
+
+
+def unset_line(name: str) -> str:
+    return f"unset {variable_name(name)}"
+
+
+def comment(text: str, what: str) -> str:
+    return "# " + refuse_control_characters(text, what)
+
+
+def script(lines: Sequence[str]) -> str:
+    return NEWLINE.join(lines) + NEWLINE

@@ -1,0 +1,97 @@
+"""Make untrusted text (logs, git output, a tool's stdout) safe to print on a terminal.
+
+A build log can hold whatever the programs it ran printed, and a terminal obeys what it prints:
+ESC[2J clears the screen, CSI cursor movement rewrites lines already shown, OSC 8 turns text into
+a hyperlink to anywhere, OSC 52 writes the user's clipboard, a lone CR or a backspace overwrites
+what came before, BEL rings. `terminal_safe` neutralises all of that, in two ways:
+
+* a complete escape sequence (CSI, OSC, DCS/SOS/PM/APC strings, two-character ESC sequences,
+  and their 8-bit C1 forms) is removed: it is presentation, never content, and removing it
+  shows what a terminal would have shown, minus the effect. Build logs are full of colour
+  codes (CMake, Ninja, clang and nvcc with colours forced, pip), and shown visibly they would
+  bury the error under ``\\x1b[1;31m``;
+* any other control character (a lone or unfinished ESC, BEL, backspace, a CR not followed by
+  LF, NUL, DEL, C1 controls) is shown as a visible ASCII escape such as ``\\x07``: nothing is
+  lost silently, so text hidden by a backspace trick stays readable. ASCII, so a code-page
+  console on Windows shows it as well (Unicode control pictures such as ␛ would print as '?').
+
+A CR directly before LF (a Windows line end) is dropped when LF is kept and CR is not.
+
+Every pattern here is linear: no nested quantifiers, and the string sequences stop at the next
+ESC, BEL, ST or newline, so no input can make the sanitiser slow.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any
+
+__all__ = ["DEFAULT_KEEP", "terminal_json", "terminal_safe"]
+
+DEFAULT_KEEP = "\t\n"
+
+# Bodies of string sequences: anything up to their terminator, never across a line end.
+_STRING_BODY = "[^\x07\x1b\x9c\n]*"
+_STRING_END = "(?:\x07|\x1b\\\\|\x9c)"  # BEL, ST as ESC \, ST as the C1 character
+_SEQUENCE = (
+    # CSI: ESC [ or C1 CSI, parameter bytes, intermediate bytes, one final byte (ECMA-48 5.4).
+    "(?:\x1b\\[|\x9b)[0-?]*[ -/]*[@-~]"
+    # OSC (hyperlinks, clipboard, window title), DCS, SOS, PM, APC: strings up to BEL or ST.
+    f"|(?:\x1b[\\]PX^_]|[\x9d\x90\x98\x9e\x9f]){_STRING_BODY}{_STRING_END}"
+    # nF (ESC ( B: character sets), then two-character Fp/Fe/Fs (ESC 7, ESC c, ESC M, ESC \).
+    # The introducers of the sequences above are left out, so an unfinished CSI or OSC keeps
+    # its ESC, which is then shown visibly.
+    "|\x1b[ -/]+[0-~]"
+    "|\x1b[0-OQ-WYZ\\\\`a-~]"
+)
+_CONTROLS = "\x00-\x1f\x7f-\x9f"
+_ANY_CONTROL = re.compile(f"[{_CONTROLS}]")
+
+
+@functools.lru_cache(maxsize=16)
+def _pattern(keep: str, show_sequences: bool) -> re.Pattern[str]:
+    kept = "".join(re.escape(char) for char in sorted(set(keep)))
+    control = f"[{_CONTROLS}]" if not kept else f"(?![{kept}])[{_CONTROLS}]"
+    alternatives = [] if show_sequences else [f"(?P<sequence>{_SEQUENCE})"]
+    if "\n" in keep and "\r" not in keep:
+        alternatives.append("(?P<crlf>\r(?=\n))")
+    alternatives.append(f"(?P<control>{control})")
+    return re.compile("|".join(alternatives))
+
+
+def _replace(match: re.Match[str]) -> str:
+    control = match.group("control")
+    return f"\\x{ord(control):02x}" if control else ""
+
+
+def terminal_safe(text: str, *, keep: str = DEFAULT_KEEP, show_sequences: bool = False) -> str:
+    """`text` with nothing a terminal would act on.
+
+    keep: the control characters to leave as they are; by default TAB and LF. Pass "" for a
+    single-line field (a newline then shows as ``\\x0a`` and cannot fake an extra line), or add
+    "\\r" for live build output whose progress bars redraw with CR (CR can then overwrite).
+    show_sequences: show escape sequences visibly (``\\x1b[2J``) instead of removing them,
+    for a debugging view of the raw text.
+
+    The result holds no C0 control but those in `keep`, no DEL and no C1 control; applying the
+    function again changes nothing.
+    """
+    if not _ANY_CONTROL.search(text):
+        return text
+    return _pattern(keep, show_sequences).sub(_replace, text)
+
+
+_JSON_UNESCAPED_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
+def terminal_json(data: Any, **dumps_options: Any) -> str:
+    """json.dumps(data, ensure_ascii=False, ...) that is also safe on a terminal.
+
+    json.dumps escapes the C0 controls (U+0000-U+001F) but writes DEL and the C1 controls
+    (U+007F-U+009F, among them the 8-bit CSI U+009B) as they are; here they become \\u escapes
+    too. The JSON document is the same: json.loads gives back exactly `data`'s strings.
+    """
+    text = json.dumps(data, ensure_ascii=False, **dumps_options)
+    return _JSON_UNESCAPED_CONTROLS.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
