@@ -1,0 +1,581 @@
+"""What each task does once its flags are read: check them, make the plan, call the layer that acts.
+
+tasks.py declares the tasks (flags, help, defaults) and hands every flag here by name. The heavy
+imports stay inside the functions, so `invoke --list` and `--dry-run` start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from invoke import Context
+
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.faces.flags import (
+    cache_folder,
+    default_cache_dir,
+    finite_number,
+    flag_label,
+    output_file,
+    path_flag,
+    python_flag,
+    setting,
+    whole_number,
+    writable_folder,
+    write_output,
+)
+
+PLAN_FLAGS = (
+    "cuda",
+    "vs",
+    "toolset",
+    "generator",
+    "compiler_cache",
+    "arch_list",
+    "jobs",
+    "pytorch_version",
+    "cache_dir",
+    "mkl_version",
+    "magma_version",
+    "magma_debug",
+    "no_magma",
+)
+
+
+def facts_for(host: str | None):
+    from pytorch_winbuild.facts.model import load_facts
+    from pytorch_winbuild.facts.probe import probe
+
+    return load_facts(host) if host else probe()
+
+
+def this_os() -> str:
+    return "windows" if os.name == "nt" else "linux"
+
+
+def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, str | None]:
+    """The cache folder of the machine the plan is for, and a note when it was inferred.
+
+    On this machine: --cache-dir, the configuration, or the default. For a --host plan of another
+    OS the folder must be that machine's: a --cache-dir in its form, else the facts file's
+    `cache_dir`, else the per-user default next to its TEMP (%LOCALAPPDATA%\\pytorch-winbuild)."""
+    given = setting(c, "cache_dir", flag)
+    if facts.os == this_os():
+        return (Path(given) if given else default_cache_dir()), None
+    path_type: type[PurePath] = PureWindowsPath if facts.os == "windows" else PurePosixPath
+    example = (
+        "C:\\Users\\you\\AppData\\Local\\pytorch-winbuild"
+        if facts.os == "windows"
+        else "/home/you/.cache/pytorch-winbuild"
+    )
+    if given:
+        folder = path_type(given)
+        if not folder.is_absolute() or (facts.os == "windows" and "/" in str(given)):
+            raise ConfigurationError(
+                f"--cache-dir {given!r} is not an absolute {facts.os} path, and this plan is for a {facts.os} machine.",
+                fix=f"pass that machine's folder, e.g. --cache-dir {example}.",
+            )
+        return folder, None
+    if facts.cache_dir:
+        return path_type(facts.cache_dir), None
+    temp = path_type(facts.temp_dir) if facts.temp_dir else None
+    if (
+        facts.os == "windows"
+        and temp is not None
+        and [p.lower() for p in temp.parts[-3:]] == ["appdata", "local", "temp"]
+    ):
+        folder = temp.parent / "pytorch-winbuild"
+        return (
+            folder,
+            (
+                f"Cache folder {folder}: the facts file names none, so the plan takes the per-user default beside its "
+                "TEMP (pass --cache-dir to change it)."
+            ),
+        )
+    raise ConfigurationError(
+        f"the facts file does not say where pytorch-winbuild keeps its cache on that {facts.os} machine.",
+        fix=f"pass --cache-dir with that machine's folder, e.g. --cache-dir {example}.",
+    )
+
+
+def source_folder(source: str | None) -> Path | None:
+    """--source (which must be a folder), else the current folder when it is a PyTorch checkout."""
+    from pytorch_winbuild.facts.source_tree import default_source
+
+    given = path_flag(source, "--source")
+    if given is None:
+        return default_source(Path.cwd())
+    folder = Path(given)
+    if not folder.is_dir():
+        raise ConfigurationError(f"--source {source} is not a folder.", fix="pass the folder of a PyTorch checkout.")
+    return folder
+
+
+def plan_from_flags(
+    c: Context,
+    *,
+    host: str | None,
+    source: str | None,
+    mode: str = "install",
+    libtorch: bool = False,
+    source_is_pytorch: bool = True,
+    arguments: dict[str, Any],
+):
+    """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
+    flags by name (a task's `locals()`); flags the task does not have count as not given.
+    `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch."""
+    from pytorch_winbuild.deps.cache import deps_dir, installed_path
+    from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
+    from pytorch_winbuild.knowledge.model import load_knowledge
+    from pytorch_winbuild.planning.plan import Options, make_plan
+
+    knowledge = load_knowledge()
+    facts = facts_for(path_flag(host, "--host"))
+    source_dir = source_folder(source)
+    flags = {name: arguments.get(name) for name in PLAN_FLAGS}
+    cache_dir, cache_note = plan_cache_dir(c, flags["cache_dir"], facts)
+    options = Options(
+        cuda=str(setting(c, "cuda", flags["cuda"])),
+        vs=str(setting(c, "vs", flags["vs"])),
+        toolset=setting(c, "toolset", flags["toolset"]),
+        generator=str(setting(c, "generator", flags["generator"])),
+        compiler_cache=str(setting(c, "compiler_cache", flags["compiler_cache"])),
+        arch_list=setting(c, "arch_list", flags["arch_list"]),
+        jobs=whole_number(
+            setting(c, "jobs", flags["jobs"]),
+            flag_label("jobs", flags["jobs"]),
+            unit=" parallel compile jobs (MAX_JOBS)",
+        ),
+        pytorch_version=setting(c, "pytorch_version", flags["pytorch_version"]),
+        mode=mode,
+        libtorch=libtorch,
+        cache_dir=str(cache_dir),
+        cache_dir_given=bool(setting(c, "cache_dir", flags["cache_dir"])) or facts.os != this_os(),
+        source_dir=str(source_dir) if source_dir else None,
+        mkl_version=flags["mkl_version"],
+        magma_version=flags["magma_version"],
+        magma_debug=bool(flags["magma_debug"]),
+        no_magma=bool(flags["no_magma"]),
+    )
+    foreign = facts.os != this_os()
+
+    def locate(archive: Any) -> tuple[str, bool]:
+        # Another machine's cache cannot be looked into from here: its archives count as missing.
+        if foreign:
+            return str(deps_dir(cache_dir, archive)), False
+        return str(deps_dir(Path(cache_dir), archive)), installed_path(Path(cache_dir), archive) is not None
+
+    reads_version = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
+    source_version = read_source_version(source_dir) if reads_version and source_dir else None
+    notes = (cache_note,) if cache_note else ()
+    return make_plan(
+        options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_notes=notes
+    )
+
+
+def default_build_source() -> Path:
+    """The current folder when it is a PyTorch checkout; a real build needs one."""
+    from pytorch_winbuild.facts.source_tree import default_source
+
+    found = default_source(Path.cwd())
+    if found is None:
+        raise ConfigurationError(
+            f"there is nothing to build: {Path.cwd()} is not a PyTorch checkout.",
+            fix="pass --source DIR (a PyTorch checkout) or --repo URL [--ref TAG] to clone one.",
+        )
+    return found
+
+
+def fetch_era(c: Context, pytorch_version: str | None, source: str | None, cuda: str):
+    """The era whose MKL/MAGMA defaults a fetch takes: the source tree's version, else
+    --pytorch-version, else the newest era that builds with --cuda (no compiler is needed to fetch,
+    so the machine's Python and Visual Studio do not narrow it)."""
+    from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
+    from pytorch_winbuild.knowledge.model import load_knowledge
+    from pytorch_winbuild.planning.era_choice import resolve_era
+
+    folder = source_folder(source)
+    found = read_source_version(folder) if folder and is_pytorch_source(folder) else None
+    return resolve_era(
+        load_knowledge(),
+        None,
+        cuda=cuda,
+        pytorch_version=setting(c, "pytorch_version", pytorch_version),
+        source_version=found,
+    )
+
+
+def installed_torch_version() -> str:
+    """The torch an extension builds against, read from its metadata (importing torch takes seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        raise ToolchainError(
+            f"torch is not installed in {sys.executable}, and an extension builds against the installed torch.",
+            fix="install PyTorch into this Python first (pip install torch==<version>, or `invoke build`).",
+        ) from None
+
+
+def doctor(c: Context, *, host: str | None, json: bool) -> None:
+    """The `doctor` task."""
+    from pytorch_winbuild.faces.doctor import doctor_checks, render_doctor
+    from pytorch_winbuild.knowledge.model import load_knowledge
+
+    notes: tuple[str, ...] = ()
+    if path_flag(host, "--host") is not None:
+        facts = facts_for(host)
+    else:
+        from pytorch_winbuild.facts.probe import probe_report
+
+        report = probe_report()
+        # The cache folder is configuration, not something the probe finds: a --host plan made
+        # from this file puts MKL/MAGMA where this machine's pytorch-winbuild keeps them.
+        facts, notes = replace(report.facts, cache_dir=str(cache_folder(c, None))), report.notes
+    if json:
+        sys.stdout.write(facts.to_json())
+        return
+    checks = doctor_checks(facts, load_knowledge())
+    sys.stdout.write(render_doctor(facts, checks, notes))
+    missing = [check.topic for check in checks if check.status == "missing"]
+    if missing:
+        raise ToolchainError(f"missing: {', '.join(missing)}.", fix="see the fix lines above.")
+
+
+def env(
+    c: Context,
+    *,
+    cuda: str | None,
+    vs: str | None,
+    toolset: str | None,
+    generator: str | None,
+    compiler_cache: str | None,
+    arch_list: str | None,
+    jobs: str | None,
+    pytorch_version: str | None,
+    source: str | None,
+    cache_dir: str | None,
+    host: str | None,
+    format: str,
+    output: str | None,
+    mkl_version: str | None,
+    magma_version: str | None,
+    magma_debug: bool,
+    no_magma: bool,
+) -> None:
+    """The `env` task."""
+    from pytorch_winbuild.faces.render import render
+
+    target = output_file(output)
+    plan = plan_from_flags(c, host=host, source=source, arguments=locals())
+    write_output(render(plan, format), target)
+
+
+def build(
+    c: Context,
+    *,
+    cuda: str | None,
+    vs: str | None,
+    toolset: str | None,
+    generator: str | None,
+    compiler_cache: str | None,
+    arch_list: str | None,
+    jobs: str | None,
+    pytorch_version: str | None,
+    source: str | None,
+    cache_dir: str | None,
+    host: str | None,
+    mode: str,
+    dry_run: bool,
+    format: str,
+    clean: bool,
+    repo: str | None,
+    ref: str | None,
+    libtorch: bool,
+    log_dir: str | None,
+    no_verify: bool,
+    mkl_version: str | None,
+    magma_version: str | None,
+    magma_debug: bool,
+    no_magma: bool,
+) -> None:
+    """The `build` task."""
+    from pytorch_winbuild.faces.render import render
+
+    if host and not dry_run:
+        raise ConfigurationError(
+            "--host plans for another machine; a real build runs on this one.",
+            fix="add --dry-run to see that machine's plan, or leave --host out.",
+        )
+    if ref and not repo:
+        raise ConfigurationError(
+            "--ref needs --repo: it names what to check out of that repository.",
+            fix="add --repo URL, or check out the ref yourself and pass --source.",
+        )
+    for value, label in (
+        (source, "--source"),
+        (host, "--host"),
+        (log_dir, "--log-dir"),
+        (repo, "--repo"),
+        (ref, "--ref"),
+    ):
+        path_flag(value, label)
+    if repo:
+        from pytorch_winbuild.builder.source import check_ref, check_repo
+
+        check_repo(repo)  # a dry run refuses what the real build would, before any plan is shown
+        if ref:
+            check_ref(ref)
+    folder = cache_folder(c, cache_dir)
+    if not dry_run:
+        writable_folder(folder, "--cache-dir")
+        if log_dir:
+            writable_folder(Path(log_dir), "--log-dir")
+    checkout = None
+    if repo:
+        from pytorch_winbuild.builder import acquire_source, clone_destination
+
+        destination = clone_destination(repo, Path(source) if source else None, folder)
+        if not dry_run:
+            checkout = acquire_source(repo=repo, ref=ref, destination=destination)
+        source = (
+            str(destination) if destination.is_dir() else None
+        )  # --dry-run before the first clone plans without a source
+    plan = plan_from_flags(c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=locals())
+    if dry_run:
+        sys.stdout.write(render(plan, format))
+        return
+    from pytorch_winbuild.builder import (
+        BuildRequest,
+        default_log_dir,
+        existing_checkout,
+        run_build,
+    )  # not needed for --dry-run
+
+    if checkout is None:
+        source_dir = Path(source) if source else default_build_source()
+        checkout = existing_checkout(source_dir)
+    request = BuildRequest(
+        checkout=checkout,
+        cache_dir=folder,
+        log_dir=Path(log_dir) if log_dir else default_log_dir(folder),
+        mode=mode,
+        libtorch=libtorch,
+        clean=clean,
+        verify=not no_verify,
+        mirror=setting(c, "mirror", None),
+    )
+    run_build(plan, request)
+
+
+def fetch_deps(
+    c: Context,
+    *,
+    cuda: str | None,
+    mkl_version: str | None,
+    magma_version: str | None,
+    magma_debug: bool,
+    no_magma: bool,
+    mirror: str | None,
+    from_dir: str | None,
+    update_lock: bool,
+    cache_dir: str | None,
+    jobs: str | None,
+    lock_file: str | None,
+    pytorch_version: str | None,
+    source: str | None,
+    dry_run: bool,
+) -> None:
+    """The `fetch-deps` task."""
+    from pytorch_winbuild.deps.catalog import magma_preference, select_archives
+    from pytorch_winbuild.deps.fetch import describe_fetch, fetch_archives, format_summary
+
+    downloads = whole_number(jobs, "--jobs", minimum=0, unit=" (0: one per archive, at most 4)") or 0
+    for value, label in ((from_dir, "--from-dir"), (lock_file, "--lock-file"), (mirror, "--mirror")):
+        path_flag(value, label)
+    cuda_value = str(setting(c, "cuda", cuda) or "auto").lower()
+    cuda_given = cuda_value != "auto"
+    if cuda_given and cuda_value != "cpu":
+        from pytorch_winbuild.deps.catalog import cuda_prefix
+
+        cuda_prefix(cuda_value)  # a malformed --cuda is named before any era is looked for
+    choice = fetch_era(c, pytorch_version, source, cuda_value)
+    archives = select_archives(
+        cuda=cuda_value if cuda_given and cuda_value != "cpu" else None,
+        mkl_version=mkl_version or choice.era.mkl,
+        magma_versions=magma_preference(magma_version) or list(choice.era.magma),
+        magma_debug=magma_debug,
+        no_magma=no_magma,
+    )
+    source_mirror = mirror or (
+        None if from_dir else setting(c, "mirror", None)
+    )  # a configured mirror gives way to --from-dir
+    folder = cache_folder(c, cache_dir)
+    other_machine = os.name != "nt" and PureWindowsPath(str(folder)).drive  # a Windows plan's command, read on Linux
+    if dry_run:
+        defaults = (
+            ""
+            if (mkl_version and (magma_version or no_magma or not cuda_given))
+            else f"Versions not given take PyTorch {choice.era.name}'s defaults (era from {choice.source}).\n"
+        )
+        shown = PureWindowsPath(str(folder)) if other_machine else folder
+        print(defaults + describe_fetch(archives, cache_dir=shown, mirror=source_mirror, from_dir=from_dir), end="")
+        return
+    if other_machine:
+        raise ConfigurationError(
+            f"--cache-dir {folder} is a Windows folder, and this machine is not Windows.",
+            fix=(
+                "run the command on that Windows machine, add --dry-run to see what it would fetch, or pass a folder "
+                "of this machine."
+            ),
+        )
+    writable_folder(folder, "--cache-dir")
+    result = fetch_archives(
+        archives,
+        cache_dir=folder,
+        mirror=source_mirror,
+        from_dir=from_dir,
+        update_lock=update_lock,
+        lock_path=Path(lock_file) if lock_file else None,
+        jobs=downloads,
+    )
+    print(format_summary(result))
+    if not cuda_given and not no_magma:
+        print(
+            "\nMAGMA was not fetched: which one depends on the CUDA version. Pass --cuda X.Y (e.g. --cuda 10.1) "
+            "for a CUDA build, or --cuda cpu to say the build has no CUDA."
+        )
+
+
+def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> None:
+    """The `clean` task."""
+    from pytorch_winbuild.deps.cache import clean as clean_cache
+    from pytorch_winbuild.deps.progress import human_size, log_line
+
+    if not (deps or downloads):
+        raise ConfigurationError(
+            "nothing to clean was named.",
+            fix="pass --deps (extracted MKL/MAGMA), --downloads (downloaded archives), or both.",
+        )
+    folder = cache_folder(c, cache_dir)
+    if folder.exists():
+        writable_folder(folder, "--cache-dir")
+    removed = clean_cache(folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line)
+    for item in removed:
+        print(f"removed {item.path} ({human_size(item.bytes)})")
+    if not removed:
+        print(f"nothing to remove in {folder}")
+
+
+def build_ext(
+    c: Context,
+    *,
+    path: str,
+    mode: str,
+    clean: bool,
+    cuda: str | None,
+    vs: str | None,
+    toolset: str | None,
+    compiler_cache: str | None,
+    arch_list: str | None,
+    jobs: str | None,
+    pytorch_version: str | None,
+    cache_dir: str | None,
+    log_dir: str | None,
+) -> None:
+    """The `build-ext` task."""
+    from pytorch_winbuild.builder import ExtensionRequest, default_log_dir, run_build_ext
+
+    folder = Path(path_flag(path, "PATH") or "")
+    if not folder.is_dir():
+        raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
+    cache = cache_folder(c, cache_dir)
+    writable_folder(cache, "--cache-dir")
+    logs = path_flag(log_dir, "--log-dir")
+    if logs:
+        writable_folder(Path(logs), "--log-dir")
+    version = setting(c, "pytorch_version", pytorch_version) or installed_torch_version()
+    plan = plan_from_flags(
+        c,
+        host=None,
+        source=str(folder),
+        source_is_pytorch=False,
+        arguments={**locals(), "pytorch_version": version, "cache_dir": str(cache)},
+    )
+    request = ExtensionRequest(
+        path=folder,
+        cache_dir=cache,
+        log_dir=Path(log_dir) if log_dir else default_log_dir(cache),
+        mode=mode,
+        clean=clean,
+    )
+    run_build_ext(plan, request)
+
+
+def verify(c: Context, *, python: str | None) -> None:
+    """The `verify` task."""
+    import json
+
+    from pytorch_winbuild.builder.verify import check_torch, failure_error
+
+    result = check_torch(python_flag(python))
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    if not result["ok"]:
+        raise failure_error(result)
+
+
+def diagnose(c: Context, *, logfile: str, json: bool, rules: str | None) -> None:
+    """The `diagnose` task."""
+    from pytorch_winbuild.diagnosis.rules import load_rules
+    from pytorch_winbuild.diagnosis.triage import triage_log
+
+    result = triage_log(logfile, rules=load_rules(rules) if rules else None)
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure:  # a log's stray characters must not crash the report on a code-page console
+        reconfigure(errors="replace")
+    print(result.to_json() if json else result.to_text())
+
+
+def nightly(
+    c: Context,
+    *,
+    matrix: str | None,
+    only: list[str] | None,
+    force: bool,
+    output_dir: str | None,
+    keep_days: str | None,
+    min_free_gb: str | None,
+    cache_dir: str | None,
+    mirror: str | None,
+) -> None:
+    """The `nightly` task."""
+    from pytorch_winbuild.nightly import NightlyOptions, run_nightly
+
+    for value, label in ((matrix, "--matrix"), (output_dir, "--output-dir"), (mirror, "--mirror")):
+        path_flag(value, label)
+    if any(not name.strip() for name in only or ()):
+        raise ConfigurationError(
+            "--only is empty.", fix="name a matrix entry, e.g. --only cu124-py311, or leave --only out for every entry."
+        )
+    keep = whole_number(keep_days, "--keep-days", unit=" days")
+    min_free = finite_number(min_free_gb, "--min-free-gb")
+    folder = cache_folder(c, cache_dir)
+    writable_folder(folder, "--cache-dir")
+    if output_dir:
+        writable_folder(Path(output_dir), "--output-dir")
+    options = NightlyOptions(
+        matrix=Path(matrix) if matrix else None,
+        cache_dir=folder,
+        only=tuple(only or ()),
+        force=force,
+        output_dir=Path(output_dir) if output_dir else None,
+        keep_days=keep,
+        min_free_gb=min_free,
+        mirror=mirror or setting(c, "mirror", None),
+    )
+    run_nightly(options)

@@ -1,0 +1,224 @@
+"""Flags and configuration values, checked before any work starts.
+
+A flag given on the command line wins; otherwise Invoke's configuration under the `winbuild` key
+(invoke.yaml, `-f FILE`, INVOKE_WINBUILD_<NAME>); otherwise WINBUILD_DEFAULTS. Every check raises a
+ConfigurationError (exit 2) naming the flag or key and what to pass instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from invoke import Context
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.paths import default_cache_dir
+
+WINBUILD_DEFAULTS: dict[str, Any] = {
+    "cuda": "auto",
+    "vs": "auto",
+    "toolset": None,
+    "generator": "auto",
+    "compiler_cache": "auto",
+    "arch_list": None,
+    "jobs": None,
+    "pytorch_version": None,
+    "cache_dir": None,
+    "mirror": None,
+}
+
+
+def setting(c: Context, name: str, flag: Any) -> Any:
+    """A flag's value, else the `winbuild.<name>` configuration value (checked: a `-f` file or an
+    INVOKE_WINBUILD_* variable reaches here without config_check); null means the default."""
+    if flag is not None:
+        return flag
+    from pytorch_winbuild.faces.config_check import check_setting
+
+    value = c.config.winbuild.get(name)
+    check_setting(
+        name, value, f"configuration value winbuild.{name} (invoke.yaml, -f FILE or INVOKE_WINBUILD_{name.upper()})"
+    )
+    if value is None or (
+        isinstance(value, str) and not value.strip()
+    ):  # `mirror: ''` / INVOKE_WINBUILD_MIRROR= unset it
+        return WINBUILD_DEFAULTS.get(name)
+    return value
+
+
+def flag_label(name: str, flag: Any) -> str:
+    """How an error names a value: the flag when it was given, else the configuration key."""
+    return f"--{name.replace('_', '-')}" if flag is not None else f"winbuild.{name}"
+
+
+def example(label: str, value: str) -> str:
+    """`--jobs 4` for a flag; `jobs: 4` in invoke.yaml (or INVOKE_WINBUILD_JOBS=4) for a setting."""
+    if label.startswith("--"):
+        return f"{label} {value}"
+    name = label.removeprefix("winbuild.")
+    return f"`{name}: {value}` in invoke.yaml (or INVOKE_WINBUILD_{name.upper()}={value})"
+
+
+def whole_number(value: Any, label: str, *, minimum: int = 1, unit: str = "") -> int | None:
+    """A whole-number flag or configuration value (text from the command line); None when absent."""
+    if value is None:
+        return None
+    fix = f"pass a whole number, {minimum} or more, e.g. {example(label, '4')}, or leave it out for the default."
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigurationError(f"{label} {value!r} is not a number.", fix=fix)
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        number = int(text)
+    except ValueError:
+        try:
+            float(text)
+        except ValueError:
+            raise ConfigurationError(f"{label} {value!r} is not a number.", fix=fix) from None
+        raise ConfigurationError(f"{label} {value!r} is not a whole number.", fix=fix) from None
+    if number < minimum:
+        raise ConfigurationError(f"{label} {number}: expected {minimum} or more{unit}.", fix=fix)
+    return number
+
+
+def finite_number(value: Any, label: str, *, minimum: float = 0.0) -> float | None:
+    """A decimal flag (text from the command line): finite, `minimum` or more; None when absent."""
+    if value is None:
+        return None
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"{label} {value!r} is not a number.",
+            fix=f"pass a number such as {label} 40, or leave {label} out for its default.",
+        ) from None
+    if not math.isfinite(number):
+        raise ConfigurationError(
+            f"{label} {value!r} is not a finite number.",
+            fix=f"pass a number such as {label} 40, or leave {label} out for its default.",
+        )
+    if number < minimum:
+        raise ConfigurationError(
+            f"{label} {value}: expected {minimum:g} or more.",
+            fix=f"pass a number such as {label} 40, or leave {label} out for its default.",
+        )
+    return number
+
+
+def path_flag(value: str | None, label: str) -> str | None:
+    """A path flag: absent (None) or text; an empty path would silently mean the current folder."""
+    if value is not None and not value.strip():
+        raise ConfigurationError(f"{label} is empty.", fix=f"give {label} a path, or leave it out for its default.")
+    return value
+
+
+def writable_folder(folder: Path, label: str) -> None:
+    """Prove, before any work starts and without leaving anything behind, that the folder can be
+    written: a file is made (and removed at once) in it, or in the nearest existing folder above it
+    when it does not exist yet (the task creates it later)."""
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigurationError(
+            f"{label} {folder}: {existing} is a file, not a folder.", fix=f"pass a folder as {label}."
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".pytorch-winbuild-"):
+            pass
+    except OSError as exc:
+        where = "" if existing == folder else f", since {existing} cannot be written and it would be created there"
+        raise ConfigurationError(
+            f"{label} {folder} cannot be written ({exc.strerror or exc}){where}.",
+            fix=f"make the folder writable for this user, or pass another one as {label}.",
+        ) from None
+
+
+def cache_folder(c: Context, flag: str | None) -> Path:
+    """--cache-dir, else winbuild.cache_dir, else the default (the checkout's cache/ or the user's)."""
+    value = setting(c, "cache_dir", path_flag(flag, "--cache-dir"))
+    return Path(value) if value else default_cache_dir()
+
+
+def output_file(output: str | None) -> Path | None:
+    """--output checked before any work: a file in an existing folder, not a folder itself."""
+    given = path_flag(output, "--output")
+    if given is None:
+        return None
+    target = Path(given)
+    if target.is_dir():
+        raise ConfigurationError(
+            f"--output {output} is a folder.", fix=f"name a file, e.g. --output {target / 'build_env.bat'}."
+        )
+    folder = target.parent
+    if not folder.is_dir():
+        raise ConfigurationError(
+            f"--output {output}: the folder {folder} does not exist.",
+            fix="create the folder first, or name a file in an existing one.",
+        )
+    return target
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run).
+
+    The file is written whole or not at all: a temporary file next to it, renamed over it at the end,
+    so an error or Ctrl-C never leaves half a script that looks complete."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    target = Path(os.path.realpath(output)) if output.is_symlink() else output
+    temp: str | None = None
+    try:
+        handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        if target.exists():
+            shutil.copymode(target, temp)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp, 0o666 & ~umask)
+        os.replace(temp, target)
+        temp = None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--output {output} cannot be written ({exc.strerror or exc}); nothing was written.",
+            fix="pass a file in a folder you can write to.",
+        ) from None
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+    print(f"wrote {output}", file=sys.stderr)
+
+
+def python_flag(python: str | None) -> str | None:
+    """--python checked before it is started: a bad path is bad input (2), not a failed check (6)."""
+    if path_flag(python, "--python") is None:
+        return None
+    assert python is not None
+    if shutil.which(python):
+        return python
+    fix = (
+        "pass the path of a Python executable (e.g. C:\\Python311\\python.exe or /usr/bin/python3) or a name on "
+        "PATH, or leave --python out for the Python running this task."
+    )
+    candidate = Path(python)
+    if candidate.is_dir():
+        raise ConfigurationError(f"--python {python} is a folder, not a Python executable.", fix=fix)
+    if candidate.is_file():
+        raise ConfigurationError(f"--python {python} is not executable.", fix=fix)
+    raise ConfigurationError(
+        (
+            f"--python {python}: no such "
+            f"file{' or command on PATH' if os.sep not in python and '/' not in python else ''}."
+        ),
+        fix=fix,
+    )

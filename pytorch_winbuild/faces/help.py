@@ -1,0 +1,173 @@
+"""The help text of every task's flags (`invoke --help TASK`), in one place."""
+
+from __future__ import annotations
+
+PLAN_HELP = {
+    "cuda": (
+        "CUDA to build with: X.Y (e.g. 9.0), 'cpu', or 'auto' (newest installed that an installed toolset accepts). "
+        "Default: auto."
+    ),
+    "vs": "Visual Studio product line: 2015, 2017, 2019, 2022, 2026 or auto (default).",
+    "toolset": "MSVC toolset, short form such as 14.11 (selected with -vcvars_ver). Default: newest the CUDA accepts.",
+    "generator": "CMake generator: ninja (parallel CUDA compiles), vs, or auto (ninja when installed; default).",
+    "compiler_cache": (
+        "clcache, sccache, ccache (Linux), none, or auto (the era's preferred one that is installed; default)."
+    ),
+    "arch_list": "TORCH_CUDA_ARCH_LIST, e.g. '6.1' or '6.1;7.5+PTX': build only for your GPUs (much shorter builds).",
+    "jobs": "MAX_JOBS: parallel compile jobs (lower it when the machine runs out of memory).",
+    "pytorch_version": (
+        "PyTorch version being built (chooses the era's variables); default: the source tree's version.txt, else the "
+        "newest era."
+    ),
+    "source": (
+        "PyTorch source folder (default: the current folder when it holds PyTorch's setup.py). Used for its version "
+        "and path checks."
+    ),
+    "cache_dir": (
+        "pytorch-winbuild cache folder (downloads, MKL/MAGMA, compiler caches). Default: cache/ of the repo, or the "
+        "user cache folder."
+    ),
+    "host": (
+        "Plan for the machine described by this facts file (written by `invoke doctor --json`) instead of probing "
+        "this one."
+    ),
+    "mkl_version": "MKL archive version (default: the era's, as its Windows CI used it; see build_config/eras.toml).",
+    "magma_version": "MAGMA version (default: the newest the era uses that exists for the CUDA).",
+    "magma_debug": "Use MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
+    "no_magma": "Build without MAGMA even for CUDA builds.",
+}
+
+
+ENV_HELP = {
+    **PLAN_HELP,
+    "format": "table (with reasons; default), json, bat (cmd.exe), ps1 (PowerShell) or sh (Linux plans).",
+    "output": "Write to this file (UTF-8) instead of standard output.",
+}
+
+
+BUILD_HELP = {
+    **PLAN_HELP,
+    "dry_run": (
+        "Show the plan (Visual Studio, toolset, vcvars call, CUDA, generator, cache, every variable with its reason, "
+        "the commands) and stop."
+    ),
+    "format": "Output format of --dry-run: table (default), json, bat, ps1 or sh.",
+    "mode": "install (python setup.py install, the seeds' default), develop, or wheel (bdist_wheel into dist/).",
+    "source": (
+        "PyTorch checkout to build (default: the current folder when it holds PyTorch's setup.py). With --repo: the "
+        "folder to clone into (default: <cache>/src/<name>)."
+    ),
+    "clean": "Remove the source's build/ folder first (a full rebuild; the compiler cache still helps).",
+    "repo": "Git URL to clone (recursive submodules) or, when the clone exists, fetch; then check out --ref.",
+    "ref": "With --repo: branch, tag or commit to check out (default: the remote's default branch).",
+    "libtorch": "Build LibTorch only (python tools/build_libtorch.py) instead of the --mode command.",
+    "log_dir": "Folder for this run's log and JSON report (default: <cache>/logs).",
+    "no_verify": "Skip the check that imports the result in a fresh Python outside the source tree.",
+}
+
+
+FETCH_DEPS_HELP = {
+    "cuda": (
+        "CUDA version of the build, e.g. 9.0 or 10.1: adds the MAGMA built for it. 'cpu' for a CPU-only build. "
+        "Without it only MKL is fetched."
+    ),
+    "mkl_version": (
+        "MKL archive version: 2018.2.185 (PyTorch 0.4–1.1), 2019.4.245 (1.2–1.6), 2020.0.166 (1.7–1.13), 2020.2.254 "
+        "(2.x). Default: the era's."
+    ),
+    "magma_version": (
+        "MAGMA version, or a comma-separated preference list (the first one built for your CUDA wins). Default: the "
+        "newest one for your CUDA."
+    ),
+    "magma_debug": "Fetch MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
+    "no_magma": "Build without MAGMA: fetch MKL only, even with --cuda.",
+    "mirror": (
+        "Base URL of a flat folder holding the same file names as the public bucket: http(s)://... or file:///... "
+        "(also winbuild.mirror / INVOKE_WINBUILD_MIRROR)."
+    ),
+    "from_dir": "Folder holding archives you downloaded by hand: take them from there, download nothing.",
+    "update_lock": (
+        "Accept archives whose SHA-256 differs from this cache's first-use record (<cache>/deps.lock) and record the "
+        "new one; checksums shipped in build_config/deps.lock or deps.toml are never overridden."
+    ),
+    "cache_dir": PLAN_HELP["cache_dir"],
+    "jobs": "Archives downloaded in parallel (default 0: one per archive, at most 4).",
+    "lock_file": (
+        "Lock file for first-seen checksums (default: deps.lock in the cache folder); build_config/deps.lock is only "
+        "read unless named here."
+    ),
+    "pytorch_version": (
+        "PyTorch version to fetch for: its era chooses the default MKL and MAGMA versions (default: the source "
+        "tree's version, else the newest era that builds with --cuda)."
+    ),
+    "source": PLAN_HELP["source"],
+    "dry_run": (
+        "Show what would be fetched (each archive, from where, to which folder, whether it is already there) and stop."
+    ),
+}
+
+
+BUILD_EXT_HELP = {
+    **{name: PLAN_HELP[name] for name in ("cuda", "vs", "toolset", "compiler_cache", "arch_list", "jobs", "cache_dir")},
+    "path": "Folder of the extension (the one holding its setup.py).",
+    "pytorch_version": (
+        "PyTorch version the extension builds against (chooses the era's variables). Default: the installed torch's "
+        "version."
+    ),
+    "mode": "inplace (python setup.py build_ext --inplace; default), develop, or install.",
+    "clean": "Remove the extension's build/ folder first (a full rebuild; the compiler cache still helps).",
+    "log_dir": "Folder for this run's log and JSON report (default: <cache>/logs).",
+}
+
+
+NIGHTLY_HELP = {
+    "matrix": "Matrix file (default: build_config/nightly.toml): the entries to build and the nightly's settings.",
+    "only": "Build only this entry (repeat the flag for several). Default: every entry of the matrix.",
+    "force": "Build entries even when their source revision and configuration are unchanged since their last success.",
+    "output_dir": (
+        "Folder for wheels, logs, reports and summaries, as <dir>/<YYYY-MM-DD>/<entry>/ (default: the matrix's "
+        "output_dir, dist/nightly)."
+    ),
+    "keep_days": (
+        "Retention: remove date folders older than this many days, except each entry's newest wheel (default: the "
+        "matrix's keep_days)."
+    ),
+    "min_free_gb": (
+        "Free disk space, in GB, every entry needs before it starts (default: each entry's min_free_gb, else the "
+        "matrix's)."
+    ),
+    "cache_dir": PLAN_HELP["cache_dir"] + " Holds the entries' clones (nightly/src) and the nightly lock.",
+    "mirror": FETCH_DEPS_HELP["mirror"],
+}
+
+
+DOCTOR_HELP = {
+    "host": PLAN_HELP["host"],
+    "json": (
+        "Write this machine's facts as JSON (the file --host reads; safe to share: no credentials, no environment "
+        "dump)."
+    ),
+}
+
+CLEAN_HELP = {
+    "deps": (
+        "Remove the extracted MKL/MAGMA folders (cache/deps); the downloaded archives stay, so the next fetch-deps "
+        "re-extracts offline."
+    ),
+    "downloads": "Remove the downloaded archives and partial downloads (cache/downloads).",
+    "cache_dir": PLAN_HELP["cache_dir"],
+}
+
+VERIFY_HELP = {"python": "The Python whose torch to check (default: the one running this task)."}
+
+DIAGNOSE_HELP = {
+    "logfile": (
+        "The saved log to explain: a build log, pip or conda output, a failed import or verify run (UTF-8, UTF-16 or "
+        "a console code page)."
+    ),
+    "json": (
+        "Print the result as JSON (first error block and matching rules, as the build report stores them) instead of "
+        "text."
+    ),
+    "rules": "Diagnosis rules file to use instead of build_config/diagnosis.toml.",
+}
