@@ -23,8 +23,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePath
+from typing import Any, TypeVar
 
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.errors import BusyError, DependencyError
@@ -45,16 +45,19 @@ class Marker:
     extractor: str
 
 
+# A folder of this machine (Path) or of the machine a --host plan is for (PureWindowsPath).
+AnyPath = TypeVar("AnyPath", bound=PurePath)
+
 def downloads_root(cache_dir: Path) -> Path:
     return cache_dir / "downloads"
 
 
-def deps_root(cache_dir: Path) -> Path:
+def deps_root(cache_dir: AnyPath) -> AnyPath:
     return cache_dir / "deps"
 
 
-def deps_dir(cache_dir: Path, archive: Archive) -> Path:
-    """Where `archive` is (or will be) extracted."""
+def deps_dir(cache_dir: AnyPath, archive: Archive) -> AnyPath:
+    """Where `archive` is (or will be) extracted (a PureWindowsPath for another machine's plan)."""
     return deps_root(cache_dir) / archive.folder_name
 
 
