@@ -30,8 +30,8 @@ from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
 from pytorch_winbuild.builder.settings import RunnerSettings, load_settings
 from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
 from pytorch_winbuild.errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
-from pytorch_winbuild.faces.render import plan_to_dict
 from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.plan_record import plan_to_dict
 
 
 @dataclass(frozen=True)

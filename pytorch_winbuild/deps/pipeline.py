@@ -32,9 +32,9 @@ from pytorch_winbuild.deps.download import (
     sha256_of,
 )
 from pytorch_winbuild.deps.extract import BadArchive, install_archive
-from pytorch_winbuild.deps.fetch import FIRST_USE, FetchedArchive, Source, trust_of
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
 from pytorch_winbuild.deps.progress import make_progress
+from pytorch_winbuild.deps.records import FIRST_USE, FetchedArchive, Source, trust_of
 from pytorch_winbuild.errors import DependencyError
 from pytorch_winbuild.text.redact import redact_text
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pytorch_winbuild.facts.model import CudaInstall, Facts, toolset_msc_ver
+from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.arch_list import default_for_gpus
 from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
+from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.text.redact import redact_text
 

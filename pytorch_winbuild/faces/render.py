@@ -12,67 +12,17 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.planning.plan import EnvChange, Plan
+from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.plan_record import plan_to_dict, shown_value
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text import quoting_ps1 as ps1
 from pytorch_winbuild.text import quoting_sh as sh
-from pytorch_winbuild.text.redact import redact_text, redact_value
+from pytorch_winbuild.text.redact import redact_text
 
 FORMATS = ("table", "json", "bat", "ps1", "sh")
-
-
-def _value(change: EnvChange) -> str:
-    return redact_value(change.name, change.value)
-
-
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """The JSON form: `env` (final values of the touched variables) and `changes` (ordered, with reasons)."""
-    compiler = plan.compiler
-    return {
-        "os": plan.os,
-        "pytorch_version": plan.pytorch_version,
-        "pytorch_version_source": plan.pytorch_version_source,
-        "era": plan.era.name,
-        "python": plan.python,
-        "visual_studio": None
-        if compiler is None
-        else {
-            "product_line": compiler.instance.product_line,
-            "product": compiler.instance.product,
-            "version": compiler.instance.version,
-            "path": compiler.instance.path,
-            "toolset": compiler.toolset,
-            "msc_ver": compiler.msc_ver,
-        },
-        "cuda_host_toolset": None if plan.cuda_host_compiler is None else plan.cuda_host_compiler.toolset,
-        "vcvars": None
-        if plan.vcvars is None
-        else {"script": plan.vcvars.script, "args": list(plan.vcvars.args), "command": plan.vcvars.command},
-        "cuda": None
-        if plan.cuda is None
-        else {
-            "version": plan.cuda.version,
-            "path": plan.cuda.path,
-            "msc_range": list(plan.cuda_msc_range) if plan.cuda_msc_range else None,
-            "msc_range_source": plan.cuda_msc_range_source,
-        },
-        "generator": plan.generator,
-        "compiler_cache": plan.compiler_cache,
-        "archives": [
-            {"name": a.name, "version": a.version, "file_name": a.file_name, "folder": a.folder, "present": a.present}
-            for a in plan.archives
-        ],
-        "build_command": ["python", *plan.build_arguments],
-        "env": {name: redact_value(name, value) for name, value in plan.final_env().items()},
-        "changes": [{"name": c.name, "value": _value(c), "action": c.action, "reason": c.reason} for c in plan.changes],
-        "commands": [asdict(command) for command in plan.commands],
-        "decisions": list(plan.decisions),
-        "warnings": list(plan.warnings),
-    }
 
 
 def render_json(plan: Plan) -> str:
@@ -121,9 +71,11 @@ def render_table(plan: Plan) -> str:
     lines += ["", "Environment (in this order" + (", after vcvars):" if plan.vcvars else "):")]
     name_width = max((len(c.name) for c in plan.changes), default=0)
     for change in plan.changes:
-        shown = {"set": f"= {_value(change)}", "prepend": f"+= {_value(change)} (prepended)", "unset": "(unset)"}[
-            change.action
-        ]
+        shown = {
+            "set": f"= {shown_value(change)}",
+            "prepend": f"+= {shown_value(change)} (prepended)",
+            "unset": "(unset)",
+        }[change.action]
         lines.append(f"  {change.name:<{name_width}} {shown}")
         lines.append(_wrap(change.reason, indent=" " * (name_width + 5)))
     lines += ["", "Commands:"]
@@ -147,7 +99,7 @@ class _ScriptSyntax:
     def change_lines(self, plan: Plan) -> list[str]:
         lines = []
         for change in plan.changes:
-            value = _value(change)
+            value = shown_value(change)
             line = {
                 "set": lambda: self.set(change.name, value),
                 "prepend": lambda: self.prepend(change.name, value),

@@ -17,27 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.text.redact import redact_text
 
 SCHEMA_VERSION = 2
 # Schema 1 files (before GPUs were probed) still load: their `gpus` is None, "not probed".
 READABLE_SCHEMAS = (1, 2)
-
-
-def toolset_short(version: str) -> str:
-    """'14.11.25503' → '14.11'; '14.0' stays '14.0'."""
-    parts = version.split(".")
-    return ".".join(parts[:2])
-
-
-def toolset_msc_ver(version: str) -> int:
-    """The `_MSC_VER` a toolset's compiler reports: 14.0 → 1900, 14.N → 1900 + N."""
-    parts = version.split(".")
-    if len(parts) < 2 or parts[0] != "14" or not (parts[1].isascii() and parts[1].isdigit()):
-        raise ConfigurationError(
-            f"'{version}' is not an MSVC toolset version (expected 14.x, e.g. 14.11 or 14.16.27023)."
-        )
-    return 1900 + int(parts[1])
 
 
 @dataclass(frozen=True)
@@ -381,7 +367,5 @@ def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> 
             str(path), "top level", "nested too deeply to be a facts file (not valid for this format)"
         ) from None
     if product_lines is None:
-        from pytorch_winbuild.knowledge.model import load_knowledge  # here: knowledge.py imports this module
-
         product_lines = load_knowledge().products
     return facts_from_dict(data, str(path), product_lines)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.facts.model import toolset_msc_ver
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
+from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")
 _DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")

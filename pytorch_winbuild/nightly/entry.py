@@ -24,7 +24,6 @@ from pytorch_winbuild.builder import BuildRequest, SourceCheckout, acquire_sourc
 from pytorch_winbuild.builder.source import remote_url
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
-from pytorch_winbuild.faces.render import plan_to_dict
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.source_tree import read_source_version
 from pytorch_winbuild.knowledge.model import Knowledge
@@ -35,6 +34,7 @@ from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
 from pytorch_winbuild.nightly.shared_cache import shared_cache
 from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
 from pytorch_winbuild.planning.plan import EnvChange, Plan, make_plan
+from pytorch_winbuild.planning.plan_record import plan_to_dict
 from pytorch_winbuild.text.redact import redact_text
 
 SOURCES_FOLDER = Path("nightly") / "src"  # under the cache folder: one clone per entry

@@ -17,9 +17,10 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
-from pytorch_winbuild.facts.model import CudaInstall, Facts, VisualStudio, toolset_msc_ver, toolset_short
+from pytorch_winbuild.facts.model import CudaInstall, Facts, VisualStudio
 from pytorch_winbuild.knowledge.arch_list import parse_arch_list
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
+from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version
 from pytorch_winbuild.planning.era_choice import resolve_era
 from pytorch_winbuild.planning.gpu_plan import (

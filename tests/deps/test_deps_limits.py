@@ -24,8 +24,9 @@ from deps_support import FAST, MKL, FaultServer, Fetcher, Made, run_cli
 
 from pytorch_winbuild.deps.cache import download_path, installed_path, partial_path
 from pytorch_winbuild.deps.catalog import Archive, select_archives
-from pytorch_winbuild.deps.fetch import FIRST_USE, PINNED, VERIFIED, format_summary
+from pytorch_winbuild.deps.fetch import format_summary
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
+from pytorch_winbuild.deps.records import FIRST_USE, PINNED, VERIFIED
 from pytorch_winbuild.errors import DependencyError
 from pytorch_winbuild.knowledge.config_files import config_dir
 

@@ -1,0 +1,95 @@
+"""What a fetch works with: where archive files come from, how far each archive is trusted, and
+what this run did for it. Shared by fetch.py (the warm path) and pipeline.py (the cold path), so
+neither imports the other's module for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+from pytorch_winbuild.deps.catalog import Archive
+from pytorch_winbuild.deps.lockfile import Pin
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.text.redact import redact_text
+
+# How far an archive is trusted (FetchedArchive.trust).
+VERIFIED = "verified"  # matches a published checksum: deps.toml [known] or the shipped build_config/deps.lock
+FIRST_USE = "first use"  # nothing published: accepted now, as first seen, and recorded in the cache's lock
+PINNED = "pinned"  # nothing published: matches what the cache's lock recorded at its first download
+UNRECORDED = "unrecorded"  # nothing published nor recorded (extracted before the cache had a lock)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where archive files come from: the catalog's bucket, a mirror URL, or a local folder."""
+
+    base_url: str | None = None  # http(s) mirror ending in "/"; None with no folder → the catalog's URL
+    folder: Path | None = None  # file:// mirror or --from-dir
+    from_dir: bool = False
+
+
+def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
+    """Validate --mirror / --from-dir and say where files come from."""
+    if mirror and from_dir:
+        raise ConfigurationError(
+            "--mirror and --from-dir were both given.",
+            fix="use --from-dir for files downloaded by hand, or --mirror for a server or folder holding them, not both.",
+        )
+    if from_dir:
+        folder = Path(from_dir).expanduser()
+        if not folder.is_dir():
+            raise ConfigurationError(
+                f"--from-dir {folder}: no such folder.", fix="pass the folder holding the downloaded .7z files."
+            )
+        return Source(folder=folder, from_dir=True)
+    if not mirror:
+        return Source()
+    parsed = urlparse(mirror)
+    if parsed.scheme == "file":
+        path = url2pathname(parsed.path)
+        if parsed.netloc and parsed.netloc != "localhost":
+            path = "//" + parsed.netloc + path  # a UNC share: file://server/share/
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ConfigurationError(
+                f"--mirror {redact_text(mirror)}: the folder {folder} does not exist.",
+                fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.",
+            )
+        return Source(folder=folder)
+    if parsed.scheme in ("http", "https") and parsed.netloc:
+        return Source(base_url=mirror.rstrip("/") + "/")
+    raise ConfigurationError(
+        f"--mirror {redact_text(mirror)} is not an http://, https:// or file:// URL.",
+        fix="pass the base URL of a flat folder holding the archives, e.g. https://mirror.example.com/ossci-windows/ or file:///D:/mirror/.",
+    )
+
+
+@dataclass(frozen=True)
+class FetchedArchive:
+    """Where one archive is and what this run did for it."""
+
+    archive: Archive
+    path: Path
+    downloaded_bytes: int
+    seconds: float
+    action: str  # "cached", "downloaded", "copied", "extracted from downloads/"
+    trust: str = UNRECORDED  # VERIFIED, FIRST_USE, PINNED or UNRECORDED
+    checked_against: str = ""  # where the checksum it matched (VERIFIED, PINNED) or was recorded (FIRST_USE) is
+    sha256: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.trust == VERIFIED
+
+
+def trust_of(pins: list[Pin], sha256: str) -> tuple[str, str]:
+    """(trust, where) for an archive with this checksum that matched `pins`."""
+    published = [pin for pin in pins if pin.published]
+    if published:
+        return VERIFIED, published[-1].where  # the shipped lock when it has an entry, else deps.toml
+    if pins:
+        return PINNED, pins[0].where
+    return UNRECORDED, ""

@@ -1,0 +1,65 @@
+"""The plan as plain data: what `--format json` prints and what build and nightly reports store.
+
+Values of secret-looking variables are redacted here, so no report or JSON output can hold them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from pytorch_winbuild.planning.plan import EnvChange, Plan
+from pytorch_winbuild.text.redact import redact_value
+
+
+def shown_value(change: EnvChange) -> str:
+    """A change's value as any output shows it: redacted when the variable looks secret."""
+    return redact_value(change.name, change.value)
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The JSON form: `env` (final values of the touched variables) and `changes` (ordered, with reasons)."""
+    compiler = plan.compiler
+    return {
+        "os": plan.os,
+        "pytorch_version": plan.pytorch_version,
+        "pytorch_version_source": plan.pytorch_version_source,
+        "era": plan.era.name,
+        "python": plan.python,
+        "visual_studio": None
+        if compiler is None
+        else {
+            "product_line": compiler.instance.product_line,
+            "product": compiler.instance.product,
+            "version": compiler.instance.version,
+            "path": compiler.instance.path,
+            "toolset": compiler.toolset,
+            "msc_ver": compiler.msc_ver,
+        },
+        "cuda_host_toolset": None if plan.cuda_host_compiler is None else plan.cuda_host_compiler.toolset,
+        "vcvars": None
+        if plan.vcvars is None
+        else {"script": plan.vcvars.script, "args": list(plan.vcvars.args), "command": plan.vcvars.command},
+        "cuda": None
+        if plan.cuda is None
+        else {
+            "version": plan.cuda.version,
+            "path": plan.cuda.path,
+            "msc_range": list(plan.cuda_msc_range) if plan.cuda_msc_range else None,
+            "msc_range_source": plan.cuda_msc_range_source,
+        },
+        "generator": plan.generator,
+        "compiler_cache": plan.compiler_cache,
+        "archives": [
+            {"name": a.name, "version": a.version, "file_name": a.file_name, "folder": a.folder, "present": a.present}
+            for a in plan.archives
+        ],
+        "build_command": ["python", *plan.build_arguments],
+        "env": {name: redact_value(name, value) for name, value in plan.final_env().items()},
+        "changes": [
+            {"name": c.name, "value": shown_value(c), "action": c.action, "reason": c.reason} for c in plan.changes
+        ],
+        "commands": [asdict(command) for command in plan.commands],
+        "decisions": list(plan.decisions),
+        "warnings": list(plan.warnings),
+    }
