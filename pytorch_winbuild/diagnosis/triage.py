@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import re2
+
 from pytorch_winbuild.diagnosis.rules import LinearPattern, Pattern, PatternTooSlow, Rule, default_rules
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.text.redact import redact_text
@@ -498,6 +500,7 @@ class _BlockCollector:
 # --------------------------------------------------------------------------------------------
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _Probe = tuple[int, Pattern]  # (rule index, one of the rule's patterns)
 
 
@@ -545,6 +548,11 @@ class _Scanner:
         for probe, literals in wanted:
             for literal in dict.fromkeys(shared[literal] for literal in literals):
                 self.gated.setdefault(literal, []).append(probe)
+        # One pass finds every line worth a closer look: RE2 compiles the alternation of all the
+        # literals (the rules' and the error grammar's) into one automaton that reads each
+        # character once, where a str.find per literal would read the chunk ~90 times.
+        every_literal = dict.fromkeys([*self.gated, *_ERROR_LITERALS])
+        self.finder = re2.compile("|".join(re2.escape(literal) for literal in every_literal))
 
 
 @functools.lru_cache(maxsize=8)
@@ -595,11 +603,23 @@ class _LogScan:
         self.chars_seen += len(chunk)
         if self.collector is not None:
             self._continue_block(chunk, 0)
-        elif self.first_error is None:
-            found = self._first_error_start(chunk)
-            if found is not None:
-                self._start_block(chunk, *found)
-        self._match_rules(chunk)
+        hits: dict[int, set[int]] = {}  # rule index -> start offsets of its trigger lines
+        line_end = -1
+        for found in self._candidates(chunk):
+            if found.start() <= line_end:
+                continue  # another literal on a line already looked at
+            start, line_end = _line_bounds(chunk, found.start())
+            line = chunk[start:line_end]
+            if (
+                self.collector is None
+                and self.first_error is None
+                and any(literal in line for literal in _ERROR_LITERALS)
+            ):
+                kind = classify(line)
+                if kind:
+                    self._start_block(chunk, start, kind)
+            self._gated_hits(chunk, start, line_end, line, hits)
+        self._match_rules(chunk, hits)
         window = self.scanner.window
         self.carry = (self.carry + _lines_before(chunk, len(chunk), window))[-window:]
         self.lines_before_chunk += chunk.count("\n")
@@ -609,24 +629,6 @@ class _LogScan:
         return self.lines_before_chunk + (0 if self.ends_with_newline else 1)
 
     # -- first error ------------------------------------------------------------------------
-
-    def _first_error_start(self, chunk: str) -> tuple[int, str] | None:
-        """Offset and kind of the first line in `chunk` that starts an error block."""
-        best: tuple[int, str] | None = None
-        for literal in _ERROR_LITERALS:
-            position = 0
-            limit = len(chunk) if best is None else best[0]
-            while True:
-                found = chunk.find(literal, position, limit)
-                if found < 0:
-                    break
-                start, end = _line_bounds(chunk, found)
-                kind = classify(chunk[start:end])
-                if kind:
-                    best = (start, kind)
-                    break
-                position = end + 1
-        return best
 
     def _start_block(self, chunk: str, start: int, kind: str) -> None:
         number = self.lines_before_chunk + chunk.count("\n", 0, start) + 1
@@ -655,29 +657,37 @@ class _LogScan:
 
     # -- diagnosis rules --------------------------------------------------------------------
 
-    def _match_rules(self, chunk: str) -> None:
-        hits: dict[int, set[int]] = {}  # rule index -> start offsets of its trigger lines
+    def _candidates(self, chunk: str) -> Iterator[Any]:
+        """The finder's matches in `chunk`, in order. RE2 reads UTF-8, which cannot hold a lone
+        surrogate (text decoded with surrogateescape): those become U+FFFD, one character for
+        one, so every offset stays the same."""
+        try:
+            yield from self.scanner.finder.finditer(chunk)
+        except UnicodeEncodeError:
+            yield from self.scanner.finder.finditer(_LONE_SURROGATE.sub("\ufffd", chunk))
+
+    def _gated_hits(self, chunk: str, start: int, end: int, line: str, hits: dict[int, set[int]]) -> None:
+        """Run the patterns whose literal this line holds; record the line for those that match."""
         guarded, skipped = self.scanner.guarded, self.skipped
         for literal, probes in self.scanner.gated.items():
-            position = 0
-            while True:
-                found = chunk.find(literal, position)
-                if found < 0:
-                    break
-                start, end = _line_bounds(chunk, found)
-                for rule_index, pattern in probes:
-                    if rule_index in guarded:
-                        if rule_index in skipped:
-                            continue
-                        started = time.perf_counter()
-                        matched = pattern.search(chunk, start, end)
-                        if self._charge(rule_index, time.perf_counter() - started):
-                            continue
-                    else:
-                        matched = pattern.search(chunk, start, end)
-                    if matched:
-                        hits.setdefault(rule_index, set()).add(start)
-                position = end + 1
+            if literal not in line:
+                continue
+            for rule_index, pattern in probes:
+                if rule_index in guarded:
+                    if rule_index in skipped:
+                        continue
+                    started = time.perf_counter()
+                    matched = pattern.search(chunk, start, end)
+                    if self._charge(rule_index, time.perf_counter() - started):
+                        continue
+                else:
+                    matched = pattern.search(chunk, start, end)
+                if matched:
+                    hits.setdefault(rule_index, set()).add(start)
+
+    def _match_rules(self, chunk: str, hits: dict[int, set[int]]) -> None:
+        """Add the patterns no literal gates (searched on their own), then count each rule's lines."""
+        guarded, skipped = self.scanner.guarded, self.skipped
         for rule_index, pattern in self.scanner.ungated:
             # Past a final newline there is no line: a pattern that matches the empty string
             # there ('^$') would count a line too many, and be found there again and again.
