@@ -5,17 +5,21 @@ Expected values come from outside the code: real nvidia-smi output captured on a
 (CUDA C++ Programming Guide, "Binary Compatibility" / "PTX Compatibility"; CUDA Toolkit release
 notes, Tables 2 and 3) and PyTorch's torch/utils/cpp_extension.py `named_arches`.
 
-Test doubles, and why: this machine and CI have no NVIDIA driver, so nvidia-smi cannot run and
-NVML has no GPU to report. nvidia-smi is replaced by a runner that answers with the real output
-captured on the H100 machine; NVML's success path by a module with pynvml's function names
-returning that machine's values. NVML's "no driver" path runs for real.
+Test doubles, and why (docs/test-doubles.md lists every double of the suite): this machine and
+CI have no NVIDIA driver, so nvidia-smi cannot run and NVML has no GPU to report. nvidia-smi is
+replaced by a runner that answers with the real output captured on the H100 machine; NVML's
+success path by a module with pynvml's function names returning that machine's values. Both are
+checked against the captured files (nvidia-smi-query.csv, nvidia-smi-q.xml), so neither can drift
+from what the machine printed. NVML's "no driver" path runs for real.
 """
 
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
 import types
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
@@ -72,6 +76,16 @@ def plan(facts: dict, cuda: str = "auto", **options):
 # ---------------------------------------------------------------- probe
 
 
+# What the H100 machine's NVML reports, as nvidia-smi -q -x printed it there (checked below against
+# tests/fixtures/gpu/nvidia-smi-q.xml): driver, CUDA driver version (1000 * major + 10 * minor), name, MiB.
+H100_NVML = {"driver": "580.159.04", "cuda_int": 13000, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}
+# The query rows as `nvidia-smi --format=csv,noheader,nounits` gives them on that machine (checked below
+# against the captured --format=csv output, which has a header and units).
+SMI_ROW_WITH_CAP = "0, NVIDIA H100 80GB HBM3, 9.0, 580.159.04, 81559"
+SMI_ROW_OLD_DRIVER = "0, NVIDIA H100 80GB HBM3, 580.159.04, 81559"
+
+
+# Kept double: nvidia-smi needs an NVIDIA driver and GPU, which neither this machine nor CI has.
 class CapturedSmi:
     """nvidia-smi as the H100 machine answered (the query without units, the banner as printed)."""
 
@@ -87,12 +101,32 @@ class CapturedSmi:
         if "compute_cap" in query and self.old_driver:
             # The form drivers before the field existed use for an unknown query field.
             return CommandResult(2, 'Field "compute_cap" is not a valid field to query.\n\n')
-        row = (
-            "0, NVIDIA H100 80GB HBM3, 9.0, 580.159.04, 81559"
-            if "compute_cap" in query
-            else "0, NVIDIA H100 80GB HBM3, 580.159.04, 81559"
-        )
+        row = SMI_ROW_WITH_CAP if "compute_cap" in query else SMI_ROW_OLD_DRIVER
         return CommandResult(0, row + "\n")
+
+
+def test_the_nvidia_smi_stand_in_answers_what_the_machine_printed():
+    """The stand-in's rows against the captured CSV (same GPU, capability, driver, memory without " MiB")."""
+    with (FIXTURES / "nvidia-smi-query.csv").open(encoding="utf-8", newline="") as file:
+        (captured,) = [{key.strip(): value.strip() for key, value in row.items()} for row in csv.DictReader(file)]
+    memory = captured["memory.total [MiB]"].removesuffix(" MiB")
+    fields = (captured["index"], captured["name"], captured["compute_cap"], captured["driver_version"], memory)
+    assert ", ".join(fields) == SMI_ROW_WITH_CAP
+    assert ", ".join(fields[:2] + fields[3:]) == SMI_ROW_OLD_DRIVER
+    assert CapturedSmi()(["nvidia-smi"], 5).stdout == (FIXTURES / "nvidia-smi.txt").read_text(encoding="utf-8")
+
+
+def test_the_nvml_stand_in_answers_what_the_machine_printed():
+    """H100_NVML against nvidia-smi -q -x of the same machine (NVML is what nvidia-smi reads)."""
+    log = ElementTree.parse(FIXTURES / "nvidia-smi-q.xml").getroot()
+    (gpu,) = log.findall("gpu")
+    major, minor = log.findtext("cuda_version").split(".")
+    assert {
+        "driver": log.findtext("driver_version"),
+        "cuda_int": 1000 * int(major) + 10 * int(minor),
+        "name": gpu.findtext("product_name"),
+        "memory_mib": int(gpu.findtext("fb_memory_usage/total").removesuffix(" MiB")),
+    } == H100_NVML
 
 
 def test_nvidia_smi_fixtures_parse_as_the_machine_printed_them():
@@ -106,14 +140,11 @@ def test_nvidia_smi_fixtures_parse_as_the_machine_printed_them():
 
 
 def test_probe_falls_back_to_nvidia_smi_when_nvml_is_absent(tmp_path: Path):
+    """The real pynvml, which finds no libnvidia-ml here (as on CI), then nvidia-smi's captured answers."""
     runner = CapturedSmi()
-
-    def no_library():
-        raise NvmlUnavailable("NVML: NVML Shared Library Not Found", absent=True)
-
     notes: list[str] = []
     with Commands(runner) as commands:
-        answer = GpuProbe(no_library, tmp_path / "nvidia-smi", commands).result(notes)
+        answer = GpuProbe(read_nvml, tmp_path / "nvidia-smi", commands).result(notes)
     assert answer.gpus == (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 81559),)
     assert (answer.driver_version, answer.driver_cuda, answer.source) == ("580.159.04", "13.0", "nvidia-smi")
     assert notes == []
@@ -147,18 +178,19 @@ def test_nvml_answer_is_read_field_by_field(monkeypatch: pytest.MonkeyPatch):
     """pynvml's API with the H100 machine's values (nvidia-smi -q: 580.159.04, CUDA 13.0, 81559 MiB)."""
     import pynvml
 
+    # Kept double: NVML needs an NVIDIA driver and a GPU; this machine and CI have neither.
     fake = types.SimpleNamespace(
         NVMLError=pynvml.NVMLError,
         NVML_ERROR_LIBRARY_NOT_FOUND=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
         nvmlInit=lambda: None,
         nvmlShutdown=lambda: None,
-        nvmlSystemGetDriverVersion=lambda: "580.159.04",
-        nvmlSystemGetCudaDriverVersion_v2=lambda: 13000,
+        nvmlSystemGetDriverVersion=lambda: H100_NVML["driver"],
+        nvmlSystemGetCudaDriverVersion_v2=lambda: H100_NVML["cuda_int"],
         nvmlDeviceGetCount=lambda: 1,
         nvmlDeviceGetHandleByIndex=lambda i: i,
-        nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3\x1b[2J",
-        nvmlDeviceGetCudaComputeCapability=lambda h: (9, 0),
-        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=81559 * 1024 * 1024),
+        nvmlDeviceGetName=lambda h: H100_NVML["name"].encode() + b"\x1b[2J",
+        nvmlDeviceGetCudaComputeCapability=lambda h: (9, 0),  # compute_cap in nvidia-smi-query.csv
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=H100_NVML["memory_mib"] * 1024 * 1024),
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     answer = read_nvml()

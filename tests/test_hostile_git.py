@@ -246,7 +246,10 @@ def _files_holding(folder: Path, *secrets: str) -> list[str]:
 
 @pytest.fixture
 def git_argv_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `git` first on PATH that records its command line (what `ps` shows every user), then runs the real git."""
+    """A `git` first on PATH that records its command line (what `ps` shows every user), then runs the real git.
+
+    Not a double: a spy; every command still runs the real git against the real HTTP server.
+    """
     if os.name == "nt":
         pytest.skip("the recording git is a /bin/sh script; this suite runs on Linux (CI), where it always runs")
     real = shutil.which("git")

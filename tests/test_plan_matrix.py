@@ -7,10 +7,12 @@ build_config/hosts/README.md) and the PyTorch sources of each era (tests/test_co
 from __future__ import annotations
 
 import json
+from pathlib import PureWindowsPath
 
 import pytest
 from support import HOSTS_DIR
 
+from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
@@ -30,7 +32,8 @@ CUDA_OPTIONS = ["auto", "cpu", *KNOWLEDGE.cuda]
 
 
 def _locate(archive) -> tuple[str, bool]:
-    return f"{CACHE}\\deps\\{archive.file_name[:-3]}", False
+    """fetch-deps' own cache layout, as `invoke env --host` uses it for another machine's (empty) cache."""
+    return str(deps_dir(PureWindowsPath(CACHE), archive)), False
 
 
 def plan_for(host: str, cuda: str, **options) -> Plan:

@@ -2,8 +2,11 @@
 
 The fake tree is laid out exactly like a real install (`Program Files (x86)\\Microsoft Visual
 Studio\\2017\\BuildTools\\VC\\Tools\\MSVC\\14.11.25503`, `NVIDIA GPU Computing Toolkit\\CUDA\\v9.0`,
-…) and vswhere.exe / nvcc / the tools are real executables (shell scripts) that the probe runs,
-so the command handling — output decoding, exit codes, timeouts, parallelism — is exercised for real.
+…): Visual Studio, vswhere.exe and the registry cannot run on Linux, so they are stand-ins (shell
+scripts the probe really runs, a dictionary for HKLM). What does exist here is used for real: CUDA
+13.0's nvcc and headers (/usr/local/cuda) as a toolkit of that tree and as a Linux toolkit, and the
+real cmake, ninja, git and sccache as the tools on its PATH (build tier). docs/test-doubles.md lists
+every double and why it is kept.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -38,11 +42,35 @@ from pytorch_winbuild.facts.probe_windows import VSWHERE_ARGS, parse_vswhere, pr
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = REPO_ROOT / "build_config" / "hosts"
+# CUDA 13.0 as NVIDIA installs it on the project's Linux machines and CI (the build tier needs it).
+REAL_CUDA = Path("/usr/local/cuda")
+# CUDA 13.0's include/crt/host_config.h: `#if _MSC_VER < 1920 || _MSC_VER >= 1950` (VS 2019 and 2022 only),
+# the line of NVIDIA's header as installed (its #error names "between 2019 and 2022 (inclusive)").
+CUDA_13_0_MSC_RANGE = (1920, 1950)
+
+
+def real_cuda_release() -> tuple[str, str]:
+    """(MAJOR.MINOR, full version) of the real toolkit in NVIDIA's own words, not through the probe's
+    parsers: CUDA_VERSION in include/cuda.h (1000 * major + 10 * minor) and nvcc's `release X.Y, VX.Y.Z`."""
+    define = re.search(r"^#define CUDA_VERSION (\d+)$", (REAL_CUDA / "include" / "cuda.h").read_text(), re.MULTILINE)
+    assert define, "include/cuda.h defines CUDA_VERSION"
+    number = int(define.group(1))
+    banner = subprocess.run(
+        [str(REAL_CUDA / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    release = re.search(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)", banner)
+    assert release and release.group(1) == f"{number // 1000}.{number % 1000 // 10}", banner
+    assert release.group(1) == "13.0", "the project's machines have CUDA 13.0 at /usr/local/cuda"
+    return release.group(1), release.group(2)
+
 
 # ---------------------------------------------------------------- real-format inputs
 
 # The shapes of NVIDIA's host_config.h, reduced to the lines around the MSVC guard (and a GNU
-# guard before it, which must not be mistaken for it). Messages shortened.
+# guard before it, which must not be mistaken for it). Messages shortened. Written by hand from the
+# headers' guards as build_config/hosts/README.md cites them (CUDA 8.0 and 9.0.176: CUDAapi.jl's table
+# and build logs quoting the lines; 12.x: headers of 12.4-12.9), not from the parser's output;
+# test_the_real_cuda_13_header_has_the_guard_the_shapes_reduce checks the shape against NVIDIA's real header.
 HOST_CONFIG_CUDA80 = """
 #if defined(__GNUC__)
 #if __GNUC__ > 5
@@ -146,6 +174,7 @@ VERSION_JSON_CUDA124 = """{
 
 VERSION_TXT_CUDA90 = "CUDA Version 9.0.176\nCUDA Patch Version 9.0.176.1\nCUDA Patch Version 9.0.176.2\n"
 
+# `nvcc --version` of CUDA 13.0 as installed here, copied unchanged (test_the_nvcc_banner_is_a_real_capture checks it).
 NVCC_VERSION_CUDA130 = """nvcc: NVIDIA (R) Cuda compiler driver
 Copyright (c) 2005-2025 NVIDIA Corporation
 Built on Wed_Aug_20_01:58:59_PM_PDT_2025
@@ -362,6 +391,7 @@ def test_vswhere_output_edge_cases() -> None:
 # ---------------------------------------------------------------- a fake Windows machine
 
 
+# Kept double: the Windows registry (winreg) does not exist on Linux.
 class FakeRegistry:
     """HKLM as a dictionary: winreg does not exist here."""
 
@@ -389,6 +419,8 @@ def script(path: Path, body: str) -> Path:
     return path
 
 
+# Kept double: a Windows install of Visual Studio and of CUDA for Windows cannot exist on Linux; the
+# tree has their real folder and file names (Microsoft's and NVIDIA's layouts).
 class FakeWindows:
     """A Windows machine under `base`: C:\\Program Files (x86), C:\\Program Files, %TEMP%."""
 
@@ -423,6 +455,7 @@ class FakeWindows:
         """By default a vswhere that lists the VS 2017 Build Tools, in UTF-8, as `-utf8` asks."""
         listing = [vswhere_entry(self.vs2017, "15.9.28307.812", "BuildTools", "2017", "Visual Studio Build Tools 2017")]
         write(self.vswhere.parent / "listing.json", json.dumps(listing, indent=2, ensure_ascii=False))
+        # Kept double: vswhere.exe is a Windows program that reads Visual Studio's setup state; neither exists here.
         args = " ".join(VSWHERE_ARGS)  # quoted in the case pattern, so `*` is literal
         default = f'case "$*" in\n  "{args}") cat "$(dirname "$0")/listing.json" ;;\n  *) echo "unexpected arguments: $*" >&2; exit 87 ;;\nesac\n'
         script(self.vswhere, body if body is not None else default)
@@ -721,14 +754,19 @@ def test_cuda_folders_are_deduplicated_and_leftovers_noted(machine: FakeWindows)
     assert any("v9.2" in note and "not a CUDA toolkit" in note for note in report.notes)
 
 
+@pytest.mark.build
 def test_cuda_without_version_files_asks_nvcc(machine: FakeWindows) -> None:
-    root = machine.cuda_base / "v11.8"
-    script(root / "bin" / "nvcc.exe", "echo 'Cuda compilation tools, release 11.8, V11.8.89'\n")
-    write(root / "include" / "cuda_runtime.h")
-    write(root / "include" / "crt" / "host_config.h", HOST_CONFIG_CUDA12.replace("1950", "1940"))
+    """The real CUDA 13.0 nvcc (as bin/nvcc.exe) and NVIDIA's own headers in a toolkit folder without version files."""
+    major_minor, full = real_cuda_release()
+    root = machine.cuda_base / f"v{major_minor}"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "nvcc.exe").symlink_to(REAL_CUDA / "bin" / "nvcc")
+    (root / "include" / "crt").mkdir(parents=True)
+    shutil.copyfile(REAL_CUDA / "include" / "cuda_runtime.h", root / "include" / "cuda_runtime.h")
+    shutil.copyfile(REAL_CUDA / "include" / "crt" / "host_config.h", root / "include" / "crt" / "host_config.h")
     facts = probe_fake(machine).facts
     assert [(c.version, c.full_version, c.msc_range, c.env_var) for c in facts.cuda] == [
-        ("11.8", "11.8.89", (1910, 1940), None)
+        (major_minor, full, CUDA_13_0_MSC_RANGE, None)
     ]
 
 
@@ -740,18 +778,35 @@ def test_cudnn_include_dir_is_used_when_cuda_has_no_cudnn(machine: FakeWindows, 
     assert [c.cudnn for c in probe_fake(machine).facts.cuda] == ["9.1.0"]
 
 
+def _real_tool(name: str) -> tuple[str, str]:
+    """The real tool (the pip packages' cmake and ninja, git, sccache) and the MAJOR.MINOR.PATCH of its
+    own `--version` banner, read here with a plain pattern rather than the probe's parsers."""
+    import cmake
+    import ninja
+
+    found = {
+        "cmake": str(Path(cmake.CMAKE_BIN_DIR) / "cmake"),
+        "ninja": str(Path(ninja.BIN_DIR) / "ninja"),
+    }.get(name) or shutil.which(name)
+    assert found, f"the build tier needs {name} on PATH"
+    banner = subprocess.run([found, "--version"], capture_output=True, text=True, check=True, timeout=60).stdout
+    version = re.search(r"(\d+\.\d+\.\d+)", banner.splitlines()[0])
+    assert version, banner
+    return found, version.group(1)
+
+
+@pytest.mark.build
 def test_windows_tools_on_path_are_probed_in_parallel(machine: FakeWindows, tmp_path: Path) -> None:
+    """The real cmake, ninja, git and sccache, each behind a 0.6 s pause: one after another they would take 2.4 s."""
     bin_dir = tmp_path / "Program Files" / "CMake" / "bin"
     scripts_dir = tmp_path / "Python36" / "Scripts"
-    # every version command takes 0.6 s: run one after another they would take 3 s
-    script(
-        bin_dir / "cmake.exe",
-        "sleep 0.6\necho 'cmake version 3.12.4'\necho\necho 'CMake suite maintained and supported by Kitware (kitware.com/cmake).'\n",
-    )
-    script(scripts_dir / "ninja.exe", "sleep 0.6\necho 1.8.2\n")
-    script(scripts_dir / "sccache.exe", "sleep 0.6\necho 'sccache 0.10.0'\n")
-    script(scripts_dir / "git.exe", "sleep 0.6\necho 'git version 2.19.1.windows.1'\n")
+    expected = {}
+    for name, folder in (("cmake", bin_dir), ("ninja", scripts_dir), ("sccache", scripts_dir), ("git", scripts_dir)):
+        real, expected[name] = _real_tool(name)
+        script(folder / f"{name}.exe", f'sleep 0.6\nexec "{real}" "$@"\n')
+    # Kept double: a tool whose --version fails; no real tool here fails on purpose.
     script(scripts_dir / "ccache.exe", "sleep 0.6\necho broken >&2\nexit 1\n")
+    # Kept doubles, present only: clcache (Windows only) and 7-Zip are found by name, their versions never asked.
     write(scripts_dir / "clcache.exe")
     write(machine.pf / "7-Zip" / "7z.exe")
     machine.environ["Path"] = f"{bin_dir};{scripts_dir}"
@@ -760,11 +815,8 @@ def test_windows_tools_on_path_are_probed_in_parallel(machine: FakeWindows, tmp_
     elapsed = time.monotonic() - started
     tools = report.facts.tools
     assert {name: tool.version for name, tool in tools.items()} == {
-        "cmake": "3.12.4",
-        "ninja": "1.8.2",
-        "git": "2.19.1",
+        **expected,
         "clcache": None,
-        "sccache": "0.10.0",
         "ccache": None,
         "7z": None,
     }
@@ -799,7 +851,11 @@ def test_no_secret_reaches_facts_or_notes(machine: FakeWindows) -> None:
 # ---------------------------------------------------------------- a fake Linux machine
 
 
-def test_probe_linux_on_a_fake_tree(tmp_path: Path) -> None:
+@pytest.mark.build
+def test_probe_linux_on_a_fake_tree_and_the_real_toolkit(tmp_path: Path) -> None:
+    """A CUDA 11.8 tree (kept double: no CUDA 11.8 here) in a fake /usr/local; the real CUDA 13.0 as CUDA_HOME."""
+    major_minor, full = real_cuda_release()
+    assert not list((REAL_CUDA / "include").glob("cudnn*.h")), "the expected cuDNN below is 'none installed'"
     usr_local = tmp_path / "usr" / "local"
     cuda118 = usr_local / "cuda-11.8"
     write(cuda118 / "bin" / "nvcc")
@@ -811,13 +867,8 @@ def test_probe_linux_on_a_fake_tree(tmp_path: Path) -> None:
         CUDNN_H_7.replace("CUDNN_MAJOR 7", "CUDNN_MAJOR 8").replace("CUDNN_MINOR 6", "CUDNN_MINOR 9"),
     )
     (usr_local / "cuda").symlink_to(cuda118)
-    pip_cuda = tmp_path / "venv" / "cuda 13"
-    script(pip_cuda / "bin" / "nvcc", f"cat <<'EOF'\n{NVCC_VERSION_CUDA130}EOF\n")
-    write(pip_cuda / "include" / "cuda_runtime.h")
-    write(pip_cuda / "include" / "crt" / "host_config.h", HOST_CONFIG_CUDA12)
-    (pip_cuda / "include" / "nvtx3").mkdir()
     report = probe_linux(
-        {"CUDA_HOME": str(pip_cuda), "PATH": str(pip_cuda / "bin"), "TMPDIR": "/var/tmp"},
+        {"CUDA_HOME": str(REAL_CUDA), "PATH": str(REAL_CUDA / "bin"), "TMPDIR": "/var/tmp"},
         python=PYTHON,
         cpu_count=4,
         usr_local=usr_local,
@@ -833,11 +884,12 @@ def test_probe_linux_on_a_fake_tree(tmp_path: Path) -> None:
     )
     assert [(c.version, c.full_version, c.path, c.msc_range, c.nvtx, c.cudnn) for c in facts.cuda] == [
         ("11.8", "11.8.20220929", str(usr_local / "cuda"), None, str(usr_local / "cuda"), "8.9.5"),
-        ("13.0", "13.0.88", str(pip_cuda), None, str(pip_cuda / "include" / "nvtx3"), None),
+        (major_minor, full, str(REAL_CUDA), None, str(REAL_CUDA / "include" / "nvtx3"), None),
     ]
 
 
 def test_nvcc_wrapper_outside_a_toolkit_is_a_note(tmp_path: Path) -> None:
+    # Not a double: the input under test, a wrapper script outside any toolkit (as /usr/local/bin/nvcc often is).
     wrapper = script(tmp_path / "bin" / "nvcc", 'exec /opt/cuda/bin/nvcc "$@"\n')
     report = probe_linux({"PATH": str(wrapper.parent)}, python=PYTHON, usr_local=tmp_path / "nothing")
     assert report.facts.cuda == ()
@@ -884,6 +936,30 @@ def test_probe_reports_this_linux_machine_honestly() -> None:
             assert 1900 <= low < high
     assert probe() == facts_from_dict(json.loads(facts.to_json()))
     assert elapsed < 5.0, f"probing took {elapsed:.2f} s"
+
+
+@pytest.mark.build
+def test_the_nvcc_banner_is_a_real_capture() -> None:
+    banner = subprocess.run([str(REAL_CUDA / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True)
+    assert banner.stdout == NVCC_VERSION_CUDA130
+
+
+@pytest.mark.build
+def test_the_real_cuda_13_header_has_the_guard_the_shapes_reduce() -> None:
+    """NVIDIA's installed CUDA 13.0 include/crt/host_config.h: the range of its guard, and the layout the
+    hand-written HOST_CONFIG_CUDA12 keeps (`#if` guard, blank line, `#error -- unsupported ...`)."""
+    text = (REAL_CUDA / "include" / "crt" / "host_config.h").read_text(encoding="utf-8")
+    assert parse_host_config_msc_range(text) == CUDA_13_0_MSC_RANGE
+    shape = re.compile(
+        r"^#if defined\(_WIN32\)\n\n#if _MSC_VER < (\d+) \|\| _MSC_VER >= (\d+)\n\n"
+        r"#error -- unsupported Microsoft Visual Studio version! Only the versions between \d+ and \d+ \(inclusive\)",
+        re.MULTILINE,
+    )
+    real, reduced = shape.search(text), shape.search(HOST_CONFIG_CUDA12)
+    assert real and reduced
+    assert (int(real.group(1)), int(real.group(2))) == CUDA_13_0_MSC_RANGE
+    # NVIDIA's own #endif comment is stale here too (it says 1910): only the #if counts, as the parser assumes.
+    assert "#endif /* (_MSC_VER < 1910 || _MSC_VER >= 1950) */" in text
 
 
 def test_run_command_never_raises() -> None:
@@ -941,6 +1017,29 @@ def test_shipped_facts_file_loads_and_round_trips(path: Path, tmp_path: Path) ->
         assert cuda.nvtx is not None
     if facts.cuda:
         assert facts.cuda_by_version(facts.cuda_path.rsplit("\\v", 1)[1]) is not None
+
+
+# Microsoft's numbering: product line → installationVersion major, and the MSVC toolsets it ships
+# (toolset 14.N is _MSC_VER 1900 + N: 14.0 VS 2015, 14.1x VS 2017, 14.2x VS 2019, 14.3x-14.4x VS 2022).
+MICROSOFT_LINES = {"2015": ("14", range(0, 1)), "2017": ("15", range(10, 20)), "2019": ("16", range(20, 30))}
+MICROSOFT_LINES["2022"] = ("17", range(30, 50))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[path.name for path in SHIPPED])
+def test_shipped_facts_files_follow_microsoft_and_nvidia_layouts(path: Path) -> None:
+    """The hand-written machines against the products' own layouts, not against the probe's output."""
+    facts = load_facts(path)
+    for vs in facts.visual_studio:
+        major, minors = MICROSOFT_LINES[vs.product_line]
+        assert vs.version.split(".")[0] == major, vs.version
+        assert all(int(toolset.split(".")[1]) in minors for toolset in vs.toolsets), vs.toolsets
+        # VS 2015: VC\vcvarsall.bat; VS 2017 and later: VC\Auxiliary\Build\vcvarsall.bat
+        folder = "\\VC\\" if vs.product_line == "2015" else "\\VC\\Auxiliary\\Build\\"
+        assert vs.vcvars["vcvarsall.bat"] == vs.path + folder + "vcvarsall.bat"
+    for cuda in facts.cuda:
+        # NVIDIA's Windows installer: <ProgramFiles>\NVIDIA GPU Computing Toolkit\CUDA\v<X.Y>\bin\nvcc.exe
+        assert cuda.nvcc == f"C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v{cuda.version}\\bin\\nvcc.exe"
+        assert cuda.full_version is None or cuda.full_version.startswith(cuda.version + ".")
 
 
 def test_an_instance_of_a_visual_studio_it_does_not_know_is_left_out_with_a_note(tmp_path: Path) -> None:

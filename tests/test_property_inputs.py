@@ -955,7 +955,7 @@ YAML_CONTENT = st.tuples(mutated(CONFIG_DOC, CONFIG_VALUES), st.booleans()).map(
 
 def _python_value(draw: st.DrawFn, spec: Spec) -> str:
     kind = draw(st.sampled_from(["missing", "folder", "file", "fake", "fake", "name"]))
-    if kind == "fake":  # an executable that is not Python: prints junk, exits with any code
+    if kind == "fake":  # hostile input, not a double: an executable that is not Python, prints junk, any exit code
         body = draw(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00'"), max_size=200))
         spec.files["in/fake-python"] = _encode(f"#!/bin/sh\nprintf '%s' '{body}'\nexit {draw(st.integers(0, 255))}\n")
         spec.executables.add("in/fake-python")

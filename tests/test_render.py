@@ -1,4 +1,12 @@
-"""The script formats' quoting, checked as text (the .bat also runs for real under Wine: tests/cmd)."""
+"""The script formats' quoting, checked as text (the .bat also runs for real under Wine: tests/cmd).
+
+Provenance of the expected lines: the vcvars call is PyTorch v0.4.1's README (Windows),
+`call "%VS150COMNTOOLS%\\vcvarsall.bat" x64 -vcvars_ver=14.11`, at the VS 2017 Build Tools folder of
+build_config/hosts/vs2017-cuda90-cuda100.json (14.11: the newest toolset CUDA 9.0.176's host_config.h
+accepts); the CUDA folder is NVIDIA's default install folder; the quoting is each shell's own rule
+(cmd: `set "NAME=value"` with %% for %; PowerShell: '' inside '...'; sh: '\\'' inside '...').
+tests/test_seed_recipes.py checks the whole .bat of the seeds' machine against the seeds' recipe.
+"""
 
 from __future__ import annotations
 

@@ -147,6 +147,7 @@ def _script() -> dict[str, Any]:
     return namespace
 
 
+# Kept double: torch.cuda needs an NVIDIA GPU and a CUDA build of torch; this machine and CI have neither.
 class FakeCuda:
     """torch.cuda with devices of given names and capabilities; a device can fail or compute wrongly."""
 
@@ -186,6 +187,7 @@ class FakeCuda:
 
 
 def fake_torch(cuda: FakeCuda, version: str | None = "12.8") -> SimpleNamespace:
+    """The real CPU torch's tensors and ops, with `cuda` standing in for torch.cuda (no GPU here)."""
     import torch
 
     def device(kind: str, index: int) -> Any:
@@ -212,7 +214,8 @@ def fake_torch(cuda: FakeCuda, version: str | None = "12.8") -> SimpleNamespace:
     )
 
 
-# As torch words it: the error, then lines of advice.
+# As torch words it: the error (CUDA's cudaErrorNoKernelImageForDevice string, also quoted in seed 000's
+# FAQ), then the advice torch appends (c10/cuda/CUDAMiscFunctions.cpp, torch 1.10+, as user reports show it).
 NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
 
 
@@ -261,6 +264,7 @@ def test_torch_warnings_during_the_check_are_kept_in_one_line_each() -> None:
 
     class Warning(FakeCuda):
         def get_device_capability(self, index: int) -> tuple[int, int]:
+            # torch 2.5-2.9 torch/cuda/__init__.py `_check_capability` (old_gpu_warn), as user reports quote it
             warnings.warn(
                 "\n    Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1.\n    Minimum and Maximum cuda capability supported by this version of PyTorch is\n    (7.5) - (12.0)\n",
                 stacklevel=1,

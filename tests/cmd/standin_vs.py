@@ -7,6 +7,10 @@ SDK and calls vsdevcmd\\ext\\vcvars.bat for the MSVC toolset. A missing toolset 
 `[ERROR:vcvars.bat] ...` and `[ERROR:VsDevCmd.bat] ...` lines and exit status 0. The toolset
 folders use the real names (bin\\Hostx64\\x64) while the scripts write HostX64, as the real ones
 do. Everything lives under `<root>/Program Files (x86)/`, so every path has spaces and `(x86)`.
+
+Kept doubles (docs/test-doubles.md): Visual Studio cannot be installed or run on Linux, and its own
+scripts are Microsoft's, not redistributable; the command interpreter that runs these is real (Wine's
+cmd). The `[ERROR:...]` lines and variable names follow Microsoft's scripts as build logs quote them.
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ real folder tree visible to Wine, with `(x86)`, spaces, `&` and `%` in the paths
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import pytest
 from conftest import WINE_DEFAULT_PATH  # tests/cmd/conftest.py
 from support import HOSTS_DIR
 
+from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.faces.render import render_bat
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.model import load_knowledge
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.cmd
 
 # A stand-in for VS 2017's vcvarsall.bat: takes the architecture and -vcvars_ver, prepends the
 # toolset's bin folder to PATH and sets what the real one leaves behind for these checks.
+# Kept double: Visual Studio cannot be installed on Linux (its scripts need the real install); cmd is real.
 STAND_IN_VCVARSALL = r"""@echo off
 rem cmd splits "-vcvars_ver=14.11" at the "=": the toolset is the third argument
 set "__VCVARS_TOOLSET=%~3"
@@ -78,7 +80,8 @@ def test_bat_gives_exactly_the_planned_environment(tmp_path: Path, windows_machi
         Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, arch_list="6.1;7.0+PTX", jobs=3),
         facts_from_dict(windows_machine),
         load_knowledge(),
-        locate_archive=lambda archive: (cache_dir + "\\deps\\" + archive.file_name[:-3], False),
+        # fetch-deps' own cache layout, as `invoke env --host` uses it for another machine's (not yet filled) cache
+        locate_archive=lambda archive: (str(deps_dir(PureWindowsPath(cache_dir), archive)), False),
     )
     env = _run_bat(tmp_path, run_cmd, wine_path, render_bat(plan))
 

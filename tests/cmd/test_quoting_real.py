@@ -168,6 +168,7 @@ def test_a_failing_vcvars_call_that_needs_the_helpers_cleans_up(run_bat, tmp_pat
     assert not [name for name in run.env if name.startswith(("HOSTILE_", "__WINBUILD_"))]
 
 
+# Kept double: Visual Studio's vcvarsall.bat needs a Visual Studio install, which cannot exist on Linux.
 STAND_IN_VCVARSALL = r"""@echo off
 set "STANDIN_SCRIPT=%~f0"
 set "STANDIN_ARGS=%*"

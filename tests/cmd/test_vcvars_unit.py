@@ -1,6 +1,8 @@
 """vcvars capture without an interpreter: quoting, `set` parsing, diffs, decoding, Wine paths.
 
-These run in the quick tier (no marker); test_vcvars_wine.py runs the same code through cmd.
+These run in the quick tier (no marker); test_vcvars_wine.py runs the same code through cmd. The
+hand-written UTF-16 streams below are inputs in the form `cmd /u` writes (checked against the real cmd
+there); the Wine path tests use the cmd tier's real Wine prefix, so they carry the `cmd` marker.
 """
 
 from __future__ import annotations
@@ -236,55 +238,52 @@ def test_the_error_names_the_line_and_the_toolset_to_install() -> None:
 
 
 @pytest.fixture
-def fake_prefix(tmp_path: Path) -> Path:
-    """A prefix's drive mapping as Wine lays it out: dosdevices/c: → drive_c, z: → /."""
-    prefix = tmp_path / "prefix"
-    (prefix / "drive_c" / "windows" / "system32").mkdir(parents=True)
-    (prefix / "drive_c" / "windows" / "system32" / "cmd.exe").write_bytes(b"MZ")
-    (prefix / "dosdevices").mkdir()
-    (prefix / "dosdevices" / "c:").symlink_to("../drive_c")
-    (prefix / "dosdevices" / "z:").symlink_to("/")
-    return prefix
+def real_prefix(wine_prefix) -> Path:
+    """The session's Wine prefix as wineboot made it: dosdevices/c: → drive_c, z: → /."""
+    return wine_prefix.path
 
 
-def test_wine_paths(fake_prefix: Path, tmp_path: Path) -> None:
+@pytest.mark.cmd
+def test_wine_paths(real_prefix: Path, tmp_path: Path) -> None:
     folder = tmp_path / "Program Files (x86)" / "Hostx64"
     folder.mkdir(parents=True)
 
     assert to_wine_path(folder) == "Z:" + str(folder).replace("/", "\\")
-    assert from_wine_path(to_wine_path(folder), fake_prefix) == folder
-    assert from_wine_path(to_wine_path(folder).replace("Hostx64", "HostX64").upper(), fake_prefix) == folder
+    assert from_wine_path(to_wine_path(folder), real_prefix) == folder
+    assert from_wine_path(to_wine_path(folder).replace("Hostx64", "HostX64").upper(), real_prefix) == folder
     assert (
-        from_wine_path(r"c:\WINDOWS\System32\CMD.EXE", fake_prefix)
-        == fake_prefix / "drive_c" / "windows" / "system32" / "cmd.exe"
+        from_wine_path(r"c:\WINDOWS\System32\CMD.EXE", real_prefix)
+        == real_prefix / "drive_c" / "windows" / "system32" / "cmd.exe"
     )
-    assert from_wine_path(r"C:\windows\missing.exe", fake_prefix) is None
-    assert from_wine_path(r"Q:\no\such\drive", fake_prefix) is None
-    assert from_wine_path(r"relative\path", fake_prefix) is None
-    assert from_wine_path(r"\\server\share\x", fake_prefix) is None
+    assert from_wine_path(r"C:\windows\missing.exe", real_prefix) is None
+    assert from_wine_path(r"Q:\no\such\drive", real_prefix) is None
+    assert from_wine_path(r"relative\path", real_prefix) is None
+    assert from_wine_path(r"\\server\share\x", real_prefix) is None
     with pytest.raises(ValueError):
         to_wine_path("relative/path")
 
 
-def test_program_search_follows_path_and_pathext(fake_prefix: Path, tmp_path: Path) -> None:
+@pytest.mark.cmd
+def test_program_search_follows_path_and_pathext(real_prefix: Path, tmp_path: Path) -> None:
     empty = tmp_path / "Empty (x86)"
     wrapper = tmp_path / "Wrapper"
     compiler = tmp_path / "Hostx64" / "x64"
     for folder in (empty, wrapper, compiler):
         folder.mkdir(parents=True)
     (wrapper / "cl.bat").write_bytes(b"@echo off")
+    # Kept double: MSVC's cl.exe cannot be installed on Linux; the search looks at names only.
     (compiler / "CL.EXE").write_bytes(b"MZ")
     (empty / "cl.exe").mkdir()  # a folder named cl.exe is not a program
     path = f'{to_wine_path(empty)};;"{to_wine_path(compiler)}";{to_wine_path(wrapper)}'
 
-    found = find_program("cl", {"Path": path, "PATHEXT": ".COM;.EXE"}, fake_prefix)
+    found = find_program("cl", {"Path": path, "PATHEXT": ".COM;.EXE"}, real_prefix)
     assert found == to_wine_path(compiler / "CL.EXE")
     assert find_program(
-        "cl", {"PATH": f"{to_wine_path(wrapper)};{to_wine_path(compiler)}", "PATHEXT": ".COM;.EXE;.BAT"}, fake_prefix
+        "cl", {"PATH": f"{to_wine_path(wrapper)};{to_wine_path(compiler)}", "PATHEXT": ".COM;.EXE;.BAT"}, real_prefix
     ) == to_wine_path(wrapper / "cl.bat")
-    assert find_program("cl.exe", {"PATH": to_wine_path(compiler)}, fake_prefix) == to_wine_path(compiler / "CL.EXE")
-    assert find_program("cl", {"PATH": to_wine_path(empty), "PATHEXT": ".EXE"}, fake_prefix) is None
-    assert find_program("cl", {"PATHEXT": ".EXE"}, fake_prefix) is None
+    assert find_program("cl.exe", {"PATH": to_wine_path(compiler)}, real_prefix) == to_wine_path(compiler / "CL.EXE")
+    assert find_program("cl", {"PATH": to_wine_path(empty), "PATHEXT": ".EXE"}, real_prefix) is None
+    assert find_program("cl", {"PATHEXT": ".EXE"}, real_prefix) is None
 
 
 # --- how cmd is started ---------------------------------------------------------------------------------

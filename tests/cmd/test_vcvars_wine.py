@@ -2,6 +2,9 @@
 
 Every stand-in lives under `<tmp>/Program Files (x86)/...`, so each run also proves the command
 line quoting survives spaces and `(x86)` (and `&` where noted).
+
+Kept doubles: the Visual Studio scripts (standin_vs.py and the small .bat files below) and the `MZ`
+placeholders named cl.exe, because Visual Studio cannot be installed on Linux; cmd itself is real.
 """
 
 from __future__ import annotations

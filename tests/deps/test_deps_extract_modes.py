@@ -167,6 +167,7 @@ def test_an_inside_link_that_cannot_be_created_is_skipped_with_a_note(
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise OSError(1314, "A required privilege is not held by the client")
 
+    # Kept double: Windows refuses links without SeCreateSymbolicLinkPrivilege; Linux always lets this user make them.
     monkeypatch.setattr(os, "symlink", refuse)
     target = tmp_path / "deps" / "mkl"
     lines: list[str] = []

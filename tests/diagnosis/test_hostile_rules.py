@@ -166,6 +166,7 @@ def test_a_copy_of_the_shipped_file_with_a_rule_added_still_loads(tmp_path: Path
 def test_without_re2_a_user_file_is_refused_but_shipped_patterns_still_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Kept double: google-re2 is a dependency, installed here and on CI; a Python without it is simulated.
     monkeypatch.setitem(sys.modules, "re2", None)  # import re2 now raises ImportError
     with pytest.raises(ConfigurationError, match="need the google-re2 package") as raised:
         load_rules(write(tmp_path / "rules.toml", rule_table("mine", ["cache server offline"])))

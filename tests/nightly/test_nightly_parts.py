@@ -1,4 +1,4 @@
-"""The nightly's parts on real things: TCP endpoints, folders and files, interpreters, the disk."""
+"""The nightly's parts on real things: a real Redis and TCP endpoints, folders and files, interpreters, the disk."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from nightly_support import free_port
+from nightly_support import Redis, free_port
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.nightly.disk import check_free_space
@@ -24,33 +24,37 @@ SOURCE = "/src/nightly/cpu"
 
 @pytest.fixture
 def listening() -> Iterator[int]:
-    """A real TCP listener on 127.0.0.1: what a reachable cache server looks like to a connect()."""
+    """A real TCP listener on 127.0.0.1: what a reachable cache server looks like to a connect().
+
+    Kept double, for memcached only: memcached is not installed here or on CI (the Redis tests use a real Redis).
+    """
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         yield server.getsockname()[1]
 
 
-def test_redis_from_the_runner_environment(listening: int) -> None:
+@pytest.mark.services
+def test_redis_from_the_runner_environment(redis_server: Redis) -> None:
     env = {
-        "SCCACHE_REDIS_ENDPOINT": f"redis://127.0.0.1:{listening}",
-        "SCCACHE_REDIS_PASSWORD": "pw",
+        "SCCACHE_REDIS_ENDPOINT": redis_server.endpoint,
+        "SCCACHE_REDIS_PASSWORD": redis_server.password,
         "SCCACHE_DIR": "/c/sccache",
     }
     cache = shared_cache("sccache", env, (), "nightly.toml", SOURCE)
-    assert (
-        cache.backends == ("redis",) and cache.location == f"redis://127.0.0.1:{listening}" and cache.fallback is None
-    )
+    assert cache.backends == ("redis",) and cache.location == redis_server.endpoint and cache.fallback is None
     assert cache.changes == (EnvChange("SCCACHE_BASEDIRS", SOURCE, "set", cache.changes[0].reason),)
-    assert cache.describe() == f"sccache → redis (redis://127.0.0.1:{listening})"
+    assert cache.describe() == f"sccache → redis ({redis_server.endpoint})"
 
 
-def test_matrix_variables_apply_where_the_environment_is_silent(listening: int) -> None:
-    matrix_env = (("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}"), ("SCCACHE_REDIS_KEY_PREFIX", "winbuild"))
+@pytest.mark.services
+def test_matrix_variables_apply_where_the_environment_is_silent(redis_server: Redis) -> None:
+    endpoint = f"127.0.0.1:{redis_server.port}"
+    matrix_env = (("SCCACHE_REDIS_ENDPOINT", endpoint), ("SCCACHE_REDIS_KEY_PREFIX", "winbuild"))
     cache = shared_cache("sccache", {"SCCACHE_REDIS_KEY_PREFIX": "from-runner"}, matrix_env, "nightly.toml", SOURCE)
     assert cache.backends == ("redis",)
     assert [(c.name, c.value, c.action) for c in cache.changes] == [
-        ("SCCACHE_REDIS_ENDPOINT", f"127.0.0.1:{listening}", "set"),
+        ("SCCACHE_REDIS_ENDPOINT", endpoint, "set"),
         ("SCCACHE_BASEDIRS", SOURCE, "set"),
     ]
     assert cache.changes[0].reason == "shared compiler cache (nightly.toml [shared_cache])"
