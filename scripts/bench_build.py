@@ -38,7 +38,9 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, st
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(
-            f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            f"`{' '.join(command)}` failed with exit status {done.returncode}:\n"
+            f"{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}"
         )
     return seconds, done.stdout + done.stderr
 
@@ -75,7 +77,8 @@ def main() -> None:
         ]
 
         print(
-            f"extension: {FIXTURE.relative_to(REPO_ROOT)} (3 translation units including torch/extension.h), {os.cpu_count()} CPUs",
+            f"extension: {FIXTURE.relative_to(REPO_ROOT)} (3 translation units including torch/extension.h), "
+            f"{os.cpu_count()} CPUs",
             flush=True,
         )
         cold, _ = timed(invoke, REPO_ROOT, env)
@@ -90,7 +93,8 @@ def main() -> None:
             seconds, output = timed(invoke, REPO_ROOT, env)
             if "ninja: no work to do." not in Path(last_report(cache / "logs")["log"]).read_text(encoding="utf-8"):
                 sys.exit(
-                    "the rebuild through invoke compiled something: it is not a no-op, so the comparison would be wrong."
+                    "the rebuild through invoke compiled something: it is not a no-op, so the comparison "
+                    "would be wrong."
                 )
             orchestrated.append(seconds)
         # The bare run gets exactly the environment the orchestrator gave the build (from its report),
@@ -107,17 +111,21 @@ def main() -> None:
     invoke_median, bare_median = statistics.median(orchestrated), statistics.median(bare)
     overhead = invoke_median - bare_median
     print(
-        f"no-op rebuild, invoke build-ext        {invoke_median:8.2f} s   (median of {options.repeat}: {', '.join(f'{s:.2f}' for s in orchestrated)})"
+        f"no-op rebuild, invoke build-ext        {invoke_median:8.2f} s   (median of {options.repeat}: "
+        f"{', '.join(f'{s:.2f}' for s in orchestrated)})"
     )
     print(
-        f"no-op rebuild, bare setup.py build_ext {bare_median:8.2f} s   (median of {options.repeat}: {', '.join(f'{s:.2f}' for s in bare)})"
+        f"no-op rebuild, bare setup.py build_ext {bare_median:8.2f} s   (median of {options.repeat}: "
+        f"{', '.join(f'{s:.2f}' for s in bare)})"
     )
     print()
     print(
-        f"compiler cache: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: {'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})"
+        f"compiler cache: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: "
+        f"{'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})"
     )
     print(
-        f"orchestrator overhead on a no-op rebuild: {overhead:+.2f} s (target <= {OVERHEAD_TARGET_SECONDS:.0f} s: {'met' if overhead <= OVERHEAD_TARGET_SECONDS else 'MISSED'})"
+        f"orchestrator overhead on a no-op rebuild: {overhead:+.2f} s (target <= "
+        f"{OVERHEAD_TARGET_SECONDS:.0f} s: {'met' if overhead <= OVERHEAD_TARGET_SECONDS else 'MISSED'})"
     )
 
 

@@ -40,7 +40,9 @@ def timed(command: list[str], env: dict[str, str]) -> float:
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(
-            f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            f"`{' '.join(command)}` failed with exit status {done.returncode}:\n"
+            f"{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}"
         )
     return seconds
 
@@ -113,12 +115,14 @@ def bench(cache: str, cuda: str, arch_list: str, env: dict[str, str]) -> float:
         )
         warm = timed([*invoke, "--clean"], env)
         print(
-            f"{cache}: warm build (--clean, cache full)  {warm:8.2f} s   ({describe_cache(last_report(cache_dir / 'logs'))})",
+            f"{cache}: warm build (--clean, cache full)  {warm:8.2f} s   "
+            f"({describe_cache(last_report(cache_dir / 'logs'))})",
             flush=True,
         )
     speedup = cold / warm
     print(
-        f"{cache}: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: {'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})",
+        f"{cache}: warm is {speedup:.1f}x faster than cold (target >= {SPEEDUP_TARGET:.0f}x: "
+        f"{'met' if speedup >= SPEEDUP_TARGET else 'MISSED'})",
         flush=True,
     )
     return speedup
@@ -142,7 +146,8 @@ def main() -> None:
 
     if torch.version.cuda is None:
         sys.exit(
-            f"torch {torch.__version__} is a CPU build: install a CUDA build (e.g. torch==2.14.1) to benchmark a CUDA extension."
+            f"torch {torch.__version__} is a CPU build: install a CUDA build (e.g. torch==2.14.1) to "
+            "benchmark a CUDA extension."
         )
     cuda = ".".join(torch.version.cuda.split(".")[:2])
     env = {
@@ -152,7 +157,9 @@ def main() -> None:
         **cuda_wheel_env(cuda.split(".")[0]),
     }
     print(
-        f"extension: {FIXTURE.relative_to(REPO_ROOT)} (one .cu kernel + one .cpp binding, both including torch/extension.h); torch {torch.__version__}, CUDA {cuda}, arch {options.arch_list}, {os.cpu_count()} CPUs",
+        f"extension: {FIXTURE.relative_to(REPO_ROOT)} (one .cu kernel + one .cpp binding, both including "
+        f"torch/extension.h); torch {torch.__version__}, CUDA {cuda}, arch {options.arch_list}, "
+        f"{os.cpu_count()} CPUs",
         flush=True,
     )
     for cache in options.caches:

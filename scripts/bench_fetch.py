@@ -33,6 +33,10 @@ import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING, AnyStr
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead, SupportsWrite
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MKL = "mkl_2020.2.254.7z"
@@ -98,7 +102,7 @@ class CountingHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def copyfile(self, source, outputfile) -> None:  # type: ignore[no-untyped-def]
+    def copyfile(self, source: SupportsRead[AnyStr], outputfile: SupportsWrite[AnyStr]) -> None:
         while chunk := source.read(1 << 20):
             outputfile.write(chunk)
             with CountingHandler.lock:
@@ -210,11 +214,12 @@ def main() -> int:
     cold_ok = ratio <= 1.15
     warm_ok = warm <= 0.5 and warm_bytes == 0
     print(
-        f"cold: fetch-deps {statistics.median(cold_times):.2f} s vs curl + 7z x {statistics.median(base_times):.2f} s (medians) "
-        f"= {ratio:.2f}× (target ≤ 1.15×) {'OK' if cold_ok else 'MISSED'}"
+        f"cold: fetch-deps {statistics.median(cold_times):.2f} s vs curl + 7z x {statistics.median(base_times):.2f} "
+        f"s (medians) = {ratio:.2f}× (target ≤ 1.15×) {'OK' if cold_ok else 'MISSED'}"
     )
     print(
-        f"warm: fetch-deps {warm:.3f} s wall, Python start-up included, {warm_bytes} bytes served (target ≤ 0.5 s, 0 bytes) {'OK' if warm_ok else 'MISSED'}"
+        f"warm: fetch-deps {warm:.3f} s wall, Python start-up included, {warm_bytes} bytes served (target ≤ "
+        f"0.5 s, 0 bytes) {'OK' if warm_ok else 'MISSED'}"
     )
     print("extracting " + MKL + ": " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in extractors.items()))
     return 0 if cold_ok and warm_ok else 1

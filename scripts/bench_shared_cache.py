@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The nightly tests' helpers: the stand-in PyTorch repository, matrix files, `invoke nightly` as
 # the scheduler runs it, a free port, a raw Redis command.
 sys.path.insert(0, str(REPO_ROOT / "tests" / "nightly"))
-from nightly_support import (
+from nightly_support import (  # noqa: E402 - importable only once the line above has run
     entries_by_name,
     free_port,
     make_repo,
@@ -92,7 +92,9 @@ def night(folder: Path, repo: Path, endpoint: str, password: str) -> tuple[dict[
     done = run_nightly("--matrix", str(matrix), "--cache-dir", str(folder / "cache"), env=env, timeout=3600)
     if done.returncode != 5:  # the broken entry fails; anything else is a problem of the bench
         sys.exit(
-            f"the nightly of {folder.name} exited with {done.returncode} (expected 5):\n{done.stdout[-3000:]}\n{done.stderr}"
+            f"the nightly of {folder.name} exited with {done.returncode} (expected 5):\n"
+            f"{done.stdout[-3000:]}\n"
+            f"{done.stderr}"
         )
     if password in done.stdout + done.stderr:
         sys.exit("the Redis password appeared in the nightly's output")
@@ -155,19 +157,24 @@ def main() -> int:
 
     print(markdown.read_text(encoding="utf-8"))
     print(
-        f"{'round':>5}  {'runner':>6}  {'compile s':>9}  {'entry s':>7}  {'night s':>7}  {'hits':>4}  {'misses':>6}  hit rate"
+        f"{'round':>5}  {'runner':>6}  {'compile s':>9}  {'entry s':>7}  {'night s':>7}  {'hits':>4}  "
+        f"{'misses':>6}  hit rate"
     )
     for number, pair in enumerate(rounds, 1):
         for runner in ("runner_1", "runner_2"):
             f = pair[runner]
             rate = "–" if f["hit_rate"] is None else f"{100 * f['hit_rate']:.0f}%"
             print(
-                f"{number:>5}  {runner[-1]:>6}  {f['compile']:>9.2f}  {f['entry']:>7.2f}  {f['night']:>7.2f}  {f['hits']:>4}  {f['misses']:>6}  {rate} ({'/'.join(f['backend']) or 'local'})"
+                f"{number:>5}  {runner[-1]:>6}  {f['compile']:>9.2f}  {f['entry']:>7.2f}  {f['night']:>7.2f} "
+                f" {f['hits']:>4}  {f['misses']:>6}  {rate} ({'/'.join(f['backend']) or 'local'})"
             )
     first_compile = statistics.median(pair["runner_1"]["compile"] for pair in rounds)
     second_compile = statistics.median(pair["runner_2"]["compile"] for pair in rounds)
     print(
-        f"\nmedian compile time: runner 1 {first_compile:.2f} s, runner 2 {second_compile:.2f} s ({second_compile / first_compile:.0%} of runner 1); {args.slow_files} slow files, {sys.platform}, sccache + Redis on 127.0.0.1"
+        "\n"
+        f"median compile time: runner 1 {first_compile:.2f} s, runner 2 {second_compile:.2f} s "
+        f"({second_compile / first_compile:.0%} of runner 1); {args.slow_files} slow files, {sys.platform}, sccache "
+        "+ Redis on 127.0.0.1"
     )
     if args.json:
         args.json.write_text(

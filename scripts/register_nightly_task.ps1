@@ -14,6 +14,14 @@ environment variables: set the shared cache's credentials there once, e.g.
     [Environment]::SetEnvironmentVariable('SCCACHE_REDIS_PASSWORD', '...', 'User')
 Run scripts\bootstrap_runner.ps1 first (it creates the venv).
 
+Every night ends by regenerating the wheel channel in the output folder (-OutputDir, or the
+matrix's output_dir, dist\nightly by default): index.html (the dashboard), simple\ (the pip index)
+and entries\<entry>\simple\. Point any static web server at that folder, e.g.
+    python -m http.server 8080 --directory C:\pytorch-winbuild\dist\nightly
+or an IIS site whose physical path is the folder (README, "The wheel channel": MIME types for .whl
+and .log, and allowDoubleEscaping, since wheel names hold a '+').
+The task's own log (-LogFile) is kept outside that folder, so the server does not publish it.
+
 .EXAMPLE
 .\scripts\register_nightly_task.ps1 -At 02:00 -CacheDir C:\pytorch-winbuild\cache -OutputDir C:\pytorch-winbuild\dist\nightly
 .\scripts\register_nightly_task.ps1 -Unregister
@@ -41,7 +49,7 @@ param(
     [string] $OutputDir,
 
     [Parameter(ParameterSetName = 'Register')]
-    [string] $LogFile = (Join-Path (Split-Path -Parent $PSScriptRoot) 'dist\nightly\nightly-task.log'),
+    [string] $LogFile = (Join-Path (Split-Path -Parent $PSScriptRoot) 'dist\nightly-task.log'),
 
     [Parameter(ParameterSetName = 'Register')]
     [string] $User = "$env:USERDOMAIN\$env:USERNAME",
@@ -85,3 +93,7 @@ Register-ScheduledTask -TaskName $TaskName -Description "Nightly PyTorch wheels:
 Write-Host "Registered '$TaskName': every day at $At, as $User, in $RepoRoot."
 Write-Host "  runs: cmd.exe /d /c `"$command`""
 Write-Host "  run it now: Start-ScheduledTask -TaskName '$TaskName'; remove it: .\scripts\register_nightly_task.ps1 -Unregister"
+$site = if ($OutputDir) { $OutputDir } else { Join-Path $RepoRoot 'dist\nightly' }
+Write-Host "  wheel channel (after each night): $site\index.html (dashboard), $site\simple\ (pip index)"
+Write-Host "  serve it: python -m http.server 8080 --directory `"$site`" (or an IIS site on that folder), then"
+Write-Host "            pip install --index-url http://<this machine>:8080/simple/ torch"

@@ -17,6 +17,7 @@ TIER_TOOLS = {
     "network": ["7z"],
     "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache", "/usr/local/cuda/bin/nvcc"],
     "services": ["redis-server"],
+    "browser": ["chromium", "chromedriver"],  # Debian's packages; Selenium drives them (tests/nightly)
 }
 
 
@@ -26,7 +27,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             missing = [tool for tool in tools if shutil.which(tool) is None]
             if missing:
                 pytest.fail(
-                    f"the '{marker}' tier needs {', '.join(missing)} on PATH; .ci/run installs it (apt-get install ...).",
+                    f"the '{marker}' tier needs {', '.join(missing)} on PATH; .ci/run installs it (apt-get install "
+                    "...).",
                     pytrace=False,
                 )
 

@@ -58,7 +58,10 @@ def _compile_like_torch(source: Path, env: dict[str, str]) -> None:
     target = source.with_suffix(".o")
     target.unlink(missing_ok=True)
     flags = [*TORCH_NVCC_FLAGS, "-ccbin", env["CC"]]
-    command = f"{env['PYTORCH_NVCC']} -MD -MF {shlex.quote(str(target))}.d -c {shlex.quote(str(source))} -o {shlex.quote(str(target))} {shlex.join(flags)}"
+    command = (
+        f"{env['PYTORCH_NVCC']} -MD -MF {shlex.quote(str(target))}.d -c {shlex.quote(str(source))} -o "
+        f"{shlex.quote(str(target))} {shlex.join(flags)}"
+    )
     done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert target.is_file()

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import pytest
 from support import HOSTS_DIR
 
-from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import facts_from_dict
-from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import Options, Plan, make_plan
 
 KNOWLEDGE = load_knowledge()
@@ -25,18 +25,20 @@ CACHE = "C:\\pwb\\cache"
 
 @dataclass(frozen=True)
 class Upstream:
-    """What one PyTorch release's Windows build reads and needs, with the source of each fact."""
+    """What one PyTorch release's Windows build reads and needs, with the source of each fact.
+    None: the fact was not established for this release (not asserted)."""
 
     version: str
     vs_generators: dict[str, str]  # product line → the CMAKE_GENERATOR that release accepts
-    use_ninja_off: bool  # it picks Ninja when ninja is installed unless USE_NINJA=0
+    ninja_rule: str  # how its setup picks Ninja on Windows: see picks_ninja()
     toolset_variable: str | None
-    launchers: tuple[str, ...]  # CMAKE_<LANG>_COMPILER_LAUNCHER passed to CMake
+    launchers: tuple[str, ...]  # languages whose CMAKE_<LANG>_COMPILER_LAUNCHER reach the compiles
     install: list[str]
-    min_cmake: str
-    mkl: str
-    magma_first: str
+    min_cmake: str  # cmake_minimum_required of what it configures
+    mkl: str | None
+    magma_first: str | None
     nvtoolsext_with_cuda12: bool | None  # None: the release predates CUDA 12
+    cudnn_reads: tuple[str, ...]  # cuDNN location variables it reads from the environment
     sources: tuple[str, ...]
 
 
@@ -44,23 +46,7 @@ UPSTREAM = [
     Upstream(
         "0.4.1",
         {"2015": "Visual Studio 14 2015 Win64", "2017": "Visual Studio 15 2017 Win64"},
-        False,
-        None,
-        (),
-        ["setup.py", "install"],
-        "3.0",
-        "2018.2.185",
-        "2.4.0",
-        None,
-        (
-            "v0.4.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR%, PREBUILD_COMMAND)",
-            "seeds 001/002 (mkl_2018.2.185, magma_2.4.0, generator names)",
-        ),
-    ),
-    Upstream(
-        "1.0.1",
-        {"2017": "Visual Studio 15 2017 Win64"},
-        False,
+        "as_given",
         None,
         (),
         ["setup.py", "install"],
@@ -68,15 +54,37 @@ UPSTREAM = [
         "2018.2.185",
         "2.4.0",
         None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR"),
         (
-            "v1.0.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR% as given; no Ninja auto-pick on Windows)",
-            "v1.0.1 .jenkins/pytorch/win-build.sh (magma_2.4.0, mkl_2018.2.185)",
+            "v0.4.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR%, PREBUILD_COMMAND; :build_caffe2 runs `cmake ..`)",
+            "v0.4.1 setup.py line 311 (CMAKE_GENERATOR=-GNinja only `if not IS_WINDOWS`)",
+            "v0.4.1 CMakeLists.txt line 1: cmake_minimum_required(VERSION 3.5 FATAL_ERROR)",
+            "v0.4.1 tools/setup_helpers/cudnn.py (os.getenv('CUDNN_LIB_DIR'), os.getenv('CUDNN_INCLUDE_DIR'))",
+            "seeds 001/002 (mkl_2018.2.185, magma_2.4.0, generator names)",
+        ),
+    ),
+    Upstream(
+        "1.0.1",
+        {"2017": "Visual Studio 15 2017 Win64"},
+        "as_given",
+        None,
+        (),
+        ["setup.py", "install"],
+        "3.5",
+        "2018.2.185",
+        "2.4.0",
+        None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
+        (
+            "v1.0.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR% as given); tools/setup_helpers/configure.py line 125 (-GNinja only `if not IS_WINDOWS`)",
+            "v1.0.1 tools/setup_helpers/cudnn.py; cmake/public/cuda.cmake (ENV CUDNN_ROOT_DIR, ENV CUDNN_INCLUDE_DIR)",
+            "v1.0.1 .jenkins/pytorch/win-build.sh (magma_2.4.0, mkl_2018.2.185; CUDNN_LIB_DIR=%CUDA_PATH%\\lib\\x64, CUDNN_ROOT_DIR=%CUDA_PATH%)",
         ),
     ),
     Upstream(
         "1.1.0",
         {"2017": "Visual Studio 15 2017 Win64"},
-        True,
+        "use_ninja",
         None,
         (),
         ["setup.py", "install"],
@@ -84,15 +92,16 @@ UPSTREAM = [
         "2018.2.185",
         "2.5.0",
         None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.1.0 tools/build_pytorch_libs.py (-GVisual Studio 15 2017 Win64 hard-coded)",
+            "v1.1.0 tools/build_pytorch_libs.py (-GVisual Studio 15 2017 Win64 hard-coded; line 72: USE_NINJA = not check_negative_env_flag('USE_NINJA') and which('ninja'))",
             "v1.1.0 .jenkins/pytorch/win-build.sh (magma_2.5.0)",
         ),
     ),
     Upstream(
         "1.4.0",
         {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"},
-        True,
+        "use_ninja",
         "CMAKE_GENERATOR_TOOLSET_VERSION",
         ("C", "CXX"),
         ["setup.py", "install"],
@@ -100,15 +109,17 @@ UPSTREAM = [
         "2019.4.245",
         "2.5.0",
         None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* forwarded)",
+            "v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* forwarded; CUDNN_LIB_DIR → CUDNN_LIBRARY)",
+            "v1.4.0 caffe2/CMakeLists.txt line 644 (cuda_add_library: nvcc outside CMake's CUDA language)",
             "v1.4.0 .jenkins/pytorch/win-test-helpers/build_pytorch.bat (mkl_2019.4.245, magma_2.5.0_cuda101)",
         ),
     ),
     Upstream(
         "1.8.1",
         {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"},
-        True,
+        "use_ninja",
         "CMAKE_GENERATOR_TOOLSET_VERSION",
         ("C", "CXX"),
         ["setup.py", "install"],
@@ -116,28 +127,73 @@ UPSTREAM = [
         "2020.0.166",
         "2.5.4",
         None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.8.1 tools/setup_helpers/cmake.py; CMakeLists.txt cmake_minimum_required(VERSION 3.5)",
-            "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat, install_magma.bat",
+            "v1.8.1 tools/setup_helpers/cmake.py lines 28, 180; CMakeLists.txt cmake_minimum_required(VERSION 3.5)",
+            "v1.8.1 caffe2/CMakeLists.txt line 784 (cuda_add_library(torch_cuda ...))",
+            "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat (mkl_2020.0.166.7z), install_magma.bat (magma_2.5.4)",
+        ),
+    ),
+    Upstream(
+        "1.10.2",
+        {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"},
+        "use_ninja",
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX"),
+        ["setup.py", "install"],
+        "3.10",
+        None,
+        None,
+        None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
+        (
+            "torch 1.10.2 wheel share/cmake/Caffe2/public/cuda.cmake (no enable_language(CUDA): FindCUDA compiles nvcc)",
+            "PR #63660 'Update CMake minimum version to 3.10' (August 2021; torch-1.10.0a0 then needed 3.10, pytorch/glow PR #5798)",
+            "generator list: v1.8.1 and v1.13.1 tools/setup_helpers/cmake.py both list 'Visual Studio 15 2017', 'Visual Studio 16 2019'",
+        ),
+    ),
+    Upstream(
+        "1.13.1",
+        {"2017": "Visual Studio 15 2017", "2019": "Visual Studio 16 2019"},
+        "use_ninja",
+        "CMAKE_GENERATOR_TOOLSET_VERSION",
+        ("C", "CXX", "CUDA"),
+        ["setup.py", "install"],
+        "3.13",
+        "2020.2.254",
+        "2.5.4",
+        None,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
+        (
+            "v1.13.1 tools/setup_helpers/cmake.py lines 31, 146-147, 255; CMakeLists.txt line 1 cmake_minimum_required(VERSION 3.13 FATAL_ERROR)",
+            "v1.13.1 cmake/public/cuda.cmake line 47 enable_language(CUDA); caffe2/CMakeLists.txt lines 919-931 add_library(torch_cuda ...)",
+            "v1.13.1 .jenkins/pytorch/win-test-helpers/build_pytorch.bat line 118 (CMAKE_CUDA_COMPILER_LAUNCHER=...randomtemp.exe;...sccache.exe)",
+            "v1.13.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat (mkl_2020.2.254), install_magma.bat (magma_2.5.4)",
         ),
     ),
     Upstream(
         "2.0.1",
-        {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"},
-        True,
+        {"2019": "Visual Studio 16 2019"},
+        "use_ninja",
         "CMAKE_GENERATOR_TOOLSET_VERSION",
         ("C", "CXX", "CUDA"),
         ["setup.py", "install"],
         "3.18",
         "2020.2.254",
         "2.5.4",
-        True,
-        ("v2.0.1 tools/setup_helpers/cmake.py", "v2.0.1 cmake/public/cuda.cmake (nvToolsExt)"),
+        None,  # its Windows builds are CUDA 11.7/11.8
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
+        (
+            "PR #98605 (April 2023, after 2.0.0): until it a VS CMAKE_GENERATOR needed USE_NINJA=0 and the list was 1.13.1's (2017, 2019); VS 2017 is not a compiler of 2.0's CI or binaries (pytorch/builder release/2.0 windows/internal/check_deps.bat: VC_YEAR 2019 or 2022)",
+            "torch 2.0.0 wheel share/cmake/Caffe2/public/cuda.cmake line 47 enable_language(CUDA)",
+            "pytorch/builder PR #1178 (CMake 3.18 for C++17, October 2022); PR #95612 (master CMakeLists.txt line 1: 3.18, February 2023)",
+            "v2.0.1 cmake/public/cuda.cmake (nvToolsExt); pytorch/builder release/2.0 windows/build_pytorch.bat (mkl_2020.2.254)",
+        ),
     ),
     Upstream(
         "2.4.1",
         {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"},
-        True,
+        "cmake_generator",
         "CMAKE_GENERATOR_TOOLSET_VERSION",
         ("C", "CXX", "CUDA"),
         ["setup.py", "install"],
@@ -145,7 +201,9 @@ UPSTREAM = [
         "2020.2.254",
         "2.5.4",
         True,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
+            'v2.4.1 tools/setup_helpers/cmake.py (`if "CMAKE_GENERATOR" in os.environ: USE_NINJA = ... == "ninja"`, PR #98605)',
             "v2.4.1 CMakeLists.txt (cmake_minimum_required 3.18)",
             "v2.4.1 cmake/public/cuda.cmake ('Failed to find nvToolsExt')",
         ),
@@ -153,20 +211,52 @@ UPSTREAM = [
     Upstream(
         "2.6.0",
         {"2019": "Visual Studio 16 2019", "2022": "Visual Studio 17 2022"},
-        True,
+        "cmake_generator",
         "CMAKE_GENERATOR_TOOLSET_VERSION",
         ("C", "CXX", "CUDA"),
         ["-m", "pip", "install", "--no-build-isolation", "-v", "."],
-        "3.27",
+        "3.18",
         "2020.2.254",
         "2.5.4",
         False,
+        ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
             "main README.md 'Install PyTorch' (pip install --no-build-isolation -v -e .)",
             "v2.5.0 cmake/public/cuda.cmake (header-only NVTX3)",
+            "CMakeLists.txt 3.18 until PR #154783 (3.27, still in review 2025-07-30)",
         ),
     ),
 ]
+
+
+def picks_ninja(rule: str, env: dict[str, str], ninja_on_path: bool = True) -> bool:
+    """Whether the release's setup builds with Ninja on Windows, as its own code decides.
+
+    as_given: v0.4.1 setup.py / v1.0.1 configure.py pass CMAKE_GENERATOR to the .bat unchanged on
+    Windows. use_ninja: v1.1.0 tools/build_pytorch_libs.py line 72, v1.2.0-v1.13.1
+    tools/setup_helpers/cmake.py: `not check_negative_env_flag('USE_NINJA') and which('ninja')`
+    (check_negative_env_flag: OFF/0/NO/FALSE/N, upper-cased). cmake_generator (2.1+, PR #98605):
+    the same, then `if "CMAKE_GENERATOR" in os.environ: USE_NINJA = CMAKE_GENERATOR.lower() == "ninja"`.
+    """
+    if rule == "as_given":
+        return env.get("CMAKE_GENERATOR") == "Ninja"
+    use_ninja = env.get("USE_NINJA", "ON").upper() not in ("OFF", "0", "NO", "FALSE", "N") and ninja_on_path
+    if rule == "cmake_generator" and "CMAKE_GENERATOR" in env:
+        use_ninja = env["CMAKE_GENERATOR"].lower() == "ninja"
+    return use_ninja
+
+
+def applied(plan: Plan, environment: dict[str, str]) -> dict[str, str]:
+    """The environment the build sees: `environment` with the plan's changes made to it."""
+    env = dict(environment)
+    for change in plan.changes:
+        if change.action == "set":
+            env[change.name] = change.value
+        elif change.action == "unset":
+            env.pop(change.name, None)
+        else:
+            env[change.name] = change.value + ";" + env.get(change.name, "")
+    return env
 
 
 def _host(
@@ -193,22 +283,31 @@ def _host(
     return data
 
 
-def _cuda(version: str, msc_range: list[int], nvtx: str) -> dict:
+def _cuda(
+    version: str, msc_range: list[int], nvtx: str, cudnn: str | None = "8.9.7", cudnn_include: str | None = ""
+) -> dict:
+    """A CUDA install; cuDNN copied into its folder unless `cudnn_include` names another one."""
+    path = f"C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v{version}"
     return {
         "version": version,
-        "path": f"C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v{version}",
+        "path": path,
         "msc_range": msc_range,
         "nvtx": nvtx,
+        "cudnn": cudnn,
+        "cudnn_include": (cudnn_include or f"{path}\\include") if cudnn else None,
     }
 
 
+NVTOOLSEXT = "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"
 CUDA_FOR = {  # a CUDA each release's Windows CI built with, with the header guard of that release
-    "0.4.1": _cuda("9.0", [1600, 1912], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
-    "1.0.1": _cuda("10.0", [1700, 1917], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
-    "1.1.0": _cuda("10.0", [1700, 1917], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
-    "1.4.0": _cuda("10.1", [1700, 1930], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
-    "1.8.1": _cuda("11.1", [1910, 1930], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
-    "2.0.1": _cuda("11.8", [1910, 1940], "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"),
+    "0.4.1": _cuda("9.0", [1600, 1912], NVTOOLSEXT),
+    "1.0.1": _cuda("10.0", [1700, 1917], NVTOOLSEXT),
+    "1.1.0": _cuda("10.0", [1700, 1917], NVTOOLSEXT),
+    "1.4.0": _cuda("10.1", [1700, 1930], NVTOOLSEXT),
+    "1.8.1": _cuda("11.1", [1910, 1930], NVTOOLSEXT),
+    "1.10.2": _cuda("11.3", [1910, 1930], NVTOOLSEXT),
+    "1.13.1": _cuda("11.7", [1910, 1940], NVTOOLSEXT),
+    "2.0.1": _cuda("11.8", [1910, 1940], NVTOOLSEXT),
     "2.4.1": _cuda(
         "12.4", [1910, 1950], "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4\\include\\nvtx3"
     ),
@@ -220,16 +319,20 @@ CUDA_FOR = {  # a CUDA each release's Windows CI built with, with the header gua
 
 def _python(version: str) -> str:
     """A Python that the release's CI built with."""
-    return "3.6.8" if version < "1.7" else "3.8.10" if version < "2.5" else "3.10.11"
+    release = version_tuple(version)
+    return "3.6.8" if release < (1, 11) else "3.8.10" if release < (2, 5) else "3.10.11"
 
 
-def _plan(row: Upstream, generator: str = "ninja", **host) -> Plan:
-    python = _python(row.version)
-    vs = tuple(row.vs_generators)
-    data = _host([CUDA_FOR[row.version]], python=python, vs=vs, **host)
+def _facts(row: Upstream, cuda: dict | None = None, **host) -> dict:
+    data = _host([cuda or CUDA_FOR[row.version]], python=_python(row.version), vs=tuple(row.vs_generators), **host)
     data["tools"]["clcache"] = {"path": "C:\\Python\\Scripts\\clcache.exe", "version": None}
+    return data
+
+
+def _plan(row: Upstream, generator: str = "ninja", cuda: dict | None = None, **host) -> Plan:
+    data = _facts(row, cuda, **host)
     options = Options(
-        cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, generator=generator, cache_dir=CACHE
+        cuda=data["cuda"][0]["version"], pytorch_version=row.version, generator=generator, cache_dir=CACHE
     )
     return make_plan(
         options, facts_from_dict(data), KNOWLEDGE, locate_archive=lambda a: (f"{CACHE}\\deps\\{a.folder_name}", False)
@@ -237,7 +340,9 @@ def _plan(row: Upstream, generator: str = "ninja", **host) -> Plan:
 
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
-def test_visual_studio_generator_names_and_use_ninja(row: Upstream):
+def test_visual_studio_generator_names_and_ninja_switched_off(row: Upstream):
+    """The VS plan's CMAKE_GENERATOR is a name the release accepts, and the release's own rule
+    (picks_ninja) then builds with it, even with ninja on PATH and a USE_NINJA=1 left behind."""
     for line, name in row.vs_generators.items():
         data = _host(python=_python(row.version), vs=(line,))
         options = Options(
@@ -246,7 +351,7 @@ def test_visual_studio_generator_names_and_use_ninja(row: Upstream):
         plan = make_plan(options, facts_from_dict(data), KNOWLEDGE)
         env = plan.final_env()
         assert env["CMAKE_GENERATOR"] == name, row.sources
-        assert (env.get("USE_NINJA") == "0") == row.use_ninja_off, row.sources
+        assert not picks_ninja(row.ninja_rule, applied(plan, {"USE_NINJA": "1"})), row.sources
         assert "CMAKE_GENERATOR_PLATFORM" not in env, "the name carries Win64, or the release passes -A x64 itself"
         if row.toolset_variable and line != "2015":
             assert env[row.toolset_variable] == plan.compiler.short
@@ -255,18 +360,72 @@ def test_visual_studio_generator_names_and_use_ninja(row: Upstream):
 
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
-def test_install_command_cmake_and_archives(row: Upstream):
+def test_ninja_plans_build_with_ninja_even_with_use_ninja_0_left_behind(row: Upstream):
     plan = _plan(row)
-    assert list(plan.build_arguments) == row.install, row.sources
-    assert plan.era.min_cmake == row.min_cmake, row.sources
-    archives = {a.name: a.version for a in plan.archives}
-    assert archives["mkl"] == row.mkl, row.sources
-    assert archives["magma"] == row.magma_first, row.sources
+    assert plan.generator == "Ninja"
+    assert picks_ninja(row.ninja_rule, applied(plan, {"USE_NINJA": "0"})), row.sources
 
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
-def test_compiler_launchers_reach_the_build_only_where_passed_through(row: Upstream):
-    data = _host([CUDA_FOR[row.version]], python=_python(row.version), vs=tuple(row.vs_generators))
+def test_visual_studio_lines_without_an_accepted_generator_are_refused(row: Upstream):
+    """2.0's setup.py names no 'Visual Studio 17 2022' (PR #98605 added it for 2.1): a VS-generator
+    plan with VS 2022 is refused with the fix, not handed to a setup.py that would sys.exit."""
+    era = make_plan(
+        Options(cuda="cpu", pytorch_version=row.version, cache_dir=CACHE),
+        facts_from_dict(_host(python=_python(row.version), vs=tuple(row.vs_generators))),
+        KNOWLEDGE,
+    ).era
+    for line in (line for line in era.visual_studio if line not in row.vs_generators):
+        data = _host(python=_python(row.version), vs=(line,))
+        options = Options(cuda="cpu", pytorch_version=row.version, generator="vs", cache_dir=CACHE)
+        with pytest.raises(ConfigurationError) as error:
+            make_plan(options, facts_from_dict(data), KNOWLEDGE)
+        assert "--generator ninja" in error.value.paragraph()
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_install_command_and_archives(row: Upstream):
+    plan = _plan(row)
+    assert list(plan.build_arguments) == row.install, row.sources
+    archives = {a.name: a.version for a in plan.archives}
+    if row.mkl:
+        assert archives["mkl"] == row.mkl, row.sources
+    if row.magma_first:
+        assert archives["magma"] == row.magma_first, row.sources
+
+
+def _older(version: str) -> str:
+    """A CMake release just below `version` (3.13 → 3.12.9)."""
+    major, minor = version_tuple(version)[:2]
+    return f"{major}.{minor - 1}.9"
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_cmake_older_than_the_release_requires_is_refused(row: Upstream):
+    data = _facts(row)
+    data["tools"]["cmake"]["version"] = row.min_cmake
+    options = Options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
+    make_plan(options, facts_from_dict(data), KNOWLEDGE)  # exactly the minimum plans
+    data["tools"]["cmake"]["version"] = _older(row.min_cmake)
+    with pytest.raises(ToolchainError) as error:
+        make_plan(options, facts_from_dict(data), KNOWLEDGE)
+    text = error.value.paragraph()
+    assert f"cmake_minimum_required(VERSION {row.min_cmake})" in text and f"cmake>={row.min_cmake}" in text, row.sources
+
+
+def test_main_needs_cmake_327():
+    """PR #154783 raised CMakeLists.txt to 3.27 on main (ROCm/TheRock PR #1512: nightlies need it);
+    2.8 was branched before it and asks 3.18."""
+    data = _host(python="3.11.9", vs=("2022",))
+    data["tools"]["cmake"]["version"] = "3.26.6"
+    make_plan(Options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    with pytest.raises(ToolchainError, match=r"cmake_minimum_required\(VERSION 3\.27\)"):
+        make_plan(Options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_compiler_launchers_reach_the_build_only_where_the_compiles_use_them(row: Upstream):
+    data = _facts(row)
     data["tools"]["sccache"] = {"path": "C:\\sccache.exe", "version": "0.10.0"}
     data["tools"]["clcache"] = {"path": "C:\\clcache.exe", "version": None}
     if not row.launchers:
@@ -293,8 +452,60 @@ def test_compiler_launchers_reach_the_build_only_where_passed_through(row: Upstr
     env = plan.final_env()
     set_launchers = tuple(lang for lang in ("C", "CXX", "CUDA") if f"CMAKE_{lang}_COMPILER_LAUNCHER" in env)
     assert set_launchers == row.launchers, row.sources
-    if "CUDA" not in row.launchers:
-        assert any("nvcc compiles are not cached" in d for d in plan.decisions)
+    if "CUDA" in row.launchers:
+        assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
+    else:
+        decision = next(d for d in plan.decisions if "nvcc compiles are not cached" in d)
+        assert "cuda_add_library" in decision and "1.11" in decision
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_cudnn_in_the_cuda_folder_is_named_as_pytorch_ci_named_it(row: Upstream):
+    """PyTorch's CI (v1.0.1 .jenkins/pytorch/win-build.sh lines 113-115, v1.13.1 .jenkins/pytorch/
+    win-test-helpers/build_pytorch.bat lines 71-73) copied cuDNN into the toolkit and set
+    CUDNN_LIB_DIR=%CUDA_PATH%\\lib\\x64 and CUDNN_ROOT_DIR=%CUDA_PATH%; the plan sets those the
+    release reads (and CUDNN_INCLUDE_DIR), and no CUDA_TOOLKIT_ROOT_DIR, which no release reads
+    from the environment (FindCUDA reads ENV CUDA_PATH; setup.py passes on only BUILD_/USE_/CMAKE_
+    variables and a fixed list without it)."""
+    cuda = CUDA_FOR[row.version]
+    env = _plan(row).final_env()
+    expected = {
+        "CUDNN_INCLUDE_DIR": f"{cuda['path']}\\include",
+        "CUDNN_LIB_DIR": f"{cuda['path']}\\lib\\x64",
+        "CUDNN_ROOT_DIR": cuda["path"],
+    }
+    for name, value in expected.items():
+        assert env.get(name) == (value if name in row.cudnn_reads else None), (name, row.sources)
+    assert env["CUDA_PATH"] == cuda["path"] and "CUDA_TOOLKIT_ROOT_DIR" not in env
+    assert "USE_CUDNN" not in env
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_cudnn_outside_the_cuda_folder(row: Upstream):
+    """cuDNN from NVIDIA's zip elsewhere: headers from CUDNN_INCLUDE_DIR; cudnn.lib is searched
+    beside it (v0.4.1-v1.2.0 tools/setup_helpers/cudnn.py: lib_paths_from_base(dirname(include)),
+    lib/x64 and lib) or under CUDNN_ROOT_DIR (v1.3.0+ cmake/Modules_CUDA_fix/FindCUDNN.cmake,
+    PATH_SUFFIXES lib lib64 cuda/lib cuda/lib64 lib/x64), never in a stale CUDNN_LIB_DIR."""
+    cuda = dict(CUDA_FOR[row.version], cudnn_include="C:\\tools\\cudnn-8.9\\include")
+    plan = _plan(row, cuda=cuda)
+    env = applied(plan, {"CUDNN_LIB_DIR": "C:\\old\\cudnn\\lib\\x64"})
+    assert env["CUDNN_INCLUDE_DIR"] == "C:\\tools\\cudnn-8.9\\include"
+    assert "CUDNN_LIB_DIR" not in env
+    if "CUDNN_ROOT_DIR" in row.cudnn_reads:
+        assert env["CUDNN_ROOT_DIR"] == "C:\\tools\\cudnn-8.9"
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_no_cudnn_is_switched_off_explicitly(row: Upstream):
+    """Every release reads USE_CUDNN (v0.4.1-v1.2.0 tools/setup_helpers/cudnn.py
+    check_negative_env_flag('USE_CUDNN'); v1.2.0+ tools/setup_helpers/cmake.py passes USE_* to
+    CMake's USE_CUDNN option) and, without cuDNN, builds without it (cmake/public/cuda.cmake:
+    'Cannot find cuDNN library. Turning the option off')."""
+    cuda = dict(CUDA_FOR[row.version], cudnn=None, cudnn_include=None)
+    plan = _plan(row, cuda=cuda)
+    env = plan.final_env()
+    assert env["USE_CUDNN"] == "0" and not any(name.startswith("CUDNN_") for name in env)
+    assert any("cuDNN is off" in w for w in plan.warnings)
 
 
 @pytest.mark.parametrize("row", [r for r in UPSTREAM if r.nvtoolsext_with_cuda12 is not None], ids=lambda r: r.version)

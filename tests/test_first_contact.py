@@ -90,7 +90,7 @@ def test_readme_examples_run_as_printed(command: str, extra: list[str], tmp_path
             "CUDA 9.0 is built by PyTorch 0.3-0.4 (--pytorch-version 0.4.1), 1.0 (--pytorch-version 1.0.1), 1.1",
         ),
         (["--pytorch-version", "1.0.1", "--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
-        (["--pytorch-version", "2.6"], 3, "the newest PyTorch that plans is 1.7-1.13 (--pytorch-version 1.13.1)"),
+        (["--pytorch-version", "2.6"], 3, "the newest PyTorch that plans is 1.7-1.10 (--pytorch-version 1.10.2)"),
     ],
 )
 def test_conflicts_and_bad_versions_exit_with_one_paragraph(args: list[str], code: int, text: str):

@@ -274,7 +274,8 @@ def test_bad_input_is_one_paragraph_with_exit_2(name: str, workspace: Path, resu
     if case.restricted and not root_is_restricted:
         # A tier must fail, not skip: without CAP_SETPCAP, root writes into any folder and the case proves nothing.
         pytest.fail(
-            "this machine cannot take away root's access to a read-only folder (no CAP_SETPCAP): run the tests as a normal user, or in a container that keeps CAP_SETPCAP.",
+            "this machine cannot take away root's access to a read-only folder (no CAP_SETPCAP): run the tests as a "
+            "normal user, or in a container that keeps CAP_SETPCAP.",
             pytrace=False,
         )
     _assert_one_paragraph(results[name], case.code, case.text)

@@ -39,7 +39,8 @@ def git(folder: Path, *args: str) -> str:
 
 @pytest.fixture
 def upstream(tmp_path: Path) -> dict[str, str]:
-    """A bare repository: main (two commits, tag v1.0 on the first), release/2.6, and a pull request head no branch holds."""
+    """A bare repository: main (two commits, tag v1.0 on the first), release/2.6, and a pull request head
+    no branch holds."""
     work = tmp_path / "work"
     work.mkdir()
     git(work, "init", "-q", "-b", "main")
@@ -93,7 +94,8 @@ def test_cli_refuses_an_option_as_ref_and_never_runs_it(
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(
-        f"configuration error: --ref: '--upload-pack=touch {marker};' starts with '-', so git would read it as an option"
+        f"configuration error: --ref: '--upload-pack=touch {marker};' starts with '-', so git would read it as an "
+        "option"
     )
     assert (
         "Fix: pass a branch (e.g. main or release/2.6), a tag (e.g. v2.6.0) or a full 40-character commit SHA."
@@ -160,7 +162,8 @@ def test_repositories_git_would_misread_or_store_badly_are_refused(tmp_path: Pat
     ("ref", "expected"), [("v1.0", "v1"), ("main", "main"), ("release/2.6", "v1"), ("sha", "v1"), ("pull", "pull")]
 )
 def test_refs_git_accepts_are_checked_out(upstream: dict[str, str], tmp_path: Path, ref: str, expected: str) -> None:
-    # "sha": a full SHA of the fetched history; "pull": a pull request's head, which only `git fetch -- origin <sha>` gets.
+    # "sha": a full SHA of the fetched history; "pull": a pull request's head, which only
+    # `git fetch -- origin <sha>` gets.
     name = {"sha": upstream["v1"], "pull": upstream["pull"]}.get(ref, ref)
     destination = tmp_path / "clone"
     checkout = acquire_source(repo=upstream["path"], ref=name, destination=destination)
@@ -170,7 +173,8 @@ def test_refs_git_accepts_are_checked_out(upstream: dict[str, str], tmp_path: Pa
 def test_git_output_reaches_the_console_without_control_sequences(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """A repository's .gitmodules is the remote's text: git prints its URL as it is ("Submodule 'lib' (URL) registered")."""
+    """A repository's .gitmodules is the remote's text: git prints its URL as it is ("Submodule 'lib'
+    (URL) registered")."""
     library = tmp_path / "library"
     library.mkdir()
     git(library, "init", "-q", "-b", "main")

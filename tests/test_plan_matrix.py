@@ -84,14 +84,14 @@ def test_seeds_era_cuda80_with_vs2015_and_vs2017_uses_prebuild_command():
     env = plan.final_env()
     # v0.4.1 README.md (Windows): `call "%VS150COMNTOOLS%\vcvarsall.bat" x64 -vcvars_ver=14.11`.
     assert (
-        plan.vcvars.command
-        == 'call "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\Community\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.12'
+        plan.vcvars.command == 'call "C:\\Program Files (x86)\\Microsoft Visual '
+        'Studio\\2017\\Community\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.12'
     )
     assert plan.cuda_host_compiler.toolset == "14.0"
     # seeds 002: set PREBUILD_COMMAND=%VS140COMNTOOLS%\..\..\VC\vcvarsall.bat, PREBUILD_COMMAND_ARGS=x86_amd64
     assert env["PREBUILD_COMMAND"] == "C:\\Program Files (x86)\\Microsoft Visual Studio 14.0\\VC\\vcvarsall.bat"
     assert env["PREBUILD_COMMAND_ARGS"] == "x64"  # v0.4.1 README.md (the seeds wrote x86_amd64)
-    # CMake reads CUDAHOSTCXX only for its CUDA language, which PyTorch uses from 2.0; 0.4 used FindCUDA.
+    # 0.4 reads no CUDAHOSTCXX: its build passes the host compiler through PREBUILD_COMMAND (FindCUDA).
     assert "CUDAHOSTCXX" not in env
     assert "NO_CUDA" not in env and env["NO_DISTRIBUTED"] == "1"
     assert env["USE_CLCACHE"] == "1" and env["CC"] == "clcache" and env["CXX"] == "clcache"
@@ -115,12 +115,13 @@ def test_cpu_build_in_the_seeds_era_sets_no_cuda():
     assert env["NO_CUDA"] == "1" and "USE_CUDA" not in env and "MAGMA_HOME" not in env
 
 
-def test_vs_generator_on_vs2022_sets_the_checked_name_toolset_and_use_ninja_off():
-    # main tools/setup_helpers/cmake.py: `if USE_NINJA: -GNinja`, else CMAKE_GENERATOR must be one of
+def test_vs_generator_on_vs2022_sets_the_checked_name_and_toolset():
+    # main tools/setup_helpers/cmake.py: a CMAKE_GENERATOR in the environment decides Ninja (2.1+,
+    # PR #98605), else `if USE_NINJA: -GNinja`; a VS CMAKE_GENERATOR must be one of
     # "Visual Studio 16 2019", "Visual Studio 17 2022"; it passes -A x64 and -T version=... itself.
     env = plan_for("vs2019-vs2022-cuda12", "12.4", generator="vs", compiler_cache="none").final_env()
     assert env["CMAKE_GENERATOR"] == "Visual Studio 17 2022"
-    assert env["USE_NINJA"] == "0"
+    assert "USE_NINJA" not in env, "CMAKE_GENERATOR already switches Ninja off"
     assert "CMAKE_GENERATOR_PLATFORM" not in env
     assert env["CMAKE_GENERATOR_TOOLSET_VERSION"] == "14.44"
 
@@ -182,7 +183,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
         )
     text = error.value.paragraph()
     assert "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8" in text
-    assert "--pytorch-version 1.13.1" in text
+    assert "--pytorch-version 1.10.2" in text  # the torch 1.11.0 wheel requires Python >= 3.7.0
 
 
 @pytest.mark.parametrize(
@@ -215,8 +216,11 @@ def test_path_warnings_for_long_and_non_ascii_paths():
     assert any("non-ASCII characters" in w for w in plan.warnings)
 
 
-def test_old_cmake_is_warned_about():
+def test_old_cmake_is_refused():
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data["tools"]["cmake"]["version"] = "3.18.4"
+    with pytest.raises(ToolchainError, match=r"CMake 3\.18\.4 .* is older than PyTorch 2\.13\.0 needs"):
+        make_plan(Options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    del data["tools"]["cmake"]
     plan = make_plan(Options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
-    assert any("CMake 3.18.4 is older than PyTorch 2.5+ needs (3.27)" in w for w in plan.warnings)
+    assert any("CMake was not found; PyTorch 2.13.0 needs CMake 3.27 or newer" in w for w in plan.warnings)

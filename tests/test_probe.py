@@ -121,7 +121,7 @@ HOST_CONFIG_CUDA101 = """
 
 #endif /* _WIN32 */
 #endif  /* !__NV_NO_HOST_COMPILER_CHECK */
-"""
+"""  # noqa: E501 - CUDA's host_config.h as NVIDIA ships it
 
 HOST_CONFIG_CUDA12 = """
 #if !__NV_NO_HOST_COMPILER_CHECK
@@ -145,7 +145,7 @@ HOST_CONFIG_CUDA12 = """
 
 #endif /* _WIN32 */
 #endif  /* !__NV_NO_HOST_COMPILER_CHECK */
-"""
+"""  # noqa: E501 - CUDA's host_config.h as NVIDIA ships it
 
 # CUDA ≥ 9 keeps include\host_config.h as a forwarding header without any guard.
 HOST_CONFIG_FORWARDER = """
@@ -251,12 +251,21 @@ def vswhere_entry(path: Path | str, version: str, product: str, line: str, displ
         (HOST_CONFIG_CUDA12.replace("\n", "\r\n"), (1910, 1950)),
         # a guard split over lines with a continuation
         (
-            "#if defined(_WIN32)\n#if (_MSC_VER < 1910) || \\\n    (_MSC_VER >= 1940)\n#error -- unsupported Microsoft Visual Studio version!\n#endif\n#endif\n",
+            "#if defined(_WIN32)\n"
+            "#if (_MSC_VER < 1910) || \\\n"
+            "    (_MSC_VER >= 1940)\n"
+            "#error -- unsupported Microsoft Visual Studio version!\n"
+            "#endif\n"
+            "#endif\n",
             (1910, 1940),
         ),
         # the CUDA 4 era spelling of the message
         (
-            "#if defined(_WIN32)\n#if _MSC_VER < 1400 || _MSC_VER > 1600\n#error -- unsupported MSVC version! Only MSVC 8.0, 9.0, and 10.0 are supported!\n#endif\n#endif\n",
+            "#if defined(_WIN32)\n"
+            "#if _MSC_VER < 1400 || _MSC_VER > 1600\n"
+            "#error -- unsupported MSVC version! Only MSVC 8.0, 9.0, and 10.0 are supported!\n"
+            "#endif\n"
+            "#endif\n",
             (1400, 1601),
         ),
     ],
@@ -278,7 +287,10 @@ def test_host_config_guard_becomes_a_half_open_range(text: str, expected: tuple[
         # only the GNU guard
         "#if __GNUC__ > 6\n#error -- unsupported GNU version! gcc versions later than 6 are not supported!\n#endif\n",
         # an MSVC error that is not directly under the #if it belongs to
-        "#if _MSC_VER < 1600 || _MSC_VER > 1911\n#define SOMETHING 1\n#error -- unsupported Microsoft Visual Studio version!\n#endif\n",
+        "#if _MSC_VER < 1600 || _MSC_VER > 1911\n"
+        "#define SOMETHING 1\n"
+        "#error -- unsupported Microsoft Visual Studio version!\n"
+        "#endif\n",
     ],
 )
 def test_host_config_without_a_complete_guard_gives_none(text: str) -> None:
@@ -381,7 +393,11 @@ def test_vswhere_output_edge_cases() -> None:
         == 1
     )
     # a logo line before the list (older vswhere without -nologo)
-    logo = "Visual Studio Locator version 2.5.2+gebb9f26a3d [query version 3.0.4492.23473]\nCopyright (C) Microsoft Corporation. All rights reserved.\n\n"
+    logo = (
+        "Visual Studio Locator version 2.5.2+gebb9f26a3d [query version 3.0.4492.23473]\n"
+        "Copyright (C) Microsoft Corporation. All rights reserved.\n"
+        "\n"
+    )
     assert parse_vswhere(logo + "[]") == []
     for garbage in ("", "<html>Proxy error</html>", '{"instances": []}', "[{"):
         with pytest.raises(ValueError):
@@ -457,7 +473,10 @@ class FakeWindows:
         write(self.vswhere.parent / "listing.json", json.dumps(listing, indent=2, ensure_ascii=False))
         # Kept double: vswhere.exe is a Windows program that reads Visual Studio's setup state; neither exists here.
         args = " ".join(VSWHERE_ARGS)  # quoted in the case pattern, so `*` is literal
-        default = f'case "$*" in\n  "{args}") cat "$(dirname "$0")/listing.json" ;;\n  *) echo "unexpected arguments: $*" >&2; exit 87 ;;\nesac\n'
+        default = (
+            f'case "$*" in\n  "{args}") cat "$(dirname "$0")/listing.json" ;;\n  *) echo "unexpected arguments: $*" '
+            ">&2; exit 87 ;;\nesac\n"
+        )
         script(self.vswhere, body if body is not None else default)
 
     def install_vs2015(self) -> None:

@@ -193,13 +193,18 @@ def _is_task_name(value: str) -> bool:
 # placeholders (deps.toml's `file`), URLs with credentials, paths of both OSes.
 NASTY_STRINGS = [
     "", " ", "\t", "\n", "\r\n", "\x00", "\x07", "\x1b[2J", "\x7f", "\u0085", "\u2028", "\u202e", "\ufeff", "\ud800",
-    "9.0", "10.0", "12.4", "13.0", "8.0", "9", "9.0.176", "9.²", "٩.٠", "１２.４", "²", "14.11", "14.²", "14.0", "14", "15.9.28307.812",
-    "2015", "2017", "2019", "2022", "2013", "windows", "linux", "darwin", "cpu", "auto", "ninja", "vs", "sccache", "clcache", "none",
-    "3.6.8", "3.11", "3.²", "2.13.0", "latest", "0.4.1", "1.0.1", "6.1", "7.5;8.6+PTX", "Ampere", "9.0a", "580.159.04", "419.67",
-    "C:\\Program Files\\x", "C:\\Users\\ü\\AppData\\Local\\Temp", "C:/x", "\\\\server\\share", "/usr/local/cuda", "~", "..", ".",
+    "9.0", "10.0", "12.4", "13.0", "8.0", "9", "9.0.176", "9.²", "٩.٠", "１２.４", "²", "14.11", "14.²", "14.0", "14",
+    "15.9.28307.812",
+    "2015", "2017", "2019", "2022", "2013", "windows", "linux", "darwin", "cpu", "auto", "ninja", "vs", "sccache",
+    "clcache", "none",
+    "3.6.8", "3.11", "3.²", "2.13.0", "latest", "0.4.1", "1.0.1", "6.1", "7.5;8.6+PTX", "Ampere", "9.0a", "580.159.04",
+    "419.67",
+    "C:\\Program Files\\x", "C:\\Users\\ü\\AppData\\Local\\Temp", "C:/x", "\\\\server\\share", "/usr/local/cuda", "~",
+    "..", ".",
     "-x", "--help", "%PATH%", "$HOME", "`id`", '"', "'", "\\",
     "{version}", "{version:d}", "{version!r}", "{cuda_prefix}", "{variant:>5}", "{", "}", "{}", "{0}", "{version.x}",
-    "https://user:secret@example.invalid/x", "https://s3.amazonaws.com/ossci-windows/", "file:///nonexistent/", "ghp_" + "a" * 36,
+    "https://user:secret@example.invalid/x", "https://s3.amazonaws.com/ossci-windows/", "file:///nonexistent/",
+    "ghp_" + "a" * 36,
     "release", "debug", "native", "py7zr", "cuda90", "cuda124", "wheel", "install", "main", "..", "@{u}", "a b",
     "NaN", "inf", "-1", "0", "1e309", "18446744073709551616",
 ]  # fmt: skip
@@ -239,7 +244,8 @@ json_values = st.one_of(
 )
 toml_scalars = st.one_of(
     st.booleans(), int_values.filter(lambda n: -(2**63) <= n < 2**63), float_values,
-    st.text(st.characters(codec="utf-8"), max_size=40), st.sampled_from([s for s in NASTY_STRINGS if "\ud800" not in s]),
+    st.text(st.characters(codec="utf-8"), max_size=40),
+    st.sampled_from([s for s in NASTY_STRINGS if "\ud800" not in s]),
     st.datetimes(), st.dates(), st.times(),
 )  # fmt: skip
 toml_values = st.one_of(
@@ -464,8 +470,9 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # a lone surrogate stays: a broken file is an input too
 
 
-SNIPPETS = [b"1" * 50, b"[" * 30, b"{", b"}", b"]", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b'"', b"\\", b"\n[", b"]]", b"nan", b"-inf",
-            b"1e999", b"'''", b'"""', b"\xe2\x80\xa8", b"9" * 400, b"&a [*a]", b"*a", b"!!python/object/apply:os.system ['true']", b"\t", b"\r"]  # fmt: skip
+SNIPPETS = [b"1" * 50, b"[" * 30, b"{", b"}", b"]", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b'"', b"\\", b"\n[", b"]]",
+            b"nan", b"-inf", b"1e999", b"'''", b'"""', b"\xe2\x80\xa8", b"9" * 400, b"&a [*a]", b"*a",
+            b"!!python/object/apply:os.system ['true']", b"\t", b"\r"]  # fmt: skip
 
 
 @st.composite
@@ -678,10 +685,7 @@ def test_config_check_passes_or_gives_a_configuration_error(
     """config_check.check_config_files, what tasks.py runs on ~/.invoke.yaml and `-f FILE` before Invoke reads them."""
     suffix = data.draw(st.sampled_from([".yaml", ".yml", ".json"]), label="suffix")
     doc = data.draw(mutated(CONFIG_DOC, CONFIG_VALUES), label="config")
-    if suffix == ".json":
-        text = dump_json(doc)
-    else:
-        text = dump_yaml(doc, block=data.draw(st.booleans(), label="block style"))
+    text = dump_json(doc) if suffix == ".json" else dump_yaml(doc, block=data.draw(st.booleans(), label="block style"))
     content = data.draw(st.one_of(st.just(_encode(text)), text_mutated(_encode(text))), label="file")
     path = _scratch(tmp_path_factory) / f"invoke{suffix}"
     path.write_bytes(content)
@@ -939,8 +943,10 @@ RULES_CONTENT = st.one_of(
         {"rule": RULES_DOC["rule"][:3]}, st.one_of(toml_values, raw_tokens), keys=st.text(max_size=12), root=False
     ).map(lambda d: _encode(dump_toml(d))),
 )
-LOG_LINES = ["error C2065: 'x': undeclared identifier", "LINK : fatal error LNK1104: cannot open file 'x.lib'", "nvcc fatal : Host compiler targets unsupported OS.",
-             "unsupported Microsoft Visual Studio version!", "ImportError: DLL load failed", "Traceback (most recent call last):", "BrokenPipeError: [Errno 32] Broken pipe", "\x1b[31mred\x1b[0m"]  # fmt: skip
+LOG_LINES = ["error C2065: 'x': undeclared identifier", "LINK : fatal error LNK1104: cannot open file 'x.lib'",
+             "nvcc fatal : Host compiler targets unsupported OS.", "unsupported Microsoft Visual Studio version!",
+             "ImportError: DLL load failed", "Traceback (most recent call last):",
+             "BrokenPipeError: [Errno 32] Broken pipe", "\x1b[31mred\x1b[0m"]  # fmt: skip
 LOG_CONTENT = st.one_of(
     st.binary(max_size=2048),
     st.tuples(
@@ -1056,7 +1062,8 @@ def _invoke_reads(content: bytes, suffix: str) -> bool:
 
 
 def _config_input(draw: st.DrawFn, spec: Spec) -> None:
-    """Sometimes a hostile configuration: ~/.invoke.yaml (or .json), `-f FILE`, INVOKE_RUNTIME_CONFIG or INVOKE_WINBUILD_*."""
+    """Sometimes a hostile configuration: ~/.invoke.yaml (or .json), `-f FILE`, INVOKE_RUNTIME_CONFIG or
+    INVOKE_WINBUILD_*."""
     kind = draw(st.sampled_from(["none", "none", "none", "none", "home", "dash-f", "runtime-env", "env"]))
     if kind == "home":
         suffix = draw(st.sampled_from([".yaml", ".yml", ".json"]))
@@ -1134,7 +1141,8 @@ def _fixed_arguments(draw: st.DrawFn, spec: Spec, names: set[str]) -> tuple[list
                 fixed, excluded = ["--from-dir", f"{SB}/mirror"], {"dry-run", "mirror", "from-dir"}
     elif task not in ("doctor", "env", "clean"):
         pytest.fail(
-            f"task {task!r} is new to tests/test_property_inputs.py: decide whether any flag keeps it from acting (building, downloading, changing this machine) and add it to _fixed_arguments."
+            f"task {task!r} is new to tests/test_property_inputs.py: decide whether any flag keeps it from acting "
+            "(building, downloading, changing this machine) and add it to _fixed_arguments."
         )
     if "cache-dir" in names and "cache-dir" not in excluded:
         planned = (
@@ -1246,9 +1254,13 @@ class Outcome:
     def report(self) -> str:
         files = {name: content[:120] for name, content in self.spec.files.items()}
         return (
-            f"command: {shlex.join(self.command)}\n  extra environment: {self.env}\n  input files (first bytes): {files}\n"
-            f"  exit code: {self.returncode}\n  written outside the cache and named outputs: {self.stray}\n"
-            f"  stderr: {_head_and_tail(self.stderr)}\n  stdout: {_head_and_tail(self.stdout)}"
+            f"command: {shlex.join(self.command)}\n"
+            f"  extra environment: {self.env}\n"
+            f"  input files (first bytes): {files}\n"
+            f"  exit code: {self.returncode}\n"
+            f"  written outside the cache and named outputs: {self.stray}\n"
+            f"  stderr: {_head_and_tail(self.stderr)}\n"
+            f"  stdout: {_head_and_tail(self.stdout)}"
         )
 
 
@@ -1389,7 +1401,8 @@ def test_the_command_line_never_crashes_and_writes_only_its_outputs(task: str):
 
 
 def test_the_sandbox_check_sees_a_file_written_outside_the_named_outputs():
-    """The property is only as good as its eye: a file the command writes is reported unless the command line names it."""
+    """The property is only as good as its eye: a file the command writes is reported unless the command
+    line names it."""
     target = f"{SB}/out/env.bat"
     spec = Spec(
         "env",

@@ -49,8 +49,9 @@ def test_bat_doubles_percent_and_quotes_the_whole_assignment():
     assert '\r\nset "CLCACHE_DIR=C:\\R&D 100%% (x86)\\it\'s cache\\clcache"\r\n' in text
     assert '\r\nset "PATH=C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;%PATH%"\r\n' in text
     assert (
-        '\r\ncall "C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.11\r\nif errorlevel 1 exit /b 1\r\n'
-        in text
+        '\r\ncall "C:\\Program Files (x86)\\Microsoft Visual '
+        'Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.11\r\nif errorlevel 1 '
+        "exit /b 1\r\n" in text
     )
 
 
@@ -59,8 +60,8 @@ def test_ps1_single_quotes_and_doubles_embedded_quotes():
     assert "$env:CLCACHE_DIR = 'C:\\R&D 100% (x86)\\it''s cache\\clcache'" in text
     assert "$env:PATH = 'C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;' + $env:PATH" in text
     assert (
-        "cmd.exe /c 'call \"C:\\Program Files (x86)\\Microsoft Visual Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat\" x64 -vcvars_ver=14.11 && set'"
-        in text
+        "cmd.exe /c 'call \"C:\\Program Files (x86)\\Microsoft Visual "
+        "Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat\" x64 -vcvars_ver=14.11 && set'" in text
     )
 
 
@@ -79,8 +80,11 @@ def test_secret_values_never_reach_any_format():
 
     plan = replace(
         plan,
-        changes=plan.changes
-        + (EnvChange("SCCACHE_REDIS_PASSWORD", "hunter2", "set", "test"), EnvChange("MIRROR", leaked, "set", "test")),
+        changes=(
+            *plan.changes,
+            EnvChange("SCCACHE_REDIS_PASSWORD", "hunter2", "set", "test"),
+            EnvChange("MIRROR", leaked, "set", "test"),
+        ),
     )
     for fmt in ("table", "json", "bat", "ps1"):
         text = render(plan, fmt)

@@ -172,8 +172,10 @@ def test_build_ext_end_to_end_keeps_secrets_out_of_console_log_and_report(tmp_pa
     extension = tmp_path / "leaky_ext"
     extension.mkdir()
     (extension / "setup.py").write_text(
-        CHILD
-        + '\nprint()\nprint("error: could not authenticate to " + e["SCCACHE_REDIS"] + " with " + e["MY_API_TOKEN"])\nsys.exit(1)\n',
+        CHILD + "\n"
+        "print()\n"
+        'print("error: could not authenticate to " + e["SCCACHE_REDIS"] + " with " + e["MY_API_TOKEN"])\n'
+        "sys.exit(1)\n",
         encoding="utf-8",
     )
     cache = tmp_path / "cache"
@@ -474,7 +476,10 @@ def test_redaction_is_fast_enough_for_every_build_line(monkeypatch: pytest.Monke
 
     for name, value in SECRET_ENV.items():
         monkeypatch.setenv(name, value)
-    line = "[1234/5678] /usr/bin/c++ -DUSE_CUDA -I/src/aten/src -O2 -std=c++17 -c /src/aten/src/ATen/native/Foo.cpp -o Foo.o"
+    line = (
+        "[1234/5678] /usr/bin/c++ -DUSE_CUDA -I/src/aten/src -O2 -std=c++17 -c /src/aten/src/ATen/native/Foo.cpp -o "
+        "Foo.o"
+    )
     redact_text(line)
     started = time.perf_counter()
     for _ in range(10000):

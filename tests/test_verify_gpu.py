@@ -216,7 +216,12 @@ def fake_torch(cuda: FakeCuda, version: str | None = "12.8") -> SimpleNamespace:
 
 # As torch words it: the error (CUDA's cudaErrorNoKernelImageForDevice string, also quoted in seed 000's
 # FAQ), then the advice torch appends (c10/cuda/CUDAMiscFunctions.cpp, torch 1.10+, as user reports show it).
-NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+NO_KERNEL_IMAGE = (
+    "CUDA error: no kernel image is available for execution on the device\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+    "incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+)
 
 
 def test_every_covered_gpu_runs_the_kernel() -> None:
@@ -266,14 +271,18 @@ def test_torch_warnings_during_the_check_are_kept_in_one_line_each() -> None:
         def get_device_capability(self, index: int) -> tuple[int, int]:
             # torch 2.5-2.9 torch/cuda/__init__.py `_check_capability` (old_gpu_warn), as user reports quote it
             warnings.warn(
-                "\n    Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1.\n    Minimum and Maximum cuda capability supported by this version of PyTorch is\n    (7.5) - (12.0)\n",
+                "\n"
+                "    Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1.\n"
+                "    Minimum and Maximum cuda capability supported by this version of PyTorch is\n"
+                "    (7.5) - (12.0)\n",
                 stacklevel=1,
             )
             return super().get_device_capability(index)
 
     gpu = _script()["check_gpus"](fake_torch(Warning([("NVIDIA GeForce GTX 1080", (6, 1))], ["sm_75", "sm_80"])))
     assert gpu["warnings"] == [
-        "Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1. Minimum and Maximum cuda capability supported by this version of PyTorch is (7.5) - (12.0)"
+        "Found GPU0 NVIDIA GeForce GTX 1080 which is of cuda capability 6.1. Minimum and Maximum cuda capability "
+        "supported by this version of PyTorch is (7.5) - (12.0)"
     ]
     assert gpu["devices"][0]["covered"] is False and gpu["devices"][0]["ok"] is False
 
@@ -293,8 +302,9 @@ def test_a_gpu_the_build_does_not_cover_fails_with_the_arch_list_that_fixes_it()
     step, error, fix = script["gpu_failure"](gpu)
     assert step == "CUDA kernel on cuda:1"
     assert (
-        error
-        == "cuda:1 (NVIDIA H100 80GB HBM3, compute capability 9.0): compute capability 9.0 is not among this build's CUDA architectures (sm_80 sm_86), so PyTorch's kernels have no image for it ('no kernel image is available for execution on the device')"
+        error == "cuda:1 (NVIDIA H100 80GB HBM3, compute capability 9.0): compute capability 9.0 is not among this "
+        "build's CUDA architectures (sm_80 sm_86), so PyTorch's kernels have no image for it ('no kernel image "
+        "is available for execution on the device')"
     )
     # Both GPUs' capabilities: rebuilding for 9.0 alone would drop the 3090.
     assert fix.startswith(
@@ -328,7 +338,8 @@ def test_a_kernel_without_an_image_for_the_gpu_fails_the_device_and_names_the_fl
     assert "no kernel image is available for execution on the device" in error
     assert (
         error.splitlines()[-1]
-        == "cuda:0 (NVIDIA H100 80GB HBM3, compute capability 9.0): RuntimeError: CUDA error: no kernel image is available for execution on the device"
+        == "cuda:0 (NVIDIA H100 80GB HBM3, compute capability 9.0): RuntimeError: CUDA error: no kernel image is "
+        "available for execution on the device"
     )
     assert (
         "`invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0)" in fix
@@ -357,7 +368,9 @@ def test_a_wrong_result_or_a_broken_device_fails_without_an_arch_list_fix() -> N
     assert step == "CUDA kernel on cuda:0" and fix is None
     assert (
         error.splitlines()[-1]
-        == "cuda:0 (GPU A, compute capability 8.0): RuntimeError: x @ x.T on cpu differs from the CPU's result (largest difference 1.0); cuda:1 (unnamed, compute capability unknown): RuntimeError: CUDA error: unspecified launch failure"
+        == "cuda:0 (GPU A, compute capability 8.0): RuntimeError: x @ x.T on cpu differs from the CPU's result "
+        "(largest difference 1.0); cuda:1 (unnamed, compute capability unknown): RuntimeError: CUDA error: "
+        "unspecified launch failure"
     )
 
 
@@ -420,7 +433,8 @@ def test_the_summary_shows_each_gpu_briefly(tmp_path: Any) -> None:
     }
     assert gpu_lines({"gpu": gpu}) == [
         "cuda:0 NVIDIA GeForce RTX 3090 · capability 8.6 · built for it (sm_80 sm_86) · kernel ok",
-        "cuda:1 NVIDIA H100 80GB HBM3 · capability 9.0 · NOT built for it (arch list sm_80 sm_86) · kernel failed: RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        "cuda:1 NVIDIA H100 80GB HBM3 · capability 9.0 · NOT built for it (arch list sm_80 sm_86) · kernel failed: "
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
     ]
     assert gpu_lines({"gpu": {"checked": False, "reason": "torch was built without CUDA"}}) == [
         "not checked: torch was built without CUDA"

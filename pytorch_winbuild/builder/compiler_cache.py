@@ -149,7 +149,8 @@ class CacheSession:
                 output = (completed.stderr or completed.stdout).strip().splitlines()
                 message = redact_text(output[-1]) if output else "no output"
                 raise ToolchainError(
-                    f"`{self.commands.name} {' '.join(args)}` failed with exit status {completed.returncode}: {message}",
+                    f"`{self.commands.name} {' '.join(args)}` failed with exit status {completed.returncode}: "
+                    f"{message}",
                     fix="run the same command by hand to see why, or pass --compiler-cache none.",
                 )
 
@@ -199,7 +200,8 @@ def _nvcc_wrapper_text(launcher: str, nvcc: str, hosts: Mapping[str, str]) -> st
     return (
         "#!/bin/sh\n"
         + quoting_sh.comment(
-            f"Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of its {name} wrapper.",
+            f"Written by pytorch-winbuild: runs nvcc through {name}, with the real host compiler in place of "
+            f"its {name} wrapper.",
             "the compiler cache's file name",
         )
         + "\n"
@@ -246,12 +248,14 @@ def extension_cache_env(
     if method is None:
         return (
             variables,
-            f"{cache} does not reach extension builds on {os_name} (torch.utils.cpp_extension calls the compiler directly), so this build is not cached",
+            f"{cache} does not reach extension builds on {os_name} (torch.utils.cpp_extension calls the "
+            "compiler directly), so this build is not cached",
         )
     if method == "plan":
         return (
             variables,
-            f"{cache} through the plan's CC/CXX; nvcc is not cached ({cache} caches only the C/C++ compiler), so .cu files compile again every build",
+            f"{cache} through the plan's CC/CXX; nvcc is not cached ({cache} caches only the C/C++ "
+            "compiler), so .cu files compile again every build",
         )
     path = next((value for key, value in env.items() if key.upper() == "PATH"), None)
     launcher = shutil.which(cache, path=path)
@@ -302,5 +306,6 @@ def _nvcc_wrapper(
     # torch writes the value unquoted into a shell command line: a path with spaces needs quotes.
     return (
         {route.variable: shlex.quote(str(wrapper))},
-        f"nvcc ({nvcc}) goes through {cache} too, as {route.variable}={wrapper.name} (torch reads it in Ninja builds, its default)",
+        f"nvcc ({nvcc}) goes through {cache} too, as {route.variable}={wrapper.name} (torch reads it in "
+        "Ninja builds, its default)",
     )

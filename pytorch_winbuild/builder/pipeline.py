@@ -67,13 +67,27 @@ def _python_command(arguments: tuple[str, ...] | list[str], python: str | None =
     return [python or sys.executable, *arguments]
 
 
+# `python -m pip install -v .` (the 2.5+ era's commands) indents every line of the build backend's
+# output by two spaces, so Ninja's "[n/m] " would reach the display as "  [n/m] ", which it rightly
+# takes for someone else's output. The display gets the build's lines as the build printed them.
+PIP_INDENT = "  "
+
+
+def _without_pip_indent(on_line: Callable[[str], None]) -> Callable[[str], None]:
+    def line(text: str) -> None:
+        on_line(text.removeprefix(PIP_INDENT))
+
+    return line
+
+
 def _stream(record: BuildRecord, command: list[str], cwd: Path, env: dict[str, str], settings: RunnerSettings) -> int:
     display = ProgressDisplay(settings.progress)
+    on_line = _without_pip_indent(display.line) if command[1:3] == ["-m", "pip"] else display.line
     with record.log.open("w", encoding="utf-8", newline="\n") as log:
         log.write(f"pytorch-winbuild {record.kind}: `{' '.join(command)}` in {cwd}, started {record.started}\n")
         try:
             result = run_streamed(
-                command, cwd=cwd, env=env, log=log, on_line=display.line, grace_seconds=settings.stop_grace_seconds
+                command, cwd=cwd, env=env, log=log, on_line=on_line, grace_seconds=settings.stop_grace_seconds
             )
         finally:
             display.close()
@@ -160,7 +174,8 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
         )
         error = InterruptedByUser(
             f"stopped by Ctrl-C: {stopped}. The log so far is {record.log}.",
-            fix="run the same command again to continue: compiled objects are kept, so the build picks up where it stopped.",
+            fix="run the same command again to continue: compiled objects are kept, so the build picks up where "
+            "it stopped.",
         )
         record.result, record.exit_code, record.error = "interrupted", error.exit_code, error.paragraph()
         raise error from None

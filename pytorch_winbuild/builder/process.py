@@ -17,9 +17,11 @@ child writes in pieces, or that straddles the reader's buffer, is still one stri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,14 +50,14 @@ class CommandResult:
 
 
 def _group_options() -> dict[str, Any]:
-    if os.name == "nt":
+    if sys.platform == "win32":
         return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 
 
 def _signal_group(process: subprocess.Popen[bytes]) -> None:
     try:
-        if os.name == "nt":
+        if sys.platform == "win32":
             process.send_signal(signal.CTRL_BREAK_EVENT)
         else:
             os.killpg(process.pid, signal.SIGINT)
@@ -71,7 +73,7 @@ def stop_tree(process: subprocess.Popen[bytes], grace_seconds: float) -> tuple[i
     except psutil.NoSuchProcess:
         tree = []
     _signal_group(process)
-    if os.name != "nt":
+    if sys.platform != "win32":
         for member in tree[1:]:
             try:
                 if os.getpgid(member.pid) != process.pid:
@@ -80,10 +82,8 @@ def stop_tree(process: subprocess.Popen[bytes], grace_seconds: float) -> tuple[i
                 pass
     _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
     for member in alive:
-        try:
+        with contextlib.suppress(psutil.Error):
             member.kill()
-        except psutil.Error:
-            pass
     psutil.wait_procs(alive, timeout=grace_seconds)
     process.wait()
     return len(tree), len(alive)

@@ -119,7 +119,7 @@ class BuildRecord:
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
@@ -173,7 +173,8 @@ def gpu_lines(verification: dict[str, Any]) -> list[str]:
         kernel = device.get("kernel")
         outcome = "kernel ok" if kernel == "ok" else f"kernel {kernel}: {device.get('error', 'no message')}"
         lines.append(
-            f"{device.get('device')} {device.get('name') or 'unnamed'} · capability {device.get('capability') or '?'} · {coverage} · {outcome}"
+            f"{device.get('device')} {device.get('name') or 'unnamed'} · capability "
+            f"{device.get('capability') or '?'} · {coverage} · {outcome}"
         )
     return lines
 

@@ -13,6 +13,7 @@ its command line or .git/config, and git's output has its terminal control seque
 from __future__ import annotations
 
 import base64
+import io
 import os
 import re
 import shutil
@@ -119,7 +120,8 @@ def _git_executable(key: str) -> str:
     if executable is None:
         raise ToolchainError(
             f"{key} needs git, and git is not installed.",
-            fix="install Git for Windows (or `apt-get install git`), then run again; or pass --source with an existing checkout.",
+            fix="install Git for Windows (or `apt-get install git`), then run again; or pass --source with an "
+            "existing checkout.",
         )
     return executable
 
@@ -130,7 +132,8 @@ def check_repo(repo: str, key: str = "--repo") -> None:
     if repo.startswith("-"):
         raise ConfigurationError(
             f"{key}: {shown} starts with '-', so git would read it as an option, not a repository.",
-            fix="pass the repository's URL (https://..., ssh://..., git@host:path) or path; write a path that starts with '-' as ./-name.",
+            fix="pass the repository's URL (https://..., ssh://..., git@host:path) or path; write a path that "
+            "starts with '-' as ./-name.",
         )
     if _CONTROL_CHARACTER.search(repo):
         raise ConfigurationError(
@@ -140,8 +143,10 @@ def check_repo(repo: str, key: str = "--repo") -> None:
     parts = _parsed(repo, key)
     if parts.password is not None and parts.scheme.lower() not in _HEADER_SCHEMES:
         raise ConfigurationError(
-            f"{key}: {shown} carries a password in a {parts.scheme} URL, which git cannot use and would store in the clone's .git/config.",
-            fix="use an SSH key (ssh-agent) for ssh URLs, or an https URL, whose user and password pytorch-winbuild passes to git without storing them.",
+            f"{key}: {shown} carries a password in a {parts.scheme} URL, which git cannot use and would "
+            "store in the clone's .git/config.",
+            fix="use an SSH key (ssh-agent) for ssh URLs, or an https URL, whose user and password "
+            "pytorch-winbuild passes to git without storing them.",
         )
 
 
@@ -163,7 +168,9 @@ def check_ref(ref: str, key: str = "--ref") -> None:
     command = [_git_executable(key), "check-ref-format", "--allow-onelevel", ref]
     if subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode != 0:
         raise ConfigurationError(
-            f"{key}: {ref!r} is not a branch, tag or commit name git accepts (`git check-ref-format` refuses spaces, control characters, '..', '~', '^', ':', '?', '*', '[', '\\', '@{{', and a leading '/' or a trailing '/', '.' or '.lock').",
+            f"{key}: {ref!r} is not a branch, tag or commit name git accepts (`git check-ref-format` refuses "
+            "spaces, control characters, '..', '~', '^', ':', '?', '*', '[', '\\', '@{', and a leading '/' "
+            "or a trailing '/', '.' or '.lock').",
             fix=REF_FIX,
         )
 
@@ -189,7 +196,8 @@ def _same_repo(a: str, b: str) -> bool:
 
 
 class _Git:
-    """git in one folder, with its remote's credential environment; network steps stream git's output, queries capture it."""
+    """git in one folder, with its remote's credential environment; network steps stream git's output,
+    queries capture it."""
 
     def __init__(self, folder: Path, *, key: str = "--repo", env: dict[str, str] | None = None) -> None:
         self.git = _git_executable(key)
@@ -201,13 +209,14 @@ class _Git:
         self.progress = ("--progress",) if sys.stderr.isatty() else ()
 
     def show(self, *args: str) -> None:
-        """Run a step with git's output on stderr as it comes, less control sequences (a remote's messages are not trusted)."""
+        """Run a step with git's output on stderr as it comes, less control sequences (a remote's messages
+        are not trusted)."""
         command = [self.git, "-C", str(self.folder), *args]
         with subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env
         ) as process:
             stream = process.stdout
-            assert stream is not None
+            assert isinstance(stream, io.BufferedIOBase)  # a buffered pipe (bufsize -1), so read1 is there
             decoder = getincrementaldecoder("utf-8")(errors="replace")
             masker = StreamRedactor()
             for chunk in iter(partial(stream.read1, 65536), b""):
@@ -217,7 +226,8 @@ class _Git:
             status = process.wait()
         if status != 0:
             raise DependencyError(
-                f"`git {' '.join(redact_text(a) for a in args)}` in {self.folder} failed with exit status {status} (git's message is above).",
+                f"`git {' '.join(redact_text(a) for a in args)}` in {self.folder} failed with exit status "
+                f"{status} (git's message is above).",
                 fix="check the URL, the network and your access to the repository, then run again.",
             )
 
@@ -261,18 +271,22 @@ def _resolve(git: _Git, ref: str | None, key: str) -> str:
 
 
 def _check_existing(git: _Git, url: str, folder: Path) -> None:
-    """The clone is of `url` (a credential-free URL) and has no local changes; a credential stored by an earlier version is removed."""
+    """The clone is of `url` (a credential-free URL) and has no local changes; a credential stored by an
+    earlier version is removed."""
     stored = git.query("remote", "get-url", "--", "origin")
     origin = remote_url(stored) if stored is not None else None
     if origin is None or not _same_repo(origin, url):
         raise ConfigurationError(
-            f"{folder} is a clone of {printable(redact_text(origin or 'an unknown remote'))}, not of {redact_text(url)}.",
-            fix="pass --source with another folder for this repository, or leave --repo out to build that clone as it is.",
+            f"{folder} is a clone of {printable(redact_text(origin or 'an unknown remote'))}, not of "
+            f"{redact_text(url)}.",
+            fix="pass --source with another folder for this repository, or leave --repo out to build that clone "
+            "as it is.",
         )
     if stored != origin:
         git.show("remote", "set-url", "--", "origin", origin)
         print(
-            f"Removed the user and password stored in {folder / '.git' / 'config'}: git now gets them from its environment only.",
+            f"Removed the user and password stored in {folder / '.git' / 'config'}: git now gets them from "
+            "its environment only.",
             file=sys.stderr,
             flush=True,
         )
@@ -305,7 +319,8 @@ def acquire_source(
     else:
         if destination.exists() and any(destination.iterdir()):
             raise ConfigurationError(
-                f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of {redact_text(url)}.",
+                f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of "
+                f"{redact_text(url)}.",
                 fix="pass --source with an empty or new folder, or remove that one.",
             )
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -338,4 +353,7 @@ def old_era_prep(source_dir: Path, era: Era) -> str | None:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source, target)
-    return f"Copied {CWRAP_SOURCE.as_posix()} to {CWRAP_TARGET.as_posix()} (PyTorch {era.name} sources need it there, the seeds' prep step)."
+    return (
+        f"Copied {CWRAP_SOURCE.as_posix()} to {CWRAP_TARGET.as_posix()} (PyTorch {era.name} sources need it "
+        "there, the seeds' prep step)."
+    )

@@ -107,12 +107,23 @@ def run_kernel(torch, index):
     expected = torch.mm(x, x.t())
     if not torch.allclose(product.cpu(), expected, rtol=1e-5, atol=1e-3):
         difference = (product.cpu() - expected).abs().max().item()
-        raise RuntimeError("x @ x.T on {} differs from the CPU's result (largest difference {})".format(device, difference))
+        raise RuntimeError(
+            "x @ x.T on {} differs from the CPU's result (largest difference {})".format(device, difference)
+        )
 
 
 def check_device(torch, index, arch_list):
     """Name, capability, coverage and a kernel on one device; never raises."""
-    device = {"index": index, "device": "cuda:{}".format(index), "name": None, "capability": None, "covered": None, "covered_by": [], "kernel": "not run", "ok": False}
+    device = {
+        "index": index,
+        "device": "cuda:{}".format(index),
+        "name": None,
+        "capability": None,
+        "covered": None,
+        "covered_by": [],
+        "kernel": "not run",
+        "ok": False,
+    }
     try:
         device["name"] = torch.cuda.get_device_name(index)
         major, minor = torch.cuda.get_device_capability(index)
@@ -127,7 +138,10 @@ def check_device(torch, index, arch_list):
             device["kernel"] = "failed"
             raise
         if device["covered"] is False:
-            device["error"] = "compute capability {} is not among this build's CUDA architectures ({}), so PyTorch's kernels have no image for it ('no kernel image is available for execution on the device')".format(device["capability"], " ".join(arch_list))
+            device["error"] = (
+                "compute capability {} is not among this build's CUDA architectures ({}), so PyTorch's kernels "
+                "have no image for it ('no kernel image is available for execution on the device')"
+            ).format(device["capability"], " ".join(arch_list))
         else:
             device["ok"] = True
     except Exception as error:
@@ -145,7 +159,11 @@ def check_gpus(torch):
         return gpu
     if not torch.cuda.is_available():
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        gpu["reason"] = "no CUDA device visible (torch.cuda.is_available() is False" + ("; CUDA_VISIBLE_DEVICES={!r}".format(visible) if visible is not None else "") + ")"
+        gpu["reason"] = (
+            "no CUDA device visible (torch.cuda.is_available() is False"
+            + ("; CUDA_VISIBLE_DEVICES={!r}".format(visible) if visible is not None else "")
+            + ")"
+        )
         return gpu
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -173,18 +191,38 @@ def gpu_failure(gpu):
         return None
     lines = []
     for device in failed:
-        lines.append("{} ({}, compute capability {}): {}".format(device["device"], device["name"] or "unnamed", device["capability"] or "unknown", device.get("error", "failed")))
+        lines.append(
+            "{} ({}, compute capability {}): {}".format(
+                device["device"],
+                device["name"] or "unnamed",
+                device["capability"] or "unknown",
+                device.get("error", "failed"),
+            )
+        )
     tracebacks = [device["traceback"] for device in failed if device.get("traceback")]
     error = "".join(tracebacks) + "; ".join(lines)
     fix = None
-    wrong_arch = [device for device in failed if device["covered"] is False or "no kernel image" in device.get("traceback", "")]
-    capabilities = [tuple(int(part) for part in device["capability"].split(".")) for device in gpu["devices"] if device["capability"]]
+    wrong_arch = [
+        device for device in failed if device["covered"] is False or "no kernel image" in device.get("traceback", "")
+    ]
+    capabilities = [
+        tuple(int(part) for part in device["capability"].split("."))
+        for device in gpu["devices"]
+        if device["capability"]
+    ]
     if wrong_arch and capabilities:
         flag = arch_list_flag(capabilities)
         quoted = flag if ";" not in flag else '"' + flag + '"'
-        described = ", ".join("{} ({}) has compute capability {}".format(device["device"], device["name"], device["capability"]) for device in gpu["devices"] if device["capability"])
+        described = ", ".join(
+            "{} ({}) has compute capability {}".format(device["device"], device["name"], device["capability"])
+            for device in gpu["devices"]
+            if device["capability"]
+        )
         built = " ".join(gpu["arch_list"] or []) or "unknown"
-        fix = "rebuild for the GPUs here: `invoke build --arch-list {}` (TORCH_CUDA_ARCH_LIST={}). {}; this build's CUDA architectures are {}.".format(quoted, flag, described, built)
+        fix = (
+            "rebuild for the GPUs here: `invoke build --arch-list {}` (TORCH_CUDA_ARCH_LIST={}). {}; "
+            "this build's CUDA architectures are {}."
+        ).format(quoted, flag, described, built)
     return "CUDA kernel on " + failed[0]["device"], error, fix
 
 
@@ -210,12 +248,16 @@ def check():
         step = "DataLoader"
         import torch.utils.data
 
-        loader = torch.utils.data.DataLoader(Squares(), batch_size=2, num_workers=2, collate_fn=collate, multiprocessing_context="spawn")
+        loader = torch.utils.data.DataLoader(
+            Squares(), batch_size=2, num_workers=2, collate_fn=collate, multiprocessing_context="spawn"
+        )
         batches = [batch for batch in loader]
         total = sum(sum(batch) for batch in batches)
         expected = sum(index * index for index in range(ITEMS))
         if total != expected:
-            raise RuntimeError("DataLoader workers returned %r (sum %d), expected the sum %d" % (batches, total, expected))
+            raise RuntimeError(
+                "DataLoader workers returned %r (sum %d), expected the sum %d" % (batches, total, expected)
+            )
         result["dataloader"] = {"num_workers": 2, "start_method": "spawn", "batches": len(batches), "ok": True}
         failure = gpu_failure(result["gpu"])
         if failure:
@@ -254,7 +296,10 @@ def _parse(stdout: str) -> dict[str, Any] | None:
 
 def failure_error(result: dict[str, Any]) -> VerificationError:
     """One paragraph naming the failed step and its exception, with the diagnosis's advice."""
-    message = f"a fresh `{result.get('interpreter')}` outside the source tree failed at step '{result.get('failed_step', 'start')}': {result.get('error_summary', 'no output')}"
+    message = (
+        f"a fresh `{result.get('interpreter')}` outside the source tree failed at step "
+        f"'{result.get('failed_step', 'start')}': {result.get('error_summary', 'no output')}"
+    )
     matches = result.get("diagnosis") or []
     if matches:
         message += " Diagnosis: " + "; ".join(f"[{m['id']}] {m['title']}" for m in matches) + "."
@@ -288,7 +333,8 @@ def _run(python: str, env: dict[str, str]) -> tuple[int, str, str]:
             return (
                 -1,
                 "",
-                f"TimeoutError: the check did not finish within {TIMEOUT_SECONDS} s (a DataLoader worker that never started?).",
+                f"TimeoutError: the check did not finish within {TIMEOUT_SECONDS} s (a DataLoader worker "
+                "that never started?).",
             )
     return completed.returncode, completed.stdout, completed.stderr
 

@@ -14,6 +14,7 @@ so a folder without a valid marker (an interrupted run, a hand-made copy) is nev
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -48,7 +49,8 @@ class Marker:
 # A folder of this machine (Path) or of the machine a --host plan is for (PureWindowsPath).
 AnyPath = TypeVar("AnyPath", bound=PurePath)
 
-def downloads_root(cache_dir: Path) -> Path:
+
+def downloads_root(cache_dir: AnyPath) -> AnyPath:
     return cache_dir / "downloads"
 
 
@@ -61,7 +63,7 @@ def deps_dir(cache_dir: AnyPath, archive: Archive) -> AnyPath:
     return deps_root(cache_dir) / archive.folder_name
 
 
-def download_path(cache_dir: Path, archive: Archive) -> Path:
+def download_path(cache_dir: AnyPath, archive: Archive) -> AnyPath:
     return downloads_root(cache_dir) / archive.file_name
 
 
@@ -169,8 +171,10 @@ def cache_lock(cache_dir: Path, *, timeout: float, log: Callable[[str], None]) -
             lock.acquire(timeout=timeout)
         except Timeout:
             raise BusyError(
-                f"another pytorch-winbuild run (fetch-deps, clean, a build or the nightly) has held the cache {cache_dir} for more than {timeout:.0f} s.",
-                fix="wait for it to finish and run the command again; if no such run exists, a crashed one left its lock: the lock is released when that process ends.",
+                "another pytorch-winbuild run (fetch-deps, clean, a build or the nightly) has held the "
+                f"cache {cache_dir} for more than {timeout:.0f} s.",
+                fix="wait for it to finish and run the command again; if no such run exists, a crashed one left "
+                "its lock: the lock is released when that process ends.",
             ) from None
     try:
         yield
@@ -185,10 +189,8 @@ def tree_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
     return total
 
 
@@ -213,7 +215,8 @@ def clean(cache_dir: Path, *, deps: bool, downloads: bool, timeout: float, log: 
                 except OSError as exc:
                     raise DependencyError(
                         f"could not delete {target} ({exc.strerror or exc}: {exc.filename}).",
-                        fix="close programs that use files in it (a build, an editor, a shell inside it) and run the command again.",
+                        fix="close programs that use files in it (a build, an editor, a shell inside it) and run "
+                        "the command again.",
                     ) from None
                 removed.append(Removed(path=target, bytes=size))
     return removed
@@ -228,9 +231,11 @@ def write_error(exc: OSError, path: Path) -> DependencyError:
             free = ""
         return DependencyError(
             f"the disk holding {path.parent} is full{free}.",
-            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on a larger disk, then run the command again.",
+            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on "
+            "a larger disk, then run the command again.",
         )
     return DependencyError(
         f"cannot write {path} ({exc.strerror or exc}).",
-        fix="check that the cache folder is writable and not held open by another program, or pass --cache-dir elsewhere.",
+        fix="check that the cache folder is writable and not held open by another program, or pass --cache-dir "
+        "elsewhere.",
     )

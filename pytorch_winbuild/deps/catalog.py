@@ -151,7 +151,8 @@ def _file_pattern(table: dict[str, Any], kind: str, where: str) -> str:
     if unknown:
         allowed = ", ".join("{" + name + "}" for name in sorted(FILE_PLACEHOLDERS[kind]))
         raise ConfigurationError(
-            f"{where}.file: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml does not fill.",
+            f"{where}.file: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml "
+            "does not fill.",
             fix=f"use only {allowed}.",
         )
     return pattern

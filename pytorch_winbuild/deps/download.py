@@ -109,16 +109,17 @@ def sha256_of(path: Path, chunk_size: int = 1 << 20) -> tuple[str, int]:
 
 def _network_fix() -> str:
     return (
-        "check the network connection and the proxy settings (HTTPS_PROXY, NO_PROXY); where the bucket is blocked or slow, "
-        "use --mirror URL or download the files by hand into a folder and pass --from-dir DIR. "
-        "The partial download was deleted: the next run starts it afresh (only a run stopped with Ctrl-C resumes)."
+        "check the network connection and the proxy settings (HTTPS_PROXY, NO_PROXY); where the bucket is blocked or "
+        "slow, use --mirror URL or download the files by hand into a folder and pass --from-dir DIR. The partial "
+        "download was deleted: the next run starts it afresh (only a run stopped with Ctrl-C resumes)."
     )
 
 
 def _limits_fix() -> str:
     return (
-        "the server or mirror is misbehaving or too slow: use another --mirror, or download the file by hand and pass --from-dir DIR. "
-        "The limits are [download] max_size, speed_limit, speed_time and deadline in build_config/deps.toml."
+        "the server or mirror is misbehaving or too slow: use another --mirror, or download the file by hand and "
+        "pass --from-dir DIR. The limits are [download] max_size, speed_limit, speed_time and deadline in "
+        "build_config/deps.toml."
     )
 
 
@@ -215,14 +216,16 @@ def download(
     limit_text = (
         f"the {expected_size} bytes {size_source}"
         if expected_size is not None
-        else f"the limit of {settings.max_size} bytes for an archive of unknown size ([download] max_size in build_config/deps.toml)"
+        else f"the limit of {settings.max_size} bytes for an archive of unknown size ([download] max_size in "
+        "build_config/deps.toml)"
     )
     started = time.monotonic()
     deadline_at = started + settings.deadline
 
     def past_deadline() -> DependencyError:
         return DependencyError(
-            f"downloading {shown} took longer than the {settings.deadline:.0f} s allowed for one archive ([download] deadline); stopped.",
+            f"downloading {shown} took longer than the {settings.deadline:.0f} s allowed for one archive "
+            "([download] deadline); stopped.",
             fix=_limits_fix(),
         )
 
@@ -282,8 +285,10 @@ def download(
                     total = int(length) if length and length.isascii() and length.isdigit() else None
                 if expected_size is not None and total is not None and total != expected_size:
                     raise DependencyError(
-                        f"{shown} is {total} bytes, but {expected_size} bytes are expected: the file on the server is not the one recorded.",
-                        fix="check the mirror holds the same files as the public bucket; if the file was really replaced, accept it with --update-lock.",
+                        f"{shown} is {total} bytes, but {expected_size} bytes are expected: the file on the "
+                        "server is not the one recorded.",
+                        fix="check the mirror holds the same files as the public bucket; if the file was really "
+                        "replaced, accept it with --update-lock.",
                     )
                 if total is not None and total > limit:
                     raise DependencyError(
@@ -300,7 +305,8 @@ def download(
                                 raise Cancelled()
                             if have + len(chunk) > limit:
                                 raise DependencyError(
-                                    f"{shown} sent more than {limit_text}: stopped after {have} bytes, before writing any more; the partial file was deleted.",
+                                    f"{shown} sent more than {limit_text}: stopped after {have} bytes, "
+                                    "before writing any more; the partial file was deleted.",
                                     fix=_limits_fix(),
                                 )
                             out.write(chunk)
@@ -312,8 +318,9 @@ def download(
                             speed = pace.too_slow(now, received_now)
                             if speed is not None:
                                 raise DependencyError(
-                                    f"{shown} sent {speed:.0f} bytes/s over the last {settings.speed_time:g} s, under the {settings.speed_limit} bytes/s "
-                                    f"required ([download] speed_limit, speed_time); stopped after {have} bytes.",
+                                    f"{shown} sent {speed:.0f} bytes/s over the last {settings.speed_time:g} s, "
+                                    f"under the {settings.speed_limit} bytes/s required ([download] speed_limit, "
+                                    f"speed_time); stopped after {have} bytes.",
                                     fix=_limits_fix(),
                                 )
                             if now > deadline_at:
@@ -329,7 +336,8 @@ def download(
         except requests.exceptions.SSLError as exc:
             raise DependencyError(
                 f"the TLS certificate of {shown} could not be verified ({redact_text(str(exc))}).",
-                fix="if a company proxy inspects HTTPS, point REQUESTS_CA_BUNDLE at its CA certificate file; TLS checks are never switched off.",
+                fix="if a company proxy inspects HTTPS, point REQUESTS_CA_BUNDLE at its CA certificate file; TLS "
+                "checks are never switched off.",
             ) from None
         except (
             requests.exceptions.InvalidURL,
@@ -345,10 +353,12 @@ def download(
             if unresolved is not None:
                 proxy = " (the proxy's name)" if isinstance(exc, requests.exceptions.ProxyError) else ""
                 raise DependencyError(
-                    f"could not download {shown}: the host name does not resolve{proxy} ({redact_text(str(unresolved))}). "
-                    "Not retried: a name that does not resolve now will not resolve a few seconds later.",
-                    fix="check the spelling of --mirror (or winbuild.mirror), the network connection and its DNS server, and HTTPS_PROXY/HTTP_PROXY "
-                    "where a proxy is required; or download the files by hand and pass --from-dir DIR.",
+                    f"could not download {shown}: the host name does not resolve{proxy} "
+                    f"({redact_text(str(unresolved))}). Not retried: a name that does not resolve now will not "
+                    "resolve a few seconds later.",
+                    fix="check the spelling of --mirror (or winbuild.mirror), the network connection and its DNS "
+                    "server, and HTTPS_PROXY/HTTP_PROXY where a proxy is required; or download the files by hand "
+                    "and pass --from-dir DIR.",
                 ) from None
             reason = redact_text(str(exc)) or type(exc).__name__
             transferred += received_now
@@ -364,7 +374,8 @@ def download(
             wait = min(settings.backoff * 2 ** max(failures - 1, 0), settings.max_backoff)
             if time.monotonic() + wait >= deadline_at:
                 raise DependencyError(
-                    f"could not download {shown} within the {settings.deadline:.0f} s allowed for one archive ([download] deadline): {reason}.",
+                    f"could not download {shown} within the {settings.deadline:.0f} s allowed for one "
+                    f"archive ([download] deadline): {reason}.",
                     fix=_network_fix(),
                 ) from None
             log(f"{name}: {reason}; retrying in {wait:.1f} s")

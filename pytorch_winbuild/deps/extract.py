@@ -13,6 +13,7 @@ cannot decode.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import lzma
 import os
@@ -36,7 +37,10 @@ _SPACE_MARGIN = 64 * 1024 * 1024  # headroom for file-system overhead
 _NO_SPACE = ("no space left on device", "not enough space on the disk", "disk full")
 _DANGEROUS_LINK = "ERROR: Dangerous link path was ignored : "  # 7-Zip 21+ (7zz), for any link target holding '..'
 _SUB_ITEM_ERRORS = re.compile(r"^Sub items Errors: (\d+)$", re.MULTILINE)
-_SEVEN_ZIP_FIX = "install 7-Zip (https://www.7-zip.org) so that `7z`, `7zz` or `7za` is on PATH or 7z.exe is in C:\\Program Files\\7-Zip, then run the command again."
+_SEVEN_ZIP_FIX = (
+    "install 7-Zip (https://www.7-zip.org) so that `7z`, `7zz` or `7za` is on PATH or 7z.exe is in C:\\Program "
+    "Files\\7-Zip, then run the command again."
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,8 @@ class BadArchive(DependencyError):
 def damaged(archive_file: Path, detail: str) -> BadArchive:
     return BadArchive(
         f"{archive_file.name} is damaged or incomplete ({detail}); it has been removed.",
-        fix="run the command again to download it afresh; if it fails the same way, the file on the server or mirror is broken: "
-        "with --from-dir, download it again by hand.",
+        fix="run the command again to download it afresh; if it fails the same way, the file on the server or mirror "
+        "is broken: with --from-dir, download it again by hand.",
     )
 
 
@@ -120,8 +124,10 @@ def check_entries(archive_file: Path, entries: list[Entry]) -> None:
             reason = "a parent folder that is a link"
         if reason is not None:
             raise BadArchive(
-                f"{archive_file.name} holds the entry {entry.name!r} with {reason}; nothing was extracted and the file has been removed.",
-                fix="the file is not a genuine MKL/MAGMA archive: check where it came from (the mirror, or the folder given with --from-dir) and replace it with the original.",
+                f"{archive_file.name} holds the entry {entry.name!r} with {reason}; nothing was extracted "
+                "and the file has been removed.",
+                fix="the file is not a genuine MKL/MAGMA archive: check where it came from (the mirror, or the "
+                "folder given with --from-dir) and replace it with the original.",
             )
 
 
@@ -146,8 +152,10 @@ def check_links(archive_file: Path, root: Path) -> None:
             resolved = os.path.realpath(path)
             if os.path.isabs(stored) or os.path.commonpath([real_root, resolved]) != real_root:
                 raise BadArchive(
-                    f"{archive_file.name} holds a link {os.path.relpath(path, root)!r} to {stored!r}, outside its own folder; it was not installed and has been removed.",
-                    fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the public bucket.",
+                    f"{archive_file.name} holds a link {os.path.relpath(path, root)!r} to {stored!r}, "
+                    "outside its own folder; it was not installed and has been removed.",
+                    fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the "
+                    "public bucket.",
                 )
 
 
@@ -156,8 +164,10 @@ def _check_space(archive_file: Path, entries: list[Entry], folder: Path) -> None
     free = shutil.disk_usage(folder).free
     if free < needed:
         raise DependencyError(
-            f"extracting {archive_file.name} needs {needed // (1024 * 1024)} MB, but the disk holding {folder} has {free // (1024 * 1024)} MB free.",
-            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on a larger disk, then run the command again.",
+            f"extracting {archive_file.name} needs {needed // (1024 * 1024)} MB, but the disk holding "
+            f"{folder} has {free // (1024 * 1024)} MB free.",
+            fix="free some space (`invoke clean --downloads` removes downloaded archives) or pass --cache-dir on "
+            "a larger disk, then run the command again.",
         )
 
 
@@ -210,7 +220,8 @@ def _keep_inside_links(
     for name, target in refused:
         if not _stays_inside(name, target):
             raise BadArchive(
-                f"{archive_file.name} holds a link {name!r} to {target!r}, outside its own folder; it was not installed and has been removed.",
+                f"{archive_file.name} holds a link {name!r} to {target!r}, outside its own folder; it was "
+                "not installed and has been removed.",
                 fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the public bucket.",
             )
     for name, target in refused:
@@ -219,7 +230,8 @@ def _keep_inside_links(
             path.unlink()  # 7-Zip leaves an empty file in the link's place
         elif path.exists():
             log(
-                f"{archive_file.name}: skipped the link {name!r} -> {target!r}: {Path(program).name} left a folder in its place"
+                f"{archive_file.name}: skipped the link {name!r} -> {target!r}: {Path(program).name} left a "
+                "folder in its place"
             )
             continue
         native_target = target.replace("/", os.sep) if os.name == "nt" else target
@@ -227,11 +239,13 @@ def _keep_inside_links(
             os.symlink(native_target, path, target_is_directory=(path.parent / native_target).is_dir())
         except OSError as exc:  # Windows without the right to create links
             log(
-                f"{archive_file.name}: skipped the link {name!r} -> {target!r}: links cannot be created here ({exc.strerror or exc})"
+                f"{archive_file.name}: skipped the link {name!r} -> {target!r}: links cannot be created here "
+                f"({exc.strerror or exc})"
             )
             continue
         log(
-            f"{archive_file.name}: {Path(program).name} refused the link {name!r} -> {target!r} as dangerous; it stays inside the folder, so it was recreated"
+            f"{archive_file.name}: {Path(program).name} refused the link {name!r} -> {target!r} as "
+            "dangerous; it stays inside the folder, so it was recreated"
         )
 
 
@@ -243,9 +257,7 @@ def _extract_native(
     log: Callable[[str], None] | None = None,
 ) -> None:
     command = [program, "x", "-y", "-bso0", "-bsp0", f"-o{work}", "--", str(archive_file)]
-    result = subprocess.run(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
-    )
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
     if result.returncode == 0:
         return
     if (
@@ -372,8 +384,10 @@ def install_archive(
         missing = missing_layout(work, archive.layout)
         if missing:
             raise BadArchive(
-                f"{archive_file.name} does not have the layout of a {archive.label} archive: {', '.join(missing)} missing after extraction; it has been removed.",
-                fix="check that the mirror or --from-dir folder holds the original file from the public bucket under this name.",
+                f"{archive_file.name} does not have the layout of a {archive.label} archive: "
+                f"{', '.join(missing)} missing after extraction; it has been removed.",
+                fix="check that the mirror or --from-dir folder holds the original file from the public bucket "
+                "under this name.",
             )
         write_marker(work, Marker(file_name=archive.file_name, sha256=sha256, size=size, extractor=tool))
         _swap_into_place(work, target)
@@ -388,7 +402,5 @@ def install_archive(
 
 def _discard(work: Path) -> None:
     """Best-effort removal of a failed work folder; what stays is swept by the next run."""
-    try:
+    with contextlib.suppress(OSError):
         remove_tree(work)
-    except OSError:
-        pass

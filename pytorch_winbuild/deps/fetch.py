@@ -65,21 +65,20 @@ def describe_fetch(
     `cache_dir` may be another machine's folder (a PureWindowsPath on Linux): then nothing here
     can say whether it is already there."""
     source = resolve_source(mirror, from_dir)
-    local = isinstance(cache_dir, Path)
     lines = []
     for archive in archives:
         if source.folder is not None:
             origin = str(source.folder / archive.file_name)
         else:
             origin = redact_text((source.base_url or archive.base_url) + archive.file_name)
-        folder = cache.deps_dir(cache_dir, archive)  # type: ignore[arg-type]
+        folder = cache.deps_dir(cache_dir, archive)
         state = (
             ("already there" if cache.installed_path(cache_dir, archive) else "to fetch")
-            if local
+            if isinstance(cache_dir, Path)
             else "on that machine"
-        )  # type: ignore[arg-type]
+        )
         lines.append(f"{archive.description}: {origin}")
-        lines.append(f"  download  {cache.download_path(cache_dir, archive)}")  # type: ignore[arg-type]
+        lines.append(f"  download  {cache.download_path(cache_dir, archive)}")
         lines.append(f"  extract   {folder} ({state})")
     return "\n".join(lines) + "\n"
 
@@ -112,8 +111,9 @@ def format_summary(result: FetchResult) -> str:
         for item in unverified:
             lines.append(f"  {item.archive.file_name}  SHA-256 {item.sha256 or 'unknown'}")
         lines.append(
-            "This cache accepted what the server sent first; later downloads into it must match. To verify one, compare its SHA-256 "
-            "with a copy you trust; a checksum from a published source belongs in build_config/deps.lock."
+            "This cache accepted what the server sent first; later downloads into it must match. To verify one, "
+            "compare its SHA-256 with a copy you trust; a checksum from a published source belongs in "
+            "build_config/deps.lock."
         )
     variables = result.variables()
     if variables:
@@ -193,8 +193,9 @@ def _not_installed(
     for archive in archives:
         pins = pins_for(archive, shipped, lock)
         folder = None
-        for pin in pins or [None]:  # every pin must hold for the installed folder's marker
-            folder = cache.installed_path(cache_dir, archive, pin.sha256 if pin else None)
+        checksums: list[str | None] = [pin.sha256 for pin in pins] or [None]
+        for expected in checksums:  # every pin must hold for the installed folder's marker
+            folder = cache.installed_path(cache_dir, archive, expected)
             if folder is None:
                 break
         if folder is None:

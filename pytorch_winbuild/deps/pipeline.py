@@ -10,6 +10,7 @@ Kept apart from fetch.py so a warm run never imports requests or py7zr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -109,10 +110,10 @@ class Pipeline:
                             errors.append((archive, exc))
                             continue
                         installing[extractions.submit(self._install, archive, obtained)] = archive
-                    for future in as_completed(installing):
-                        archive = installing[future]
+                    for installed in as_completed(installing):
+                        archive = installing[installed]
                         try:
-                            results[archive] = future.result()
+                            results[archive] = installed.result()
                         except DependencyError as exc:
                             errors.append((archive, exc))
                 except BaseException:
@@ -146,10 +147,13 @@ class Pipeline:
             return f"download {archive.url} by hand into {self.source.folder}, or leave out --from-dir to download it."
         if self.source.folder is not None or self.source.base_url is not None:
             return (
-                f"a mirror is a flat folder holding the same file names as {archive.base_url}: copy {archive.file_name} there, "
-                "or leave out --mirror to use the public bucket."
+                f"a mirror is a flat folder holding the same file names as {archive.base_url}: copy "
+                f"{archive.file_name} there, or leave out --mirror to use the public bucket."
             )
-        return "the public bucket no longer serves this file: pick another version (--mkl-version, --magma-version), or get the file elsewhere and pass --from-dir."
+        return (
+            "the public bucket no longer serves this file: pick another version (--mkl-version, "
+            "--magma-version), or get the file elsewhere and pass --from-dir."
+        )
 
     def _obtain(self, archive: Archive, row: int) -> _Obtained:
         started = time.monotonic()
@@ -164,7 +168,8 @@ class Pipeline:
             if self._mismatch(archive, sha256, size) is None:
                 return _Obtained(final, sha256, size, 0, "extracted from downloads/", started)
             self.log(
-                f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; fetching it again"
+                f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; "
+                "fetching it again"
             )
             final.unlink()
         try:
@@ -210,12 +215,16 @@ class Pipeline:
         return received, "downloaded"
 
     def _mismatch(self, archive: Archive, sha256: str, size: int) -> str | None:
-        """What a file's checksum or size contradicts (published checksums, or the cache's record unless --update-lock), or None."""
+        """What a file's checksum or size contradicts (published checksums, or the cache's record unless
+        --update-lock), or None."""
         pin = contradicted(self._pins(archive), sha256, size)
         if pin is None:
             return None
         size_text = f" ({pin.size} bytes)" if pin.size is not None else ""
-        return f"SHA-256 {pin.sha256}{size_text} {'published in' if pin.published else 'recorded at its first download in'} {pin.where}"
+        return (
+            f"SHA-256 {pin.sha256}{size_text} "
+            f"{'published in' if pin.published else 'recorded at its first download in'} {pin.where}"
+        )
 
     def _verify(self, archive: Archive, received: Received) -> None:
         conflict = self._mismatch(archive, received.sha256, received.size)
@@ -228,20 +237,24 @@ class Pipeline:
                 and not any(p.published for p in self._pins(archive))
             ):
                 self.log(
-                    f"{archive.file_name}: differs from {self.lock.path} (SHA-256 {entry.sha256}); accepting the new file because of --update-lock"
+                    f"{archive.file_name}: differs from {self.lock.path} (SHA-256 {entry.sha256}); accepting "
+                    "the new file because of --update-lock"
                 )
             return
         published = any(pin.published for pin in self._pins(archive))
         fix = (
-            "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror is not the published one: "
-            "get it from the public bucket or another mirror (--update-lock does not override a published checksum)."
+            "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror is "
+            "not the published one: get it from the public bucket or another mirror (--update-lock does not override "
+            "a published checksum)."
             if published
-            else "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror differs from the one recorded: "
-            "accept it with `invoke fetch-deps --update-lock` only if you trust where it comes from."
+            else "run the command again to fetch it afresh; if the mismatch stays, the file on the server or mirror "
+            "differs from the one recorded: accept it with `invoke fetch-deps --update-lock` only if you trust "
+            "where it comes from."
         )
         raise DependencyError(
-            f"checksum mismatch for {archive.file_name} from {redact_text(self._where(archive))}: expected {conflict}, got SHA-256 {received.sha256} "
-            f"({received.size} bytes). The file was deleted; nothing was extracted.",
+            f"checksum mismatch for {archive.file_name} from {redact_text(self._where(archive))}: expected "
+            f"{conflict}, got SHA-256 {received.sha256} ({received.size} bytes). The file was deleted; nothing was "
+            "extracted.",
             fix=fix,
         )
 
@@ -281,7 +294,8 @@ class Pipeline:
         )
 
     def _record(self, archive: Archive, entry: LockEntry) -> None:
-        """Pin, in the cache's lock, the checksum of an archive nothing published vouches for, once it has extracted completely."""
+        """Pin, in the cache's lock, the checksum of an archive nothing published vouches for, once it has
+        extracted completely."""
         with self._lock_write:
             if self.lock.get(archive.file_name) == entry:
                 return
@@ -289,7 +303,8 @@ class Pipeline:
                 self.lock.record(archive.file_name, entry)
             except OSError as exc:
                 self.log(
-                    f"warning: could not record the checksum of {archive.file_name} in {self.lock.path} ({exc.strerror or exc}); pass a writable --lock-file"
+                    f"warning: could not record the checksum of {archive.file_name} in {self.lock.path} "
+                    f"({exc.strerror or exc}); pass a writable --lock-file"
                 )
                 return
             self.log(
@@ -299,10 +314,8 @@ class Pipeline:
 
 
 def _discard(part: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # Windows: held open by a virus scanner; the next run starts it over
         part.unlink(missing_ok=True)
-    except OSError:
-        pass  # Windows: held open by a virus scanner; the next run starts it over
 
 
 def _combined(errors: list[tuple[Archive, DependencyError]]) -> DependencyError:

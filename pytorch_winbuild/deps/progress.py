@@ -63,7 +63,8 @@ class LogProgress:
             return  # the retry or error message says what happened
         elapsed = max(time.monotonic() - self.started, 1e-6)
         self.log(
-            f"{self.name}: received {human_size(self.received)} in {elapsed:.1f} s ({human_size(self.received / elapsed)}/s)"
+            f"{self.name}: received {human_size(self.received)} in {elapsed:.1f} s "
+            f"({human_size(self.received / elapsed)}/s)"
         )
 
 

@@ -36,7 +36,8 @@ def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
     if mirror and from_dir:
         raise ConfigurationError(
             "--mirror and --from-dir were both given.",
-            fix="use --from-dir for files downloaded by hand, or --mirror for a server or folder holding them, not both.",
+            fix="use --from-dir for files downloaded by hand, or --mirror for a server or folder holding them, "
+            "not both.",
         )
     if from_dir:
         folder = Path(from_dir).expanduser()

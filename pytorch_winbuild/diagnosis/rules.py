@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
@@ -112,7 +112,7 @@ class LinearPattern:
             position = end + 1
 
 
-Pattern = Union[re.Pattern[str], LinearPattern]
+Pattern = re.Pattern[str] | LinearPattern
 
 
 def _utf8(text: str) -> bytes:
@@ -156,9 +156,10 @@ def _one_paragraph(text: str) -> str:
 
 
 _RE2_LIMITS = (
-    "rules files other than the shipped one are matched with RE2, which never backtracks and so cannot hang on a log line: "
-    "it has no lookahead or lookbehind ((?=, (?!, (?<=, (?<!), no backreferences (\\1, (?P=name)) and no possessive quantifiers, "
-    "and it spells the end of the text \\z (not \\Z); rewrite the pattern without them, or put it in a second pattern or rule"
+    "rules files other than the shipped one are matched with RE2, which never backtracks and so cannot hang on a log "
+    "line: it has no lookahead or lookbehind ((?=, (?!, (?<=, (?<!), no backreferences (\\1, (?P=name)) and no "
+    "possessive quantifiers, and it spells the end of the text \\z (not \\Z); rewrite the pattern without them, or "
+    "put it in a second pattern or rule"
 )
 
 
@@ -200,8 +201,10 @@ def _compile_linear(pattern: str, where: str) -> LinearPattern:
         ) from None
     if regexp.programsize > MAX_PROGRAM_SIZE:
         raise ConfigurationError(
-            f"{where}: regular expression {pattern!r} is too complex (RE2 program size {regexp.programsize}, at most {MAX_PROGRAM_SIZE}).",
-            fix="shorten counted repetitions such as .{300} or long alternations, or split the pattern into several patterns.",
+            f"{where}: regular expression {pattern!r} is too complex (RE2 program size {regexp.programsize}, "
+            f"at most {MAX_PROGRAM_SIZE}).",
+            fix="shorten counted repetitions such as .{300} or long alternations, or split the pattern into "
+            "several patterns.",
         )
     return LinearPattern(pattern, regexp)
 
@@ -211,7 +214,8 @@ def _re2() -> Any:
         import re2
     except ImportError:
         raise ConfigurationError(
-            "rules files other than the shipped one need the google-re2 package (RE2, a regular-expression engine that cannot hang on a log line), which is not installed.",
+            "rules files other than the shipped one need the google-re2 package (RE2, a regular-expression "
+            "engine that cannot hang on a log line), which is not installed.",
             fix="pip install google-re2, or reinstall pytorch-winbuild (pip install -e .), which requires it.",
         ) from None
     return re2

@@ -333,7 +333,8 @@ _ERROR_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("vcvars", r"^\s*\[ERROR:[^\]]+\]"),
         (
             "link",
-            r"\b(?:fatal )?error LNK\d{4}\b|\bundefined reference to\b|\bld(?:\.\w+)?: cannot find |\bmultiple definition of\b",
+            r"\b(?:fatal )?error LNK\d{4}\b|\bundefined reference to\b|\bld(?:\.\w+)?: cannot find "
+            r"|\bmultiple definition of\b",
         ),
         ("msvc", r"\b(?:fatal )?error (?:C|D|U|MSB)\d{4}\b|\bCommand line error D\d{4}\b"),
         ("nvcc", r"\bnvcc (?:fatal|error)\s*:"),
@@ -745,9 +746,10 @@ class _LogScan:
             rule = self.scanner.rules[rule_index]
             megabytes = self.chars_seen / 1e6
             self.skipped[rule_index] = (
-                f"rule '{rule.id}' skipped: its patterns took {self.spent[rule_index]:.1f} s on the first {megabytes:.1f} MB of the log "
-                f"(allowed: {USER_RULE_GRACE_SECONDS:g} s + {USER_RULE_SECONDS_PER_MB:g} s per MB). RE2 runs in linear time, but counted "
-                "repetitions such as .{300} make every character costly: simplify the pattern."
+                f"rule '{rule.id}' skipped: its patterns took {self.spent[rule_index]:.1f} s on the first "
+                f"{megabytes:.1f} MB of the log (allowed: {USER_RULE_GRACE_SECONDS:g} s + "
+                f"{USER_RULE_SECONDS_PER_MB:g} s per MB). RE2 runs in linear time, but counted repetitions such as "
+                ".{300} make every character costly: simplify the pattern."
             )
         return over
 
@@ -774,7 +776,7 @@ class _LogScan:
         self._finish_block()
         matches = [
             RuleMatch(rule, first, self.hit_count[index])
-            for index, (rule, first) in enumerate(zip(self.scanner.rules, self.first_hit))
+            for index, (rule, first) in enumerate(zip(self.scanner.rules, self.first_hit, strict=True))
             if first is not None and index not in self.skipped
         ]
         matches.sort(key=lambda match: match.line.number)

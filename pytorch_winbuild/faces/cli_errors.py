@@ -15,10 +15,11 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from invoke import Program, Task
 from invoke.exceptions import Exit, ParseError
+from invoke.parser import ParserContext
 
 from pytorch_winbuild.errors import ConfigurationError, InternalError, InterruptedByUser, WinbuildError
 
@@ -41,13 +42,14 @@ def reports_errors(task_body: F) -> F:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return None
         except KeyboardInterrupt:
-            error = InterruptedByUser("stopped by Ctrl-C.")
-            raise Exit(error.paragraph(), code=error.exit_code) from None
+            interrupted = InterruptedByUser("stopped by Ctrl-C.")
+            raise Exit(interrupted.paragraph(), code=interrupted.exit_code) from None
         except Exception as exc:  # a bug: keep the traceback, but say what it is
             traceback.print_exc(file=sys.stderr)
             error = InternalError(
                 f"{type(exc).__name__}: {exc}",
-                fix="this is a bug in pytorch-winbuild; please report it with the traceback above and `invoke doctor --json`.",
+                fix="this is a bug in pytorch-winbuild; please report it with the traceback above and `invoke "
+                "doctor --json`.",
             )
             raise Exit(error.paragraph(), code=error.exit_code) from None
 
@@ -103,7 +105,7 @@ def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {close[0]}?" if close else "."
 
 
-def _is_task_context(context: Any) -> bool:
+def _is_task_context(context: ParserContext | None) -> TypeGuard[ParserContext]:
     return context is not None and bool(getattr(context, "name", None))
 
 
@@ -138,7 +140,8 @@ def _explain_parse_error(program: Program, exc: ParseError) -> Exit:
         if task:
             return _fail(
                 program,
-                f"`{binary} {task}` takes no argument {token!r}, and there is no task of that name{_did_you_mean(token, tasks)}",
+                f"`{binary} {task}` takes no argument {token!r}, and there is no task of that "
+                f"name{_did_you_mean(token, tasks)}",
                 f"{task_help}; a value belongs after its flag (--name VALUE).",
             )
         return _fail(
@@ -169,7 +172,8 @@ def _explain_parse_error(program: Program, exc: ParseError) -> Exit:
         return _fail(
             program,
             f"`{binary} {positional.group(1)}` needs {names}, and none was given.",
-            f"write it after the task name: `{binary} {positional.group(1)} {names}`; run `{binary} {positional.group(1)} --help` for the details.",
+            f"write it after the task name: `{binary} {positional.group(1)} {names}`; run `{binary} "
+            f"{positional.group(1)} --help` for the details.",
         )
     return _fail(program, f"the command line cannot be read: {text}", f"{task_help}.")
 
@@ -195,7 +199,7 @@ def _help_given_as_argument(contexts: Iterable[Any]) -> str | None:
     return None
 
 
-def _parse_tasks(original: Callable[[Program], None]) -> Callable[[Program], None]:
+def _parse_tasks(original: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(original)
     def parse_tasks(self: Program) -> None:
         if not _is_ours(self):
@@ -220,7 +224,8 @@ def _parse_tasks(original: Callable[[Program], None]) -> Callable[[Program], Non
             raise _fail(
                 self,
                 f"{flag} of `{_binary(self)} {task}` is empty.",
-                f"give it a value, or leave it out for its default; run `{_binary(self)} {task} --help` for what it takes.",
+                f"give it a value, or leave it out for its default; run `{_binary(self)} {task} --help` for "
+                "what it takes.",
             )
 
     return parse_tasks
@@ -239,7 +244,8 @@ def _update_config(original: Callable[..., None]) -> Callable[..., None]:
             if not path.is_file():
                 raise _fail(
                     self,
-                    f"configuration file {runtime} (-f / INVOKE_RUNTIME_CONFIG) {'is a folder' if path.is_dir() else 'does not exist'}.",
+                    f"configuration file {runtime} (-f / INVOKE_RUNTIME_CONFIG) "
+                    f"{'is a folder' if path.is_dir() else 'does not exist'}.",
                     "pass the path of a YAML, JSON or Python configuration file, or leave -f out.",
                 )
             try:

@@ -138,7 +138,8 @@ def check_setting(name: str, value: Any, where: str) -> None:
     elif number:
         expected, fix = (
             "text",
-            f"write it in quotes, `{name}: '{value}'`: YAML reads an unquoted 10.10 as the number 10.1. Or remove the line.",
+            f"write it in quotes, `{name}: '{value}'`: YAML reads an unquoted 10.10 as the number 10.1. Or "
+            "remove the line.",
         )
     else:
         expected, fix = (

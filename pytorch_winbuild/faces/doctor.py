@@ -33,7 +33,8 @@ def _python(facts: Facts, knowledge: Knowledge) -> list[Check]:
                 "Python",
                 "missing",
                 f"{python.version} is {python.bits}-bit ({python.executable})",
-                "install 64-bit Python; PyTorch does not build or run on 32-bit Python (the FAQ's first install error).",
+                "install 64-bit Python; PyTorch does not build or run on 32-bit Python "
+                "(the FAQ's first install error).",
             )
         )
     else:
@@ -69,7 +70,8 @@ def _visual_studio(facts: Facts, knowledge: Knowledge) -> list[Check]:
                 "Visual Studio",
                 "missing",
                 "no instance with the C++ build tools found (vswhere, VS140COMNTOOLS)",
-                f"install {knowledge.products[newest.product_line].installer} with the 'Desktop development with C++' workload.",
+                f"install {knowledge.products[newest.product_line].installer} with the 'Desktop development "
+                "with C++' workload.",
             )
         ]
     checks = []
@@ -170,7 +172,8 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
             Check(
                 "GPU",
                 "info",
-                "no NVIDIA GPU or driver found: CUDA builds are still possible (for other machines: pass --arch-list), but nothing can run here",
+                "no NVIDIA GPU or driver found: CUDA builds are still possible (for other machines: pass "
+                "--arch-list), but nothing can run here",
                 f"install the NVIDIA driver ({DRIVER_DOWNLOAD}) on a machine with an NVIDIA GPU.",
             )
         ]
@@ -188,7 +191,8 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
                     f"GPU {gpu.index}",
                     "warning",
                     f"{gpu.name}{memory}; compute capability not reported by this driver",
-                    "pass --arch-list with its capability (https://developer.nvidia.com/cuda-gpus), or update the driver.",
+                    "pass --arch-list with its capability (https://developer.nvidia.com/cuda-gpus), or "
+                    "update the driver.",
                 )
             )
             continue
@@ -205,7 +209,8 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
                     f"GPU {gpu.index}",
                     "warning",
                     f"{detail}; installed CUDA {', '.join(cannot)} cannot build for it",
-                    "use a CUDA release that builds this capability (build_config/cuda.toml lists each release's architectures).",
+                    "use a CUDA release that builds this capability (build_config/cuda.toml lists each "
+                    "release's architectures).",
                 )
             )
         else:
@@ -224,12 +229,12 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
     cmake = facts.tools.get("cmake")
     if cmake is None:
         checks.append(Check("cmake", "missing", "not found", "pip install cmake"))
-    elif cmake.version and version_tuple(cmake.version) < version_tuple(newest.min_cmake):
+    elif cmake.version and version_tuple(cmake.version) < version_tuple(newest.min_cmake_for(None)):
         checks.append(
             Check(
                 "cmake",
                 "warning",
-                f"{cmake.version} at {cmake.path}; current PyTorch needs {newest.min_cmake}",
+                f"{cmake.version} at {cmake.path}; current PyTorch needs {newest.min_cmake_for(None)}",
                 "pip install -U cmake",
             )
         )
@@ -268,7 +273,8 @@ def _paths(facts: Facts) -> list[Check]:
                     "long paths",
                     "warning",
                     "LongPathsEnabled is 0: keep the source and cache folders short (e.g. C:\\src\\pytorch)",
-                    "enable long paths (HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem LongPathsEnabled=1) or use short folders.",
+                    "enable long paths (HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem "
+                    "LongPathsEnabled=1) or use short folders.",
                 )
             )
         elif facts.long_paths_enabled:

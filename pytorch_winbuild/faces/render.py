@@ -9,6 +9,7 @@ Secrets never appear: values of secret-looking variables are redacted in every f
 
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 from collections.abc import Callable
@@ -101,9 +102,9 @@ class _ScriptSyntax:
         for change in plan.changes:
             value = shown_value(change)
             line = {
-                "set": lambda: self.set(change.name, value),
-                "prepend": lambda: self.prepend(change.name, value),
-                "unset": lambda: self.unset(change.name),
+                "set": functools.partial(self.set, change.name, value),
+                "prepend": functools.partial(self.prepend, change.name, value),
+                "unset": functools.partial(self.unset, change.name),
             }[change.action]()
             lines += ["", self.comment(change.reason, f"the reason given for {change.name}"), line]
         return lines
@@ -146,8 +147,10 @@ def render_ps1(plan: Plan) -> str:
                 f"Enter {plan.vcvars.instance}: run vcvars in cmd and copy the environment it leaves.", _INSTANCE
             ),
             f"$vcvars = cmd.exe /c {ps1.quote(command, 'the vcvars command')}",
-            "if ($LASTEXITCODE -ne 0 -or ($vcvars -match '^\\[ERROR:')) { throw ('vcvars failed: ' + (($vcvars -match '^\\[ERROR:') -join ' ')) }",
-            "foreach ($line in $vcvars) { if ($line -match '^([^=]+)=(.*)$') { Set-Item -Path ('Env:' + $Matches[1]) -Value $Matches[2] } }",
+            "if ($LASTEXITCODE -ne 0 -or ($vcvars -match '^\\[ERROR:')) { throw ('vcvars failed: ' + "
+            "(($vcvars -match '^\\[ERROR:') -join ' ')) }",
+            "foreach ($line in $vcvars) { if ($line -match '^([^=]+)=(.*)$') { Set-Item -Path ('Env:' + "
+            "$Matches[1]) -Value $Matches[2] } }",
         ]
     return ps1.script(lines + PS1.change_lines(plan))
 

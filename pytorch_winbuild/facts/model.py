@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.model import load_knowledge
@@ -59,6 +59,7 @@ class CudaInstall:
     nvtx: str | None = None  # NvToolsExt folder (CUDA ≤ 11) or the nvtx3 include folder (CUDA ≥ 12)
     cudnn: str | None = None  # cuDNN version (e.g. "7.6.5") when cudnn.h was found
     nvcc: str | None = None  # path of nvcc(.exe)
+    cudnn_include: str | None = None  # the folder whose cudnn.h / cudnn_version.h gave `cudnn`
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,8 @@ class Facts:
     long_paths_enabled: bool | None = None  # HKLM\...\FileSystem\LongPathsEnabled; None = unknown
     temp_dir: str | None = None  # %TEMP%: non-ASCII here breaks tools
     cache_dir: str | None = None  # pytorch-winbuild's cache folder there: where a --host plan puts MKL/MAGMA
-    nvtoolsext: str | None = (
-        None  # the NvToolsExt folder (lib\x64\nvToolsExt64_1.lib), whatever CUDA: PyTorch 2.0–2.4 link it even with CUDA 12
-    )
+    # the NvToolsExt folder (lib\x64\nvToolsExt64_1.lib), whatever CUDA: PyTorch 2.0–2.4 link it even with CUDA 12
+    nvtoolsext: str | None = None
     cpu_count: int | None = None
     gpus: tuple[Gpu, ...] | None = None  # None: not probed (schema 1 or hand-written); (): probed, none found
     driver_version: str | None = None  # NVIDIA display driver, "580.159.04"
@@ -121,7 +121,8 @@ def _fail(source: str, where: str, problem: str) -> ConfigurationError:
     end = "" if problem.endswith((".", "!", "?")) else "."
     return ConfigurationError(
         f"facts file {source}: {where}: {problem}{end}",
-        fix="regenerate it with `invoke doctor --json > facts.json` on the machine it describes, or correct it by hand following build_config/hosts/README.md.",
+        fix="regenerate it with `invoke doctor --json > facts.json` on the machine it describes, or correct it "
+        "by hand following build_config/hosts/README.md.",
     )
 
 
@@ -146,6 +147,12 @@ def _get(
                 f"{value!r} holds a lone surrogate (a broken \\ud8xx escape), which no file or console can show",
             ) from None
     return value
+
+
+@overload
+def _path(data: dict[str, Any], key: str, source: str, where: str, required: Literal[True] = True) -> str: ...
+@overload
+def _path(data: dict[str, Any], key: str, source: str, where: str, required: bool) -> str | None: ...
 
 
 def _path(data: dict[str, Any], key: str, source: str, where: str, required: bool = True) -> str | None:
@@ -190,8 +197,11 @@ def _visual_studio(data: Any, source: str, where: str, product_lines: tuple[str,
     line = _get(data, "product_line", str, source, where)
     if product_lines is not None and line not in product_lines:
         raise ConfigurationError(
-            f"facts file {source}: {where}.product_line: Visual Studio {line!r} is not a product line pytorch-winbuild knows ({', '.join(product_lines)}; build_config/visual_studio.toml), so no plan can use that instance.",
-            fix="remove that entry from the facts file (no PyTorch era builds with an older Visual Studio), or update pytorch-winbuild if it is a newer one.",
+            f"facts file {source}: {where}.product_line: Visual Studio {line!r} is not a product line "
+            f"pytorch-winbuild knows ({', '.join(product_lines)}; build_config/visual_studio.toml), so no "
+            "plan can use that instance.",
+            fix="remove that entry from the facts file (no PyTorch era builds with an older Visual Studio), or "
+            "update pytorch-winbuild if it is a newer one.",
         )
     toolsets = _str_list(data, "toolsets", source, where)
     for toolset in toolsets:
@@ -237,6 +247,7 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
         nvtx=_path(data, "nvtx", source, where, required=False),
         cudnn=_get(data, "cudnn", str, source, where, required=False),
         nvcc=_path(data, "nvcc", source, where, required=False),
+        cudnn_include=_path(data, "cudnn_include", source, where, required=False),
     )
 
 
@@ -286,7 +297,8 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
         raise _fail(
             source,
             "schema",
-            f"version {schema} is not supported (this pytorch-winbuild reads versions {', '.join(map(str, READABLE_SCHEMAS))})",
+            f"version {schema} is not supported (this pytorch-winbuild reads versions "
+            f"{', '.join(map(str, READABLE_SCHEMAS))})",
         )
     os_name = _get(data, "os", str, source, "")
     if os_name not in ("windows", "linux"):

@@ -7,6 +7,7 @@ same facts without a Visual Studio layer, so `invoke doctor` reports a Linux mac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -50,10 +51,8 @@ def linux_cuda_folders(environ: Mapping[str, str], usr_local: Path, notes: list[
         if value:
             candidates.append(Path(value))
     candidates.append(usr_local / "cuda")
-    try:
+    with contextlib.suppress(OSError):
         candidates.extend(sorted(usr_local.glob("cuda-*"), key=lambda p: version_key(p.name)))
-    except OSError:
-        pass
     nvcc_on_path = shutil.which("nvcc", path=environ.get("PATH", os.defpath))
     if nvcc_on_path:
         candidates.append(Path(os.path.realpath(nvcc_on_path)).parent.parent)
@@ -70,7 +69,8 @@ def linux_cuda_folders(environ: Mapping[str, str], usr_local: Path, notes: list[
             folders.append(folder)
     if nvcc_on_path and not folders:
         notes.append(
-            f"nvcc is on PATH at {nvcc_on_path}, but no CUDA toolkit folder (bin/nvcc with include/cuda_runtime.h) was found around it."
+            f"nvcc is on PATH at {nvcc_on_path}, but no CUDA toolkit folder (bin/nvcc with "
+            "include/cuda_runtime.h) was found around it."
         )
     return folders
 

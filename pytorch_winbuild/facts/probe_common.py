@@ -190,7 +190,9 @@ Runner = Callable[[Sequence[str], float], CommandResult]
 
 def run_command(args: Sequence[str], timeout: float) -> CommandResult:
     """Run one command without a console window or stdin; never raises for a broken tool."""
-    flags = subprocess.CREATE_NO_WINDOW if os.name == "nt" else 0
+    flags = 0
+    if sys.platform == "win32":
+        flags = subprocess.CREATE_NO_WINDOW
     try:
         completed = subprocess.run(
             list(args), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, creationflags=flags
@@ -296,7 +298,8 @@ def collect_tools(tool_paths: Mapping[str, Path], commands: Commands, notes: lis
                 version = parse_cmake_version(output) if name == "cmake" else parse_tool_version(output)
             if version is None:
                 notes.append(
-                    f"{name} at {path} did not report its version ({result.problem() if not result.ok else 'unrecognised output'})."
+                    f"{name} at {path} did not report its version "
+                    f"({result.problem() if not result.ok else 'unrecognised output'})."
                 )
         tools[name] = Tool(path=str(path), version=version)
     return tools
@@ -362,13 +365,14 @@ def nvtx3_dir(root: Path) -> Path | None:
     return folder if is_dir(folder) else None
 
 
-def cudnn_version(include_dirs: Iterable[Path]) -> str | None:
+def find_cudnn(include_dirs: Iterable[Path]) -> tuple[str, Path] | None:
+    """(version, the include folder holding its header) of the first cuDNN found."""
     for include in include_dirs:
         for header in ("cudnn_version.h", "cudnn.h"):
             text = read_text(include / header)
             version = parse_cudnn_version(text) if text is not None else None
             if version:
-                return version
+                return version, include
     return None
 
 
@@ -383,6 +387,7 @@ def cuda_install(
     includes = [folder.root / "include"]
     if cudnn_include_dir:
         includes.append(Path(cudnn_include_dir))
+    cudnn = find_cudnn(includes)
     return CudaInstall(
         version=versions[0],
         path=str(folder.root),
@@ -390,8 +395,9 @@ def cuda_install(
         env_var=folder.env_var,
         msc_range=msc_range,
         nvtx=str(nvtx) if nvtx else None,
-        cudnn=cudnn_version(includes),
+        cudnn=cudnn[0] if cudnn else None,
         nvcc=str(folder.nvcc),
+        cudnn_include=str(cudnn[1]) if cudnn else None,
     )
 
 

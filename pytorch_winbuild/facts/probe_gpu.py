@@ -13,6 +13,7 @@ nvmlDeviceGetMemoryInfo); `nvidia-smi --help-query-gpu` for the CSV fields.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
 from collections.abc import Callable, Iterable
@@ -83,10 +84,8 @@ def read_nvml() -> GpuFacts:
     except pynvml.NVMLError as exc:
         raise NvmlUnavailable(f"NVML: {exc}") from None
     finally:
-        try:
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
     return GpuFacts(tuple(gpus), driver, cuda, "NVML")
 
 
@@ -120,7 +119,7 @@ def parse_smi_header_cuda(output: str) -> str | None:
 
 
 def gpus_from_smi_rows(rows: list[dict[str, str]]) -> tuple[Gpu, ...]:
-    gpus = []
+    gpus: list[Gpu] = []
     for row in rows:
         capability = row.get("compute_cap", "")
         index = _int(row["index"])
@@ -136,7 +135,8 @@ def gpus_from_smi_rows(rows: list[dict[str, str]]) -> tuple[Gpu, ...]:
 
 
 class GpuProbe:
-    """NVML at once (in-process, milliseconds); nvidia-smi started beside the other probe commands only if NVML failed."""
+    """NVML at once (in-process, milliseconds); nvidia-smi started beside the other probe commands only if
+    NVML failed."""
 
     def __init__(self, nvml: NvmlReader | None, smi: Path | None, commands: Commands) -> None:
         self._smi = smi
@@ -180,7 +180,8 @@ class GpuProbe:
             self._start(fields)
             query = self._commands.result(f"nvidia-smi:{len(fields)}")
             notes.append(
-                "This NVIDIA driver's nvidia-smi does not report compute capabilities: pass --arch-list with your GPU's (https://developer.nvidia.com/cuda-gpus), or update the driver."
+                "This NVIDIA driver's nvidia-smi does not report compute capabilities: pass --arch-list with "
+                "your GPU's (https://developer.nvidia.com/cuda-gpus), or update the driver."
             )
         if query is None or not query.ok:
             problem = query.problem() if query is not None else "not run"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,9 +121,12 @@ def parse_vswhere(text: str) -> list[VswhereInstance]:
         version = entry.get("installationVersion")
         if not isinstance(path, str) or not path or not isinstance(version, str) or not version:
             continue
-        catalog = entry.get("catalog") if isinstance(entry.get("catalog"), dict) else {}
-        product_id = entry.get("productId") if isinstance(entry.get("productId"), str) else ""
-        display_name = entry.get("displayName") if isinstance(entry.get("displayName"), str) else ""
+        catalog = entry.get("catalog")
+        catalog = catalog if isinstance(catalog, dict) else {}
+        product_id = entry.get("productId")
+        product_id = product_id if isinstance(product_id, str) else ""
+        display_name = entry.get("displayName")
+        display_name = display_name if isinstance(display_name, str) else ""
         instances.append(
             VswhereInstance(
                 path=path,
@@ -153,6 +157,8 @@ class WindowsRegistry:
     """The real registry, through winreg (Windows only)."""
 
     def value(self, key: str, name: str) -> object | None:
+        if sys.platform != "win32":  # what `import winreg` raises elsewhere; mypy then checks the rest for win32 only
+            raise ModuleNotFoundError("No module named 'winreg'", name="winreg")
         import winreg
 
         try:
@@ -162,6 +168,8 @@ class WindowsRegistry:
             return None
 
     def has_key(self, key: str) -> bool:
+        if sys.platform != "win32":  # what `import winreg` raises elsewhere; mypy then checks the rest for win32 only
+            raise ModuleNotFoundError("No module named 'winreg'", name="winreg")
         import winreg
 
         for view in (winreg.KEY_WOW64_64KEY, winreg.KEY_WOW64_32KEY):
@@ -203,9 +211,9 @@ class WindowsEnvironment:
     def search_path(self, filename: str) -> Path | None:
         """The first PATH folder holding `filename`, as cmd.exe would find it."""
         for entry in (self.get("PATH") or "").split(";"):
-            entry = clean_env_path(entry)
-            if entry and is_file(Path(entry) / filename):
-                return Path(entry) / filename
+            folder = clean_env_path(entry)
+            if folder and is_file(Path(folder) / filename):
+                return Path(folder) / filename
         return None
 
 
@@ -237,7 +245,8 @@ def vswhere_instances(vswhere: Path | None, result: CommandResult | None, notes:
         return parse_vswhere(result.stdout)
     except ValueError as exc:
         notes.append(
-            f"vswhere.exe at {vswhere} returned output that is not its JSON list ({exc}): Visual Studio 2017 and newer cannot be listed."
+            f"vswhere.exe at {vswhere} returned output that is not its JSON list ({exc}): Visual Studio 2017 "
+            "and newer cannot be listed."
         )
         return []
 
@@ -323,7 +332,8 @@ def visual_studio_2015(env: WindowsEnvironment, registry: Registry | None, notes
         )
     if comntools is not None:
         notes.append(
-            f"VS140COMNTOOLS is {comntools}, but there is no ..\\..\\VC\\vcvarsall.bat next to it: Visual Studio 2015 is not usable."
+            f"VS140COMNTOOLS is {comntools}, but there is no ..\\..\\VC\\vcvarsall.bat next to it: Visual "
+            "Studio 2015 is not usable."
         )
     return None
 
@@ -367,7 +377,8 @@ def windows_cuda_folders(env: WindowsEnvironment, notes: list[str]) -> list[Cuda
         folder = cuda_folder(root, "nvcc.exe", env_var)
         if folder is None:
             notes.append(
-                f"{source} names {root}, which is not a CUDA toolkit (no bin\\nvcc.exe and include\\cuda_runtime.h); ignored."
+                f"{source} names {root}, which is not a CUDA toolkit (no bin\\nvcc.exe and "
+                "include\\cuda_runtime.h); ignored."
             )
         else:
             folders.append(folder)
@@ -385,7 +396,8 @@ def host_config_range(root: Path) -> tuple[int, int] | None:
 
 
 def nvtoolsext_dir(env: WindowsEnvironment) -> Path | None:
-    """NvToolsExt (CUDA ≤ 11's "Visual Studio Integration"): NVTOOLSEXT_PATH or its default folder, with its x64 library."""
+    """NvToolsExt (CUDA ≤ 11's "Visual Studio Integration"): NVTOOLSEXT_PATH or its default folder, with
+    its x64 library."""
     candidates = [env.folder("NVTOOLSEXT_PATH")]
     base = env.program_files()
     if base is not None:
@@ -490,7 +502,9 @@ def probe_windows(
         inspected = inspect_visual_studio(instance, notes)
         if inspected is not None and inspected.product_line not in known_lines:
             notes.append(
-                f"{inspected.label} at {inspected.path} ignored: pytorch-winbuild does not know Visual Studio {inspected.product_line!r} yet (build_config/visual_studio.toml knows {', '.join(known_lines)})."
+                f"{inspected.label} at {inspected.path} ignored: pytorch-winbuild does not know Visual "
+                f"Studio {inspected.product_line!r} yet (build_config/visual_studio.toml knows "
+                f"{', '.join(known_lines)})."
             )
         elif inspected is not None:
             visual_studio.append(inspected)

@@ -97,7 +97,8 @@ def _quote_for_cmd(text: str, what: str) -> str:
                 fix=f"use a {what} without it (for a path, install to or copy into a folder whose name has none).",
             )
     if what == "argument" and _BARE_ARGUMENT.fullmatch(text):
-        return text  # vcvarsall.bat compares some arguments textually (-vcvars_ver=14.11), so no quotes when none are needed
+        # vcvarsall.bat compares some arguments textually (-vcvars_ver=14.11), so no quotes when none are needed
+        return text
     return f'"{text}"'
 
 
@@ -361,8 +362,8 @@ def find_program(name: str, env: Mapping[str, str], prefix: Path | None) -> str 
 def default_launcher() -> list[str]:
     """cmd.exe itself on Windows (from %ComSpec%); Wine's cmd elsewhere."""
     if os.name == "nt":
-        comspec = os.environ.get("ComSpec") or os.path.join(
-            os.environ.get("SystemRoot", r"C:\Windows"), "System32", "cmd.exe"
+        comspec = os.environ.get("COMSPEC") or os.path.join(  # Windows' environment ignores case
+            os.environ.get("SYSTEMROOT", r"C:\Windows"), "System32", "cmd.exe"
         )
         return [comspec]
     return ["wine", "cmd"]
@@ -423,7 +424,8 @@ def run_command_line(
     except subprocess.TimeoutExpired:
         raise ToolchainError(
             f"`cmd {interpreter_arguments}` did not finish within {TIMEOUT_SECONDS} s.",
-            fix="run the same command in a Command Prompt to see where it waits (a prompt for input, a hung installer check).",
+            fix="run the same command in a Command Prompt to see where it waits (a prompt for input, a hung "
+            "installer check).",
         ) from None
 
 
@@ -440,24 +442,32 @@ def _toolchain_error(command_line: str, status: int, script_bytes: bytes, stderr
     errors = error_lines(script_bytes) + error_lines(stderr)
     if errors:
         extra = f" (and {len(errors) - 1} more [ERROR] lines)" if len(errors) > 1 else ""
-        message = f'`{command_line}` reported "{redact_text(errors[0])}"{extra} and exited with status {status}, so the Visual Studio environment is incomplete.'
+        message = (
+            f'`{command_line}` reported "{redact_text(errors[0])}"{extra} and exited with status {status}, so '
+            "the Visual Studio environment is incomplete."
+        )
         missing = _MISSING_TOOLSET.search(errors[0])
         if missing:
             version = missing.group(1)
             fix = (
-                f"install the MSVC {version} toolset: open the Visual Studio Installer, choose Modify on this instance, and under "
-                f"Individual components add the toolset whose name ends in 'v{version} toolset' (VS 2017) or '(v{version})' (VS 2019 and later); "
-                f"or choose a toolset that is installed (its folders are under VC\\Tools\\MSVC)."
+                f"install the MSVC {version} toolset: open the Visual Studio Installer, choose Modify on this "
+                f"instance, and under Individual components add the toolset whose name ends in 'v{version} toolset' "
+                f"(VS 2017) or '(v{version})' (VS 2019 and later); or choose a toolset that is installed (its "
+                "folders are under VC\\Tools\\MSVC)."
             )
         else:
-            fix = "run the same command in a new Command Prompt after `set VSCMD_DEBUG=1` to see the details, then repair the instance in the Visual Studio Installer (More → Repair)."
+            fix = (
+                "run the same command in a new Command Prompt after `set VSCMD_DEBUG=1` to see the details, then "
+                "repair the instance in the Visual Studio Installer (More → Repair)."
+            )
         return ToolchainError(message, fix=fix)
     if status != 0:
         text = (decode_output(script_bytes) + "\n" + decode_output(stderr)).strip().splitlines()
         last = f' Its last line was "{redact_text(text[-1].strip())}".' if text else ""
         return ToolchainError(
             f"`{command_line}` exited with status {status}.{last}",
-            fix="run the same command in a Command Prompt to see the full message; check that the script belongs to a complete Visual Studio installation.",
+            fix="run the same command in a Command Prompt to see the full message; check that the script belongs "
+            "to a complete Visual Studio installation.",
         )
     return None
 
@@ -560,7 +570,8 @@ def capture_vcvars(
     if stat is None:
         raise ToolchainError(
             f"the vcvars script {script} does not exist.",
-            fix="check the Visual Studio instance the plan chose (`invoke doctor` lists them), or repair it in the Visual Studio Installer.",
+            fix="check the Visual Studio instance the plan chose (`invoke doctor` lists them), or repair it in "
+            "the Visual Studio Installer.",
         )
 
     start_path = env_get(base, "PATH") or ""
@@ -611,8 +622,10 @@ def _capture(
         raise error
     if sections is None or sections[2] is None:
         raise ToolchainError(
-            f"`{command_line}` ended the command interpreter before the environment could be read (exit status {completed.returncode}).",
-            fix="the script probably calls `exit` without /b; run it in a Command Prompt to see what it does, or use vcvarsall.bat from the Visual Studio instance.",
+            f"`{command_line}` ended the command interpreter before the environment could be read (exit "
+            f"status {completed.returncode}).",
+            fix="the script probably calls `exit` without /b; run it in a Command Prompt to see what it does, or "
+            "use vcvarsall.bat from the Visual Studio instance.",
         )
     before = _without_carriers(parse_set_output(decode_output(sections[0])))
     after = _without_carriers(parse_set_output(decode_output(sections[2])))
@@ -621,8 +634,12 @@ def _capture(
     if cl is None:
         folders = len(_entries(env_get(after, "PATH") or ""))
         raise ToolchainError(
-            f"`{command_line}` finished without errors, but `cl` finds no cl.exe on the PATH it leaves ({folders} folders searched with PATHEXT), so this Visual Studio instance has no C++ compiler for these arguments.",
-            fix="open the Visual Studio Installer, choose Modify on this instance and add the workload 'Desktop development with C++' (for Build Tools: 'C++ build tools'), which includes 'MSVC … C++ x64/x86 build tools' (Microsoft.VisualStudio.Component.VC.Tools.x86.x64); or pick another instance.",
+            f"`{command_line}` finished without errors, but `cl` finds no cl.exe on the PATH it leaves "
+            f"({folders} folders searched with PATHEXT), so this Visual Studio instance has no C++ compiler "
+            "for these arguments.",
+            fix="open the Visual Studio Installer, choose Modify on this instance and add the workload 'Desktop "
+            "development with C++' (for Build Tools: 'C++ build tools'), which includes 'MSVC … C++ x64/x86 "
+            "build tools' (Microsoft.VisualStudio.Component.VC.Tools.x86.x64); or pick another instance.",
         )
     return {
         "inputs": _inputs(base, [*changes, *removed]),

@@ -64,8 +64,11 @@ def parse_arch_list(text: str, names: dict[str, str], flag: str = "--arch-list")
             if match is None:
                 known = ", ".join(names)
                 raise ConfigurationError(
-                    f"{flag} entry {part!r} is not a compute capability (X.Y, X.Y+PTX, X.Ya, X.Yf) or one of PyTorch's architecture names ({known}).",
-                    fix=f'pass your GPU\'s compute capability, e.g. {flag} 8.6 or {flag} "7.5;8.6+PTX" (nvidia-smi --query-gpu=name,compute_cap --format=csv prints it; NVIDIA lists every GPU at https://developer.nvidia.com/cuda-gpus).',
+                    f"{flag} entry {part!r} is not a compute capability (X.Y, X.Y+PTX, X.Ya, X.Yf) or one of "
+                    f"PyTorch's architecture names ({known}).",
+                    fix=f'pass your GPU\'s compute capability, e.g. {flag} 8.6 or {flag} "7.5;8.6+PTX" '
+                    "(nvidia-smi --query-gpu=name,compute_cap --format=csv prints it; NVIDIA lists every "
+                    "GPU at https://developer.nvidia.com/cuda-gpus).",
                 )
             arch = Arch(int(match["major"]), int(match["minor"]), match["suffix"], bool(match["ptx"]))
             if arch not in entries:
@@ -107,7 +110,8 @@ def default_for_gpus(capabilities: list[str], buildable: tuple[str, ...]) -> tup
         elif ordered and capability_key(capability) > capability_key(ordered[-1]):
             entry = Arch(*capability_key(ordered[-1]), ptx=True)
             notes.append(
-                f"{capability} is newer than anything this CUDA builds natively: {entry} (PTX, compiled by the driver at first use)"
+                f"{capability} is newer than anything this CUDA builds natively: {entry} (PTX, compiled by "
+                "the driver at first use)"
             )
         else:
             notes.append(
@@ -190,4 +194,4 @@ def covering_archs(arch_list, capability):
 def arch_list_flag(capabilities):
     """The --arch-list value (TORCH_CUDA_ARCH_LIST) that builds for these capabilities: '9.0', '8.6;9.0'."""
     unique = sorted(set((int(major), int(minor)) for major, minor in capabilities))
-    return ";".join("%d.%d" % pair for pair in unique)
+    return ";".join("{}.{}".format(*pair) for pair in unique)

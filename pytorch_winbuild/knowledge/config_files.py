@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from pytorch_winbuild.errors import ConfigurationError
 
@@ -18,6 +18,7 @@ _REPO_CONFIG = _PACKAGE.parent / "build_config"
 _INSTALLED_CONFIG = _PACKAGE / "build_config"
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def config_dir() -> Path:
@@ -64,8 +65,18 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         ) from None
 
 
-def require(table: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], where: str) -> T:
+@overload
+def require(table: dict[str, Any], key: str, kind: type[T], where: str) -> T: ...
+@overload
+def require(table: dict[str, Any], key: str, kind: tuple[type[T], type[U]], where: str) -> T | U: ...
+
+
+def require(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     """Return table[key] if it has the expected type, else a ConfigurationError naming `where.key`."""
+    return _checked(table, key, kind, where)
+
+
+def _checked(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in table:
         raise ConfigurationError(f"{where}: missing required key '{key}'.")
     value = table[key]
@@ -77,11 +88,17 @@ def require(table: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], w
     return value
 
 
-def optional(table: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], where: str, default: T) -> T:
+@overload
+def optional(table: dict[str, Any], key: str, kind: type[T], where: str, default: T) -> T: ...
+@overload
+def optional(table: dict[str, Any], key: str, kind: tuple[type[T], type[U]], where: str, default: T | U) -> T | U: ...
+
+
+def optional(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any) -> Any:
     """Like `require`, but a missing key gives `default`."""
     if key not in table:
         return default
-    return require(table, key, kind, where)
+    return _checked(table, key, kind, where)
 
 
 def require_int_pair(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:

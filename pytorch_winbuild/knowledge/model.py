@@ -6,8 +6,9 @@ Loaded once per process; every problem in a file is a ConfigurationError naming 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ class Era:
     name: str
     pytorch: tuple[str, str]
     python: tuple[str, str]
-    min_cmake: str
+    min_cmake: str  # cmake_minimum_required of the era's first release
     cuda: tuple[str, ...]
     cuda_flag: tuple[str, ...]
     vcvars_arch: str
@@ -121,12 +122,16 @@ class Era:
     vs_generators: dict[str, str]  # product line → the CMAKE_GENERATOR the era accepts
     generator_from: str  # "CMAKE_GENERATOR", "hard-coded" or "checked"
     generator_platform: bool  # the plan sets CMAKE_GENERATOR_PLATFORM
-    use_ninja_off: bool  # a Visual Studio plan must set USE_NINJA=0
-    launchers: tuple[str, ...]  # languages whose CMAKE_<LANG>_COMPILER_LAUNCHER reach CMake
+    ninja_switch: str  # "none", "use_ninja" or "cmake_generator": what turns the era's Ninja auto-pick off
+    launchers: tuple[str, ...]  # languages whose CMAKE_<LANG>_COMPILER_LAUNCHER reach the compiles
     cudahostcxx: bool
     nvtoolsext: str  # "cuda11", "always" or "nvtx3"
     distributed: str  # "off" or "libuv"
     sources: tuple[str, ...]
+    # Later releases of the era that raised cmake_minimum_required: (release, CMake), oldest first.
+    min_cmake_from: tuple[tuple[str, str], ...] = ()
+    # cuDNN location variables the era's build reads from the environment → what reads each.
+    cudnn_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def first(self) -> tuple[int, int, int]:
@@ -135,6 +140,14 @@ class Era:
     @property
     def end(self) -> tuple[int, int, int]:
         return _release(self.pytorch[1])
+
+    def min_cmake_for(self, release: tuple[int, ...] | None) -> str:
+        """The CMake a release of this era requires; None: the era's newest release (what "main" needs)."""
+        needed = self.min_cmake
+        for first, cmake in self.min_cmake_from:
+            if release is None or version_tuple(first) <= tuple(release):
+                needed = cmake
+        return needed
 
 
 @dataclass(frozen=True)
@@ -184,7 +197,8 @@ class Knowledge:
             known = ", ".join(sorted(self.cuda, key=version_tuple))
             raise ConfigurationError(
                 f"CUDA {version} is not a CUDA release pytorch-winbuild knows.",
-                fix=f"pass one of {known}, or 'cpu' or 'auto'; to teach it a new release, add it to build_config/cuda.toml.",
+                fix=f"pass one of {known}, or 'cpu' or 'auto'; to teach it a new release, add it to "
+                "build_config/cuda.toml.",
             )
         return self.cuda[version]
 
@@ -273,7 +287,7 @@ def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, 
         )
         if info.product_line not in products:
             raise ConfigurationError(f"{where}.product_line: '{info.product_line}' is not a [product.*] table.")
-        info.msc_ver  # validates the version's shape
+        toolset_msc_ver(info.version)  # validates the version's shape
         toolsets.append(info)
     return products, dict(arch_scripts), tuple(sorted(toolsets, key=lambda t: t.msc_ver))
 
@@ -301,6 +315,25 @@ def _one_of(entry: dict, key: str, allowed: tuple[str, ...], where: str) -> str:
     if value not in allowed:
         raise ConfigurationError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {value!r}.")
     return value
+
+
+def _min_cmake_from(entry: dict, where: str) -> tuple[tuple[str, str], ...]:
+    table = _string_table(entry, "min_cmake_from", where) if "min_cmake_from" in entry else {}
+    for first, cmake in table.items():
+        version_tuple(first)
+        version_tuple(cmake)
+    return tuple(sorted(table.items(), key=lambda item: version_tuple(item[0])))
+
+
+_CUDNN_VARIABLES = ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR")
+
+
+def _cudnn_env(entry: dict, where: str) -> dict[str, str]:
+    table = _string_table(entry, "cudnn_env", where)
+    unknown = [name for name in table if name not in _CUDNN_VARIABLES]
+    if unknown:
+        raise ConfigurationError(f"{where}.cudnn_env: {unknown} are not one of {', '.join(_CUDNN_VARIABLES)}.")
+    return table
 
 
 def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductLine]) -> tuple[Era, ...]:
@@ -346,12 +379,14 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
                 vs_generators=_string_table(entry, "vs_generators", where),
                 generator_from=_one_of(entry, "generator_from", ("CMAKE_GENERATOR", "hard-coded", "checked"), where),
                 generator_platform=require(entry, "generator_platform", bool, where),
-                use_ninja_off=require(entry, "use_ninja_off", bool, where),
+                ninja_switch=_one_of(entry, "ninja_switch", ("none", "use_ninja", "cmake_generator"), where),
                 launchers=tuple(string_list(entry, "launchers", where)),
                 cudahostcxx=require(entry, "cudahostcxx", bool, where),
                 nvtoolsext=_one_of(entry, "nvtoolsext", ("cuda11", "always", "nvtx3"), where),
                 distributed=_one_of(entry, "distributed", ("off", "libuv"), where),
                 sources=tuple(string_list(entry, "sources", where)),
+                min_cmake_from=_min_cmake_from(entry, where),
+                cudnn_env=_cudnn_env(entry, where),
             )
         )
         era = eras[-1]
@@ -362,11 +397,18 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
             )
         for bound in (*era.pytorch, *era.python, era.min_cmake):
             version_tuple(bound)
+        for first, _cmake in era.min_cmake_from:
+            if not era.first < _release(first) < era.end:
+                raise ConfigurationError(
+                    f"{where}.min_cmake_from: {first} is not a release after the era's first ({era.pytorch[0]}) "
+                    f"and before its end ({era.pytorch[1]})."
+                )
     ordered = tuple(sorted(eras, key=lambda e: e.first))
-    for earlier, later in zip(ordered, ordered[1:]):
+    for earlier, later in itertools.pairwise(ordered):
         if earlier.end != later.first:
             raise ConfigurationError(
-                f"{path.name}: era {earlier.name} ends at {earlier.pytorch[1]} but the next one, {later.name}, starts at {later.pytorch[0]}; eras must follow each other without gaps."
+                f"{path.name}: era {earlier.name} ends at {earlier.pytorch[1]} but the next one, "
+                f"{later.name}, starts at {later.pytorch[0]}; eras must follow each other without gaps."
             )
     return ordered
 

@@ -26,7 +26,8 @@ def parse_pytorch_version(text: str, where: str) -> Version:
     fix = "pass MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. --pytorch-version 1.0.1 or 2.6 (or latest)."
     if not text or any(not char.isprintable() or char.isspace() for char in text):
         raise ConfigurationError(
-            f"{where}: {_shown(text)} is not a PyTorch version (it is empty or holds whitespace or a control character).",
+            f"{where}: {_shown(text)} is not a PyTorch version (it is empty or holds whitespace or a control "
+            "character).",
             fix=fix,
         )
     try:

@@ -27,6 +27,8 @@ def check_free_space(folders: list[Path], needed_gb: float, entry: str) -> float
     if free < needed_gb:
         raise ToolchainError(
             f"entry '{entry}' needs {needed_gb:g} GB free, and the drive of {folder} has {free:.1f} GB.",
-            fix="free space on that drive (old build folders, `invoke clean --downloads`, the compiler cache), move the cache or output folder to a larger drive, or lower min_free_gb for this entry in the matrix.",
+            fix="free space on that drive (old build folders, `invoke clean --downloads`, the compiler cache), "
+            "move the cache or output folder to a larger drive, or lower min_free_gb for this entry in the "
+            "matrix.",
         )
     return free

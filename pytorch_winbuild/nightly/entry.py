@@ -268,7 +268,8 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
     if last is not None:
         result.result, result.stage, result.wheel = "skipped", None, last.wheel
         result.note(
-            f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the success of {last.finished} (--force builds it anyway)."
+            f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the "
+            f"success of {last.finished} (--force builds it anyway)."
         )
         return
     with result.timed("deps"):
@@ -306,28 +307,30 @@ def run_entry(entry: Entry, context: RunContext, result: EntryResult) -> None:
     """Run one entry into `result`; only Ctrl-C gets out (as InterruptedByUser), every failure stays in `result`."""
     started = time.monotonic()
     print(
-        f"\n==== nightly entry {entry.name}: {result.repo} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, Python {entry.python} ====",
+        "\n"
+        f"==== nightly entry {entry.name}: {result.repo} {entry.ref or '(default branch)'}, CUDA {entry.cuda}, "
+        f"Python {entry.python} ====",
         flush=True,
     )
     try:
         _stages(entry, context, result)
     except (InterruptedByUser, KeyboardInterrupt) as stop:
-        error = (
+        interrupted = (
             stop
             if isinstance(stop, InterruptedByUser)
             else InterruptedByUser(f"stopped by Ctrl-C during the {result.stage} stage of '{entry.name}'.")
         )
-        result.result, result.error, result.exit_code = "interrupted", error.paragraph(), error.exit_code
-        raise error from None
+        result.result, result.error, result.exit_code = "interrupted", interrupted.paragraph(), interrupted.exit_code
+        raise interrupted from None
     except WinbuildError as error:
         result.result, result.error, result.exit_code = "failed", error.paragraph(), error.exit_code
     except Exception as exc:  # a bug must not cost the other entries their wheels
         traceback.print_exc()
-        error = InternalError(
+        bug = InternalError(
             f"{type(exc).__name__}: {exc}",
             fix="this is a bug in pytorch-winbuild; please report it with the traceback printed above.",
         )
-        result.result, result.error, result.exit_code = "failed", error.paragraph(), error.exit_code
+        result.result, result.error, result.exit_code = "failed", bug.paragraph(), bug.exit_code
     finally:
         result.seconds = round(time.monotonic() - started, 3)
     if result.error:

@@ -18,7 +18,10 @@ from pytorch_winbuild.facts.model import PythonInfo
 from pytorch_winbuild.facts.probe_common import python_info
 from pytorch_winbuild.nightly.matrix import PYTHON_CURRENT
 
-QUERY = "import json, platform, struct, sys; print(json.dumps([platform.python_version(), struct.calcsize('P') * 8, sys.executable, platform.python_implementation()]))"
+QUERY = (
+    "import json, platform, struct, sys; print(json.dumps([platform.python_version(), struct.calcsize('P') * 8, "
+    "sys.executable, platform.python_implementation()]))"
+)
 TIMEOUT_SECONDS = 60
 _VERSION = re.compile(r"^\d+\.\d+$")
 
@@ -43,7 +46,8 @@ def _ask(command: list[str], spec: str) -> PythonInfo:
     except (IndexError, ValueError, TypeError):
         output = (completed.stderr or completed.stdout).strip().splitlines()
         raise ToolchainError(
-            f"python = {spec!r}: `{' '.join(command)}` did not answer like a Python interpreter (exit status {completed.returncode}: {output[-1] if output else 'no output'}).",
+            f"python = {spec!r}: `{' '.join(command)}` did not answer like a Python interpreter (exit status "
+            f"{completed.returncode}: {output[-1] if output else 'no output'}).",
             fix="install that Python, or change the entry's python in the matrix.",
         ) from None
     return PythonInfo(
@@ -60,7 +64,8 @@ def _version_command(version: str) -> list[str]:
     found = shutil.which(f"python{version}")
     if found is None:
         raise ToolchainError(
-            f"python = {version!r}: no Python {version} was found ({'py -' + version + ' and ' if os.name == 'nt' else ''}python{version} on PATH).",
+            f"python = {version!r}: no Python {version} was found "
+            f"({'py -' + version + ' and ' if os.name == 'nt' else ''}python{version} on PATH).",
             fix=f'install Python {version} (64-bit) on the runner, or set the entry\'s python to a path or "current".',
         )
     return [found]

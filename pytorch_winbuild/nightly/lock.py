@@ -104,7 +104,8 @@ class NightlyLock:
             return self._guard.acquire(timeout=GUARD_TIMEOUT_SECONDS)
         except Timeout:
             raise BusyError(
-                f"another nightly is starting or stopping right now ({self.path}.guard stayed locked for {GUARD_TIMEOUT_SECONDS:.0f} s).",
+                f"another nightly is starting or stopping right now ({self.path}.guard stayed locked for "
+                f"{GUARD_TIMEOUT_SECONDS:.0f} s).",
                 fix="wait a minute and run again.",
             ) from None
 
@@ -120,10 +121,12 @@ class NightlyLock:
                 if holder_alive(holder):
                     raise BusyError(
                         f"another nightly is running: {holder.describe()} holds {self.path}.",
-                        fix="wait for it to finish (one nightly at a time shares the cache and the output folder); if that process is not a nightly, delete the lock file.",
+                        fix="wait for it to finish (one nightly at a time shares the cache and the output "
+                        "folder); if that process is not a nightly, delete the lock file.",
                     )
                 self.log(
-                    f"-- Taking over the nightly lock {self.path}: its holder, {holder.describe()}, is no longer running."
+                    f"-- Taking over the nightly lock {self.path}: its holder, {holder.describe()}, is no "
+                    "longer running."
                 )
             _write(self.path, self.holder)
         return self

@@ -27,7 +27,7 @@ PYTHON_CURRENT = "current"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.
-PLAN_KEYS: dict[str, type] = {
+PLAN_KEYS: dict[str, type[Any]] = {
     "vs": str,
     "toolset": str,
     "generator": str,
@@ -85,7 +85,8 @@ class Entry:
         }
 
     def config_hash(self, plan_identity: dict[str, Any]) -> str:
-        """What decides the wheel besides the source: the entry's table (but its disk threshold) and the plan made for it."""
+        """What decides the wheel besides the source: the entry's table (but its disk threshold) and the plan
+        made for it."""
         entry = {key: value for key, value in self.to_dict().items() if key != "min_free_gb"}
         text = json.dumps({"entry": entry, "plan": plan_identity}, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -169,7 +170,8 @@ def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, 
         if is_secret_name(name) or redact_text(value) != value:
             raise ConfigurationError(
                 f"{where}.{key}.{name}: looks like a credential, and credentials never go in a file in the repo.",
-                fix=f"set {name} in the runner's environment instead (a GitHub Actions secret passed as env, or the scheduled task's user environment).",
+                fix=f"set {name} in the runner's environment instead (a GitHub Actions secret passed as env, or "
+                "the scheduled task's user environment).",
             )
         checked.append((name, value))
     return tuple(checked)
@@ -214,7 +216,8 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
     mode = optional(table, "mode", str, where, MODES[0])
     if mode not in MODES:
         raise ConfigurationError(
-            f'{where}.mode: {mode!r}; the nightly builds wheels (mode = "wheel"): install or develop would change the runner\'s own Python.'
+            f'{where}.mode: {mode!r}; the nightly builds wheels (mode = "wheel"): install or develop would '
+            "change the runner's own Python."
         )
     python = optional(table, "python", str, where, PYTHON_CURRENT).strip()
     if not python:

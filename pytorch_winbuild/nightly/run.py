@@ -21,6 +21,7 @@ from pytorch_winbuild.nightly.entry import EntryResult, RunContext, run_entry
 from pytorch_winbuild.nightly.lock import NightlyLock
 from pytorch_winbuild.nightly.matrix import load_matrix
 from pytorch_winbuild.nightly.retention import apply_retention
+from pytorch_winbuild.nightly.site import write_site
 from pytorch_winbuild.nightly.state import NightlyState
 from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github
 
@@ -39,6 +40,18 @@ class NightlyOptions:
     keep_days: int | None = None
     min_free_gb: float | None = None
     mirror: str | None = None
+
+
+def _write_site(output_dir: Path) -> None:
+    """The pip index and the dashboard, regenerated from the kept folders (site.py); never the night's undoing."""
+    try:
+        print(write_site(output_dir).describe(), flush=True)
+    except Exception as exc:  # the wheels and summaries stand; the site is regenerated next night or by hand
+        print(
+            f"-- warning: the pip index and dashboard in {output_dir} were not updated ({type(exc).__name__}: {exc}); "
+            f"`python -m pytorch_winbuild.nightly.site {output_dir}` writes them again.",
+            flush=True,
+        )
 
 
 def run_nightly(options: NightlyOptions) -> NightlySummary:
@@ -74,7 +87,7 @@ def run_nightly(options: NightlyOptions) -> NightlySummary:
                 force=options.force,
                 mirror=options.mirror,
             )
-            for entry, result in zip(entries, summary.entries):
+            for entry, result in zip(entries, summary.entries, strict=True):
                 run_entry(entry, context, result)
             summary.retention = apply_retention(output_dir, matrix.settings.keep_days, now.date())
         finally:
@@ -82,9 +95,13 @@ def run_nightly(options: NightlyOptions) -> NightlySummary:
             summary.write()
             publish_to_github(summary, dict(os.environ))
             print(
-                f"\n== nightly {summary.date}: {summary.headline()} ==\n  summary  {summary.json_path}\n  markdown {summary.markdown_path}",
+                "\n"
+                f"== nightly {summary.date}: {summary.headline()} ==\n"
+                f"  summary  {summary.json_path}\n"
+                f"  markdown {summary.markdown_path}",
                 flush=True,
             )
+            _write_site(output_dir)
     failed = summary.failed
     if failed:
         names = ", ".join(f"{entry.name} (at {entry.stage})" for entry in failed)

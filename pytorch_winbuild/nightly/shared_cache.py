@@ -191,12 +191,17 @@ def shared_cache(
         for group in backend.requires:
             if not any(_is_set(env, name) for name in group):
                 raise ConfigurationError(
-                    f"the {engine.name} {backend.name} cache is switched on by {chosen}, but {' or '.join(group)} is not set.",
-                    fix=f"set {group[0]} in the runner's environment (a secret when it is a credential), or unset {chosen}.",
+                    f"the {engine.name} {backend.name} cache is switched on by {chosen}, but "
+                    f"{' or '.join(group)} is not set.",
+                    fix=f"set {group[0]} in the runner's environment (a secret when it is a credential), or "
+                    f"unset {chosen}.",
                 )
         problem = unreachable(env[chosen], backend.default_port) if backend.default_port else None
         if problem:
-            fallback = f"the shared {backend.name} cache {redact_text(env[chosen])} is unreachable ({problem}), so this build used the local cache"
+            fallback = (
+                f"the shared {backend.name} cache {redact_text(env[chosen])} is unreachable ({problem}), so this "
+                "build used the local cache"
+            )
             changes += [
                 EnvChange(name, "", "unset", f"the shared {backend.name} cache is unreachable: use the local cache")
                 for name in backend.select

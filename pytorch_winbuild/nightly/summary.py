@@ -177,7 +177,8 @@ def render_markdown(summary: NightlySummary) -> str:
         retention = summary.retention
         lines += [
             "",
-            f"Retention ({retention.keep_days} days): removed {len(retention.removed_folders)} old folder(s); kept {len(retention.kept_wheels)} older wheel(s) as their entry's newest.",
+            f"Retention ({retention.keep_days} days): removed {len(retention.removed_folders)} old "
+            f"folder(s); kept {len(retention.kept_wheels)} older wheel(s) as their entry's newest.",
         ]
     return "\n".join(lines) + "\n"
 

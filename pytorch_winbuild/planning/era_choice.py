@@ -49,11 +49,13 @@ def era_of(knowledge: Knowledge, version: Version) -> tuple[Era, str | None]:
     newest, oldest = knowledge.eras[-1], knowledge.eras[0]
     if key >= newest.end:
         return newest, (
-            f"PyTorch {version} is newer than any release pytorch-winbuild knows (era {newest.name} ends before {newest.pytorch[1]}); "
-            f"the plan uses era {newest.name}'s facts. Compare them with the source's setup.py, and update build_config/eras.toml."
+            f"PyTorch {version} is newer than any release pytorch-winbuild knows (era {newest.name} ends before "
+            f"{newest.pytorch[1]}); the plan uses era {newest.name}'s facts. Compare them with the source's "
+            "setup.py, and update build_config/eras.toml."
         )
     raise ConfigurationError(
-        f"PyTorch {version} is older than any era pytorch-winbuild knows (the first, {oldest.name}, starts at {oldest.pytorch[0]}).",
+        f"PyTorch {version} is older than any era pytorch-winbuild knows (the first, {oldest.name}, starts "
+        f"at {oldest.pytorch[0]}).",
         fix=f"pass --pytorch-version {oldest.pytorch[0]} or newer, or add an era to build_config/eras.toml.",
     )
 
@@ -74,7 +76,8 @@ def obstacles(era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs
     if not version_tuple(era.python[0]) <= python < version_tuple(era.python[1]):
         found.append(
             Obstacle(
-                f"PyTorch {era.name} builds with Python {era.python[0]} up to, not including, {era.python[1]}, and this Python is {facts.python.version}",
+                f"PyTorch {era.name} builds with Python {era.python[0]} up to, not including, "
+                f"{era.python[1]}, and this Python is {facts.python.version}",
                 host=True,
             )
         )
@@ -90,7 +93,8 @@ def obstacles(era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs
         if installed and not set(installed) & set(era.visual_studio):
             found.append(
                 Obstacle(
-                    f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, and this machine has {', '.join(installed)}",
+                    f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, and "
+                    f"this machine has {', '.join(installed)}",
                     host=True,
                 )
             )
@@ -154,11 +158,13 @@ def resolve_era(
         text, where = source_version
         pinned = parse_pytorch_version(text, where), where
         if pytorch_version and pytorch_version not in NEWEST_WORDS:
-            asked = parse_pytorch_version(pytorch_version, "--pytorch-version")
-            if era_of(knowledge, asked)[0] is not era_of(knowledge, pinned[0])[0]:  # type: ignore[arg-type]
+            asked_version = parse_pytorch_version(pytorch_version, "--pytorch-version")
+            if era_of(knowledge, asked_version)[0] is not era_of(knowledge, pinned[0])[0]:
                 raise ConfigurationError(
-                    f"--pytorch-version {asked} contradicts the source tree, which is PyTorch {pinned[0]} ({where}).",
-                    fix="leave --pytorch-version out (the source tree says what is built), or check out the version you want.",
+                    f"--pytorch-version {asked_version} contradicts the source tree, which is PyTorch "
+                    f"{pinned[0]} ({where}).",
+                    fix="leave --pytorch-version out (the source tree says what is built), or check out the "
+                    "version you want.",
                 )
     elif pytorch_version in NEWEST_WORDS:
         pinned = None, f"--pytorch-version {pytorch_version}"

@@ -60,7 +60,9 @@ def driver_problem(knowledge: Knowledge, facts: Facts, release: CudaRelease) -> 
     minimum = release.driver[facts.os]
     driver = facts.driver_version or "installed"
     return (
-        f"the NVIDIA driver {driver} runs CUDA up to {newest}, and CUDA {release.version} needs driver {minimum} or newer on {facts.os.capitalize()} (NVIDIA's CUDA Toolkit release notes, Table 3); a build would fail at its first CUDA call with 'The NVIDIA driver on your system is too old'.",
+        f"the NVIDIA driver {driver} runs CUDA up to {newest}, and CUDA {release.version} needs driver "
+        f"{minimum} or newer on {facts.os.capitalize()} (NVIDIA's CUDA Toolkit release notes, Table 3); a "
+        "build would fail at its first CUDA call with 'The NVIDIA driver on your system is too old'.",
         f"install driver {minimum} or newer ({DRIVER_DOWNLOAD}), or pass --cuda with a release up to {newest}.",
     )
 
@@ -76,8 +78,11 @@ def driver_warning(knowledge: Knowledge, facts: Facts, release: CudaRelease) -> 
         return None
     major = release.version.split(".")[0]
     return (
-        f"The NVIDIA driver {facts.driver_version or ''} runs CUDA up to {newest}; CUDA {release.version} runs on it through NVIDIA's minor version compatibility (any driver from {knowledge.gpu.minor_compatible[major][facts.os]} runs CUDA {major}.x), "
-        f"without PTX JIT, so every GPU needs its own architecture in TORCH_CUDA_ARCH_LIST (no +PTX fallback). Driver {release.driver[facts.os]} or newer lifts that ({DRIVER_DOWNLOAD})."
+        f"The NVIDIA driver {facts.driver_version or ''} runs CUDA up to {newest}; CUDA {release.version} "
+        "runs on it through NVIDIA's minor version compatibility (any driver from "
+        f"{knowledge.gpu.minor_compatible[major][facts.os]} runs CUDA {major}.x), "
+        "without PTX JIT, so every GPU needs its own architecture in TORCH_CUDA_ARCH_LIST (no +PTX "
+        f"fallback). Driver {release.driver[facts.os]} or newer lifts that ({DRIVER_DOWNLOAD})."
     )
 
 
@@ -95,7 +100,10 @@ def buildable_gpus_problem(facts: Facts, release: CudaRelease) -> str | None:
         names = ", ".join(
             f"{gpu.name} ({gpu.compute_capability})" for gpu in facts.gpus or () if gpu.compute_capability
         )
-        return f"CUDA {release.version} builds for compute capability {oldest} and newer, and this machine's GPUs are older: {names}"
+        return (
+            f"CUDA {release.version} builds for compute capability {oldest} and newer, and this machine's GPUs "
+            f"are older: {names}"
+        )
     return None
 
 
@@ -107,8 +115,11 @@ def checked_arch_list(
     refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
     if refused:
         raise ConfigurationError(
-            f'{flag} {requested!r}: CUDA {release.version}\'s nvcc does not compile for {", ".join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop with "nvcc fatal : Unsupported gpu architecture".',
-            fix=f"pass architectures from that range (e.g. {flag} {_suggest(release, gpus or [])}){_other_cuda(knowledge, refused[0])}.",
+            f"{flag} {requested!r}: CUDA {release.version}'s nvcc does not compile for "
+            f"{', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop "
+            'with "nvcc fatal : Unsupported gpu architecture".',
+            fix=f"pass architectures from that range (e.g. {flag} "
+            f"{_suggest(release, gpus or [])}){_other_cuda(knowledge, refused[0])}.",
         )
     return entries
 
@@ -117,17 +128,24 @@ def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, re
     """TORCH_CUDA_ARCH_LIST for this build: --arch-list checked against nvcc, else the installed GPUs."""
     gpus = [gpu for gpu in facts.gpus or () if gpu.compute_capability]
     count = len(release.arch_list.split(";"))
-    everything = f"CUDA {release.version}'s {count} common architectures ({release.arch_list}), each compiling every kernel again"
+    everything = (
+        f"CUDA {release.version}'s {count} common architectures ({release.arch_list}), each compiling every "
+        "kernel again"
+    )
     if requested:
         entries = checked_arch_list(knowledge, release, requested, gpus)
         decision = ArchDecision(
             format_arch_list(entries),
-            "build kernels only for these GPUs (--arch-list): shorter builds, and the fix for 'no kernel image is available'",
+            "build kernels only for these GPUs (--arch-list): shorter builds, and the fix for 'no kernel "
+            "image is available'",
         )
         for gpu in gpus:
             if not covers(entries, gpu.compute_capability or ""):
                 decision.warnings.append(
-                    f"--arch-list {format_arch_list(entries)} does not cover GPU {gpu.index} {gpu.name} (compute capability {gpu.compute_capability}): PyTorch built this way cannot run kernels on it ('no kernel image is available'). Add {gpu.compute_capability} to --arch-list."
+                    f"--arch-list {format_arch_list(entries)} does not cover GPU {gpu.index} {gpu.name} "
+                    f"(compute capability {gpu.compute_capability}): PyTorch built this way cannot run "
+                    f"kernels on it ('no kernel image is available'). Add {gpu.compute_capability} to "
+                    "--arch-list."
                 )
         return decision
     if not gpus:
@@ -142,7 +160,9 @@ def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, re
             None,
             "",
             decisions=[
-                f"TORCH_CUDA_ARCH_LIST not set ({why}): PyTorch builds for the GPUs it finds at configure time, else {everything}; --arch-list with the target GPUs' capabilities makes the build much shorter."
+                f"TORCH_CUDA_ARCH_LIST not set ({why}): PyTorch builds for the GPUs it finds at configure "
+                f"time, else {everything}; --arch-list with the target GPUs' capabilities makes the build "
+                "much shorter."
             ],
         )
     entries, notes = default_for_gpus([gpu.compute_capability or "" for gpu in gpus], release.sm)
@@ -150,11 +170,14 @@ def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, re
     if not entries:
         raise ToolchainError(
             f"CUDA {release.version} cannot build for any GPU of this machine: {'; '.join(notes)}. GPUs: {listed}.",
-            fix=f"pass --cuda with a release that builds {gpus[0].compute_capability} (see build_config/cuda.toml), or --cuda cpu.",
+            fix=f"pass --cuda with a release that builds {gpus[0].compute_capability} (see "
+            "build_config/cuda.toml), or --cuda cpu.",
         )
     decision = ArchDecision(
         format_arch_list(entries),
-        f"this machine's GPUs: {listed}. Unset, PyTorch's CMake looks for GPUs by running a CUDA program at configure time and builds {everything} when that fails (cmake/public/utils.cmake → select_compute_arch.cmake 'Auto'); set, the build is the same on every run. --arch-list overrides",
+        f"this machine's GPUs: {listed}. Unset, PyTorch's CMake looks for GPUs by running a CUDA program at "
+        f"configure time and builds {everything} when that fails (cmake/public/utils.cmake → "
+        "select_compute_arch.cmake 'Auto'); set, the build is the same on every run. --arch-list overrides",
     )
     decision.warnings += [f"GPU compute capability {note}." for note in notes]
     return decision
@@ -164,7 +187,10 @@ def _other_cuda(knowledge: Knowledge, entry: Arch) -> str:
     """', or --cuda 12.9 (the newest CUDA that builds 5.0)', or why there is none."""
     releases = [r.version for r in knowledge.cuda.values() if r.accepts(entry.capability + entry.suffix)]
     if not releases:
-        return f"; no CUDA release pytorch-winbuild knows compiles {entry} (NVIDIA lists every GPU's compute capability at https://developer.nvidia.com/cuda-gpus)"
+        return (
+            f"; no CUDA release pytorch-winbuild knows compiles {entry} (NVIDIA lists every GPU's compute "
+            "capability at https://developer.nvidia.com/cuda-gpus)"
+        )
     newest = max(releases, key=version_tuple)
     return f", or --cuda {newest} (the newest CUDA that compiles {entry})"
 

@@ -540,10 +540,7 @@ def _cuda_changes(
                 + ".",
             )
         plan.set("NVTOOLSEXT_PATH", folder, "where PyTorch's CMake finds nvToolsExt64_1.lib")
-    if not cuda.cudnn:
-        plan.warnings.append(
-            f"cuDNN was not found under CUDA {cuda.version}: PyTorch will build without it (much slower convolutions). Install the cuDNN release for CUDA {cuda.version} into the CUDA folder to use it."
-        )
+    _cudnn_changes(era, facts, cuda, plan)
     warning = driver_warning(knowledge, facts, release)
     if warning:
         plan.warnings.append(warning)
@@ -552,6 +549,55 @@ def _cuda_changes(
         plan.set("TORCH_CUDA_ARCH_LIST", arch.value, arch.reason)
     plan.decisions += arch.decisions
     plan.warnings += arch.warnings
+
+
+def _cudnn_changes(era: Era, facts: Facts, cuda: CudaInstall, plan: _Builder) -> None:
+    """Point the cuDNN variables the era reads at the cuDNN the facts found, or switch cuDNN off."""
+    if not cuda.cudnn:
+        if facts.os != "windows":  # a system cuDNN (/usr/include) is found by PyTorch, not by the probe
+            plan.warnings.append(
+                f"No cuDNN was found for CUDA {cuda.version} in its include folder or CUDNN_INCLUDE_DIR; unless "
+                "PyTorch finds a system one, it builds without cuDNN (much slower convolutions)."
+            )
+            return
+        plan.set(
+            "USE_CUDNN",
+            "0",
+            f"no cuDNN was found for CUDA {cuda.version} (no cudnn.h in its include folder or CUDNN_INCLUDE_DIR); "
+            "PyTorch would switch cuDNN off itself ('Cannot find cuDNN library. Turning the option off')",
+        )
+        plan.warnings.append(
+            f"cuDNN is off: none was found for CUDA {cuda.version}, so PyTorch builds without it (much slower "
+            f"convolutions). Install the cuDNN release for CUDA {cuda.version} into the CUDA folder to use it."
+        )
+        return
+    if not cuda.cudnn_include:
+        plan.decisions.append(
+            f"cuDNN {cuda.cudnn} for CUDA {cuda.version}: the facts do not say where (written by an older probe); "
+            f"PyTorch looks where the probe did (the CUDA folder through {CUDA_ROOT_VARIABLE[facts.os]}, or "
+            "CUDNN_INCLUDE_DIR)."
+        )
+        return
+    path_type = _paths(facts.os)
+    include = path_type(cuda.cudnn_include)
+    root = include.parent
+    in_toolkit = str(root).rstrip("\\/").lower() == cuda.path.rstrip("\\/").lower()
+    label = f"cuDNN {cuda.cudnn}"
+    for name, reader in era.cudnn_env.items():
+        if name == "CUDNN_INCLUDE_DIR":
+            plan.set(name, str(include), f"{label}'s headers ({reader})")
+        elif name == "CUDNN_ROOT_DIR":
+            plan.set(name, str(root), f"{label}'s folder, searched for cudnn.lib under lib and lib\\x64 ({reader})")
+        elif in_toolkit:  # CUDNN_LIB_DIR: cuDNN copied into the toolkit puts its library beside CUDA's own
+            libs = root / "lib" / "x64" if facts.os == "windows" else root / "lib64"
+            plan.set(name, str(libs), f"{label}'s library, in the CUDA folder's {libs.relative_to(root)} ({reader})")
+        else:
+            plan.unset(
+                name,
+                f"{label} is outside the CUDA folder: its cudnn.lib is found beside CUDNN_INCLUDE_DIR, not in "
+                f"another folder left in {name} ({reader})",
+            )
+    plan.decisions.append(f"{label} at {include}.")
 
 
 def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> str:
@@ -575,6 +621,12 @@ def _generator_changes(
             "Ninja",
             "Ninja runs compiles in parallel, CUDA files included (the Visual Studio generator cannot)",
         )
+        if facts.os == "windows" and era.ninja_switch == "use_ninja":
+            plan.unset(
+                "USE_NINJA",
+                f"PyTorch {era.name} builds with Ninja only when USE_NINJA is not OFF/0/NO/FALSE/N; one left "
+                "in the environment would switch to the Visual Studio generator",
+            )
         return
     assert compiler is not None  # the VS generator exists only on Windows, where a compiler was chosen
     product = knowledge.products[compiler.instance.product_line]
@@ -585,11 +637,17 @@ def _generator_changes(
         "checked": "the exact name this era's tools/setup_helpers/cmake.py accepts; it adds -A x64 itself",
     }[era.generator_from]
     plan.set("CMAKE_GENERATOR", name, f"the CMake generator of {compiler.instance.label} ({how})")
-    if era.use_ninja_off:
+    if era.ninja_switch == "use_ninja":
         plan.set(
             "USE_NINJA",
             "0",
-            f"PyTorch {era.name} builds with Ninja whenever ninja is installed unless USE_NINJA=0, ignoring CMAKE_GENERATOR",
+            f"PyTorch {era.name} builds with Ninja whenever ninja is on PATH unless USE_NINJA=0; "
+            "CMAKE_GENERATOR alone does not switch it off",
+        )
+    elif era.ninja_switch == "cmake_generator":
+        plan.decisions.append(
+            f"Ninja off: PyTorch {era.name}'s setup builds with Ninja only when CMAKE_GENERATOR is Ninja once it "
+            "is set (USE_NINJA counts only without it)."
         )
     if era.generator_platform and product.generator_platform:
         plan.set(
@@ -649,11 +707,26 @@ def _compiler_cache_changes(
             continue
         if entry.launcher and entry.launcher not in era.launchers:
             if entry.launcher == "CUDA":
-                plan.decisions.append(
-                    f"nvcc compiles are not cached: PyTorch {era.name}'s setup.py does not pass CMAKE_CUDA_COMPILER_LAUNCHER to CMake (2.0 and later do)."
-                )
+                plan.decisions.append(_uncached_nvcc(era))
             continue
         plan.set(entry.name, entry.value.format(cache_dir=options.cache_dir.rstrip("\\/"), sep=separator), entry.reason)
+
+
+def _uncached_nvcc(era: Era) -> str:
+    """Why a compiler cache leaves nvcc alone in an era whose CMake has no CUDA language."""
+    if era.launchers:  # C/C++ launchers reach CMake: so does CMAKE_CUDA_COMPILER_LAUNCHER, to no effect
+        why = (
+            f"PyTorch {era.name}'s setup.py passes CMAKE_CUDA_COMPILER_LAUNCHER to CMake, but its .cu files are "
+            "compiled by FindCUDA's cuda_add_library, which ignores it (CMake's CUDA language, which applies it, "
+            "is used from 1.11)"
+        )
+    else:
+        why = f"PyTorch {era.name}'s build passes no compiler launcher to CMake"
+    return (
+        f"nvcc compiles are not cached: {why}. PyTorch's own CI cached them by naming a copy of sccache.exe "
+        "nvcc.exe as CUDA_NVCC_EXECUTABLE, with MAX_JOBS below the core count and the randomtemp wrapper "
+        "against intermittent failures (pytorch/pytorch#25393); the plan does not copy that fragile setup."
+    )
 
 
 def _archive_changes(archives: list[PlannedArchive], facts: Facts, plan: _Builder) -> None:
@@ -753,15 +826,21 @@ def _path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: _
             )
 
 
-def _tool_warnings(era: Era, facts: Facts, plan: _Builder) -> None:
+def check_cmake(era: Era, pytorch_version: str, facts: Facts, plan: _Builder) -> None:
+    """The CMake the release's CMakeLists.txt requires (cmake_minimum_required): older is refused."""
+    release = None if pytorch_version in NEWEST_WORDS else version_tuple(pytorch_version)
+    needed = era.min_cmake_for(release)
     cmake = facts.tools.get("cmake")
     if cmake is None:
         plan.warnings.append(
-            f"CMake was not found; PyTorch {era.name} needs CMake {era.min_cmake} or newer: pip install cmake."
+            f"CMake was not found; PyTorch {pytorch_version} needs CMake {needed} or newer: pip install cmake."
         )
-    elif cmake.version and version_tuple(cmake.version) < version_tuple(era.min_cmake):
-        plan.warnings.append(
-            f"CMake {cmake.version} is older than PyTorch {era.name} needs ({era.min_cmake}); pip install -U cmake."
+    elif cmake.version and version_tuple(cmake.version) < version_tuple(needed):
+        raise ToolchainError(
+            f"CMake {cmake.version} ({cmake.path}) is older than PyTorch {pytorch_version} needs: its "
+            f"CMakeLists.txt has cmake_minimum_required(VERSION {needed}), so CMake would stop at once.",
+            fix=f'pip install -U "cmake>={needed}" in the Python that builds PyTorch (or put a newer CMake first on '
+            "PATH), then run again.",
         )
 
 
@@ -928,7 +1007,7 @@ def make_plan(
             )
     _archive_changes(archives, facts, plan)
     _path_warnings(knowledge, facts, options, plan)
-    _tool_warnings(era, facts, plan)
+    check_cmake(era, choice.pytorch_version, facts, plan)
 
     return Plan(
         os=facts.os,

@@ -24,7 +24,8 @@ def refuse_control_characters(text: str, what: str) -> str:
     for position, char in enumerate(text):
         if unicodedata.category(char) == "Cc":
             raise ConfigurationError(
-                f"{what} holds the control character U+{ord(char):04X} at position {position + 1}, which no script or command line carries unchanged (a line break would start a command of its own).",
+                f"{what} holds the control character U+{ord(char):04X} at position {position + 1}, which no "
+                "script or command line carries unchanged (a line break would start a command of its own).",
                 fix="remove it where the value comes from (the flag, the facts file, the config or matrix file).",
             )
     return text

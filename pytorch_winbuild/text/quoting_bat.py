@@ -77,7 +77,8 @@ def prepend_line(name: str, value: str) -> str:
     refuse_control_characters(value, name)
     if value.count('"') % 2:
         raise ConfigurationError(
-            f"the value put in front of {name} holds an odd number of double quotes, which would leave the old value of {name} outside the quotes in a .bat file.",
+            f"the value put in front of {name} holds an odd number of double quotes, which would leave the "
+            f"old value of {name} outside the quotes in a .bat file.",
             fix="balance the quotes or remove them.",
         )
     return f'set "{variable_name(name)}={_escaped(value)};%{name}%"'
@@ -181,7 +182,8 @@ def _prologue(needs: _Needs) -> tuple[list[str], list[str]]:
             f'  set "{_PROBE}="',
             *_exit_block(
                 cleanup,
-                "pytorch-winbuild: with delayed expansion on, this cmd drops the exclamation marks some values hold. Run the script from a cmd started with /v:off.",
+                "pytorch-winbuild: with delayed expansion on, this cmd drops the exclamation marks some "
+                "values hold. Run the script from a cmd started with /v:off.",
             ),
             f'set "{_PROBE}="',
         ]
@@ -189,7 +191,8 @@ def _prologue(needs: _Needs) -> tuple[list[str], list[str]]:
         cleanup = [f"chcp %{_CODE_PAGE}% >nul", f'set "{_CODE_PAGE}="', *cleanup]
         lines += [
             "",
-            "rem Some values hold non-ASCII text: read the rest of this UTF-8 script with code page 65001, and switch back at the end.",
+            "rem Some values hold non-ASCII text: read the rest of this UTF-8 script with code page 65001, "
+            "and switch back at the end.",
             f'for /f "tokens=2 delims=:." %%c in (\'chcp\') do set "{_CODE_PAGE}=%%c"',
             "chcp 65001 >nul",
             f'set "{_PROBE}=€"',
@@ -197,7 +200,8 @@ def _prologue(needs: _Needs) -> tuple[list[str], list[str]]:
             f'  set "{_PROBE}="',
             *_exit_block(
                 cleanup,
-                "pytorch-winbuild: this cmd does not read the script as UTF-8, so the values with non-ASCII characters would change. Run it in a console window where chcp 65001 works.",
+                "pytorch-winbuild: this cmd does not read the script as UTF-8, so the values with non-ASCII "
+                "characters would change. Run it in a console window where chcp 65001 works.",
             ),
             f'set "{_PROBE}="',
         ]

@@ -140,7 +140,8 @@ _CASELESS = {"authorization"}
 
 
 def is_secret_name(name: str) -> bool:
-    """True for variable names such as SCCACHE_REDIS_PASSWORD or GITHUB_TOKEN (the rule is in the module's docstring)."""
+    """True for variable names such as SCCACHE_REDIS_PASSWORD or GITHUB_TOKEN (the rule is in the module's
+    docstring)."""
     parts = [part for part in _NAME_PARTS.split(name.upper()) if part]
     for index, part in enumerate(parts):
         following = parts[index + 1] if index + 1 < len(parts) else ""
@@ -282,7 +283,8 @@ def remember_secrets(env: Mapping[str, str]) -> None:
 
 
 def remember_config(config: Any) -> None:
-    """Mask the secrets of configuration (nested mappings/lists, Invoke's `c.config`): values under secret-named keys, URL userinfo."""
+    """Mask the secrets of configuration (nested mappings/lists, Invoke's `c.config`): values under
+    secret-named keys, URL userinfo."""
     _MASKER.remember(_config_values(config))
 
 

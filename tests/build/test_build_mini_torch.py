@@ -1,5 +1,9 @@
-"""`invoke build --source` on mini torch: a real CMake + Ninja build behind a setup.py that reads
-PyTorch's variables, run the way a user runs it (a subprocess from the repo root, no terminal)."""
+"""`invoke build` on mini torch: a real CMake + Ninja build behind a setup.py that reads PyTorch's
+variables, run the way a user runs it (a subprocess from the repo root, no terminal).
+
+mini torch's version.txt says 2.13.0a0, so the plan picks the 2.5+ era, whose install command is
+PyTorch's own since mid-2025: `python -m pip install --no-build-isolation -v .` (setup.py install
+and develop are deprecated there), and `pip wheel` for --mode wheel."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +20,8 @@ import pytest
 from build_support import (
     HOST_CONFIG_GUARD,
     REPO_ROOT,
+    copy_fixture,
+    git,
     invoke_command,
     last_report,
     make_venv,
@@ -38,43 +45,77 @@ def build(
     )
 
 
-def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
+def test_build_from_a_repository_end_to_end(venv_python: Path, tmp_path: Path) -> None:
+    """`invoke build --repo URL --ref TAG` as a user runs it, nothing stood in for: git clones the
+    repository, the plan reads the checked-out version, the environment is built, setuptools (through
+    pip) runs CMake, Ninja and g++ through ccache (the plan's choice on Linux), a fresh interpreter
+    outside the clone imports the installed package, and the report says all of it. Then the next
+    tag is pushed and built in the same clone: fetched, rebuilt, checked again."""
+    work = copy_fixture("mini_torch", tmp_path / "mini torch")  # the maintainers' working copy
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "mini torch 2.13")
+    git(work, "tag", "v2.13.0")
+    upstream = tmp_path / "upstream repos" / "pytorch.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(upstream))
+    url = upstream.as_uri()  # file:///.../upstream%20repos/pytorch.git
     mkl = tmp_path / "mkl" / "include"
     mkl.mkdir(parents=True)
     (mkl / "mkl.h").write_text("/* MKL's main header, as fetch-deps extracts it */\n")
-    cache = tmp_path / "cache"
+    cache = tmp_path / "winbuild cache"  # a space, as Windows user folders have
     env = {"CMAKE_INCLUDE_PATH": str(mkl), "WINBUILD_TEST_API_TOKEN": SECRET}
 
-    done = build(venv_python, mini_source, cache, "--compiler-cache", "none", "--jobs", "2", env=env)
+    def build_ref(ref: str) -> subprocess.CompletedProcess[str]:
+        return run_invoke(
+            venv_python, "build", "--repo", url, "--ref", ref, "--cuda", "cpu", "--cache-dir", str(cache),
+            "--jobs", "2", env=env,
+        )  # fmt: skip
+
+    done = build_ref("v2.13.0")
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = last_report(cache / "logs")
+    clone = cache / "src" / "pytorch"  # the cache's clone folder, named after the repository
     assert report["result"] == "success" and report["exit_code"] == 0
-    assert report["source"] == {
-        "path": str(mini_source),
-        "origin": "existing checkout",
-        "repo": None,
-        "ref": None,
-        "commit": None,
-        "seconds": 0.0,
+    commit = git(work, "rev-parse", "v2.13.0")
+    assert {key: value for key, value in report["source"].items() if key != "seconds"} == {
+        "path": str(clone),
+        "origin": "cloned",
+        "repo": url,
+        "ref": "v2.13.0",
+        "commit": commit,
     }
-    assert report["command"][1:] == ["setup.py", "install"]
-    assert {"prepare", "environment", "build", "verify"} <= set(report["phases"])
-    # The plan's changes reached the build: CPU-only, Ninja, two jobs; setup.py read them.
-    assert report["environment"]["USE_CUDA"] == "0"
-    assert report["environment"]["CMAKE_GENERATOR"] == "Ninja"
-    assert report["environment"]["MAX_JOBS"] == "2"
-    assert report["environment"]["WINBUILD_TEST_API_TOKEN"] == "***"
-    assert report["plan"]["era"] == "2.5+" and report["plan"]["pytorch_version"] == "2.13.0a0"
-    # Verified in a fresh interpreter outside the source tree: mini torch's _C, MKL found via CMAKE_INCLUDE_PATH.
+    assert git(clone, "rev-parse", "HEAD") == commit and git(clone, "remote", "get-url", "origin") == url
+    assert report["command"] == [
+        str(venv_python),
+        *["-m", "pip", "install", "--no-build-isolation", "-v", "."],
+    ] and report["cwd"] == str(clone)
+    assert {"source", "prepare", "environment", "cache reset", "build", "cache stats", "verify"} <= set(
+        report["phases"]
+    )
+    # The plan read the clone's version, and its changes reached the build: CPU-only, Ninja, two
+    # jobs, ccache in front of every compile; setup.py read them.
+    plan = report["plan"]
+    assert plan["era"] == "2.5+" and plan["pytorch_version"] == "2.13.0a0" and plan["compiler_cache"] == "ccache"
+    environment = report["environment"]
+    assert environment["USE_CUDA"] == "0" and environment["CMAKE_GENERATOR"] == "Ninja"
+    assert environment["MAX_JOBS"] == "2"
+    assert environment["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache" and environment["CCACHE_DIR"] == str(cache / "ccache")
+    assert environment["WINBUILD_TEST_API_TOKEN"] == "***"
+    assert report["cache"]["name"] == "ccache" and report["cache"]["error"] is None
+    assert report["cache"]["misses"] >= 3 and report["cache"]["hits"] == 0
+    # Verified in a fresh interpreter of the build's Python, outside the clone: mini torch's _C as
+    # installed into the environment's site-packages, MKL found via CMAKE_INCLUDE_PATH.
     verification = report["verification"]
-    assert verification["ok"] is True
+    assert verification["ok"] is True and verification["interpreter"] == str(venv_python)
     assert verification["version"] == "2.13.0a0+mini"
     assert (
         verification["mkl"] is True and verification["cuda_available"] is False and verification["cuda_version"] is None
     )
     assert verification["dataloader"] == {"num_workers": 2, "start_method": "spawn", "batches": 4, "ok": True}
-    assert not verification["cwd"].startswith(str(mini_source))
+    assert not verification["cwd"].startswith(str(clone))
+    installed = Path(verification["location"])
+    assert installed.is_relative_to(venv_python.parent.parent) and not installed.is_relative_to(clone)
     assert report["progress"]["done"] >= 4 and report["progress"]["total"] >= 5
 
     log = Path(report["log"])
@@ -82,6 +123,7 @@ def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Pat
     log_text = log.read_text(encoding="utf-8")
     assert "Building CXX object CMakeFiles/_C.dir/csrc/module.cpp.o" in log_text
     assert "-DUSE_CUDA=OFF" in log_text and "MKL headers: " + str(mkl) in log_text
+    assert "Successfully installed mini-torch-2.13.0a0+mini" in log_text
     assert SECRET not in log_text and SECRET not in Path(report["report"]).read_text(encoding="utf-8")
     # No terminal: sparse progress lines instead of Ninja's [n/m] lines; then the summary.
     assert "-- progress: " in done.stdout and "] Building CXX object" not in done.stdout
@@ -89,7 +131,7 @@ def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Pat
     assert f"report    {report['report']}" in done.stdout
     assert "DataLoader(num_workers=2, spawn) ok" in done.stdout
 
-    # The installed module works when imported the way a user imports it.
+    # The installed module works when imported the way a user imports it, and `invoke verify` says so.
     called = subprocess.run(
         [str(venv_python), "-c", "import torch; print(torch.add(40, 2), torch.dot([1, 2, 3], [4, 5, 6]))"],
         cwd=tmp_path,
@@ -98,12 +140,31 @@ def test_build_installs_verifies_and_reports(venv_python: Path, mini_source: Pat
         check=True,
     )
     assert called.stdout.split() == ["42", "32"]
+    verified = run_invoke(sys.executable, "verify", "--python", str(venv_python))
+    assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr
+    assert json.loads(verified.stdout)["version"] == "2.13.0a0+mini"
+
+    # The next release is pushed; the same command with its tag fetches into the clone and rebuilds.
+    (work / "version.txt").write_text("2.14.0a0\n")
+    git(work, "commit", "-q", "-am", "mini torch 2.14")
+    git(work, "tag", "v2.14.0")
+    git(work, "push", "-q", str(upstream), "main", "v2.14.0")
+
+    again = build_ref("v2.14.0")
+
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    fetched = last_report(cache / "logs")
+    assert (fetched["source"]["origin"], fetched["source"]["commit"]) == ("fetched", git(work, "rev-parse", "v2.14.0"))
+    assert fetched["source"]["path"] == str(clone) and git(clone, "rev-parse", "HEAD") == fetched["source"]["commit"]
+    assert fetched["plan"]["pytorch_version"] == "2.14.0a0", "the plan reads the version of the checked-out ref"
+    assert fetched["verification"]["ok"] is True and fetched["verification"]["version"] == "2.14.0a0+mini"
+    assert len(reports(cache / "logs")) == 2
 
 
-@pytest.mark.parametrize("cache_name", ["ccache", "sccache"])
-def test_rebuild_after_clean_hits_the_compiler_cache(
-    venv_python: Path, mini_source: Path, tmp_path: Path, cache_name: str
-) -> None:
+def test_rebuild_after_clean_hits_the_compiler_cache(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
+    """sccache, whose server the build starts and must stop; ccache's way in (the same CMake launcher
+    variables) is in the end-to-end test, and its counts in test_builder_parts and test_build_ext."""
+    cache_name = "sccache"
     cache = tmp_path / "cache"
     first = build(venv_python, mini_source, cache, "--compiler-cache", cache_name, "--no-verify")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
@@ -118,15 +179,14 @@ def test_rebuild_after_clean_hits_the_compiler_cache(
     assert any(note.startswith(f"--clean: removed {mini_source / 'build'}") for note in warm["notes"])
     assert warm["verification"] == {"skipped": "--no-verify"}
     assert (cache / cache_name).is_dir(), "the plan keeps the cache's objects in the pytorch-winbuild cache folder"
-    if cache_name == "sccache":
-        assert warm["environment"]["SCCACHE_IDLE_TIMEOUT"] == "0"
-        assert warm["cache"]["command"] == "sccache --show-stats --stats-format json"
-        servers = [
-            p
-            for p in psutil.process_iter(["name", "environ"])
-            if p.info["name"] == "sccache" and (p.info["environ"] or {}).get("SCCACHE_DIR") == str(cache / "sccache")
-        ]
-        assert servers == [], "the sccache server started for the build was stopped after it"
+    assert warm["environment"]["SCCACHE_IDLE_TIMEOUT"] == "0"
+    assert warm["cache"]["command"] == "sccache --show-stats --stats-format json"
+    servers = [
+        p
+        for p in psutil.process_iter(["name", "environ"])
+        if p.info["name"] == "sccache" and (p.info["environ"] or {}).get("SCCACHE_DIR") == str(cache / "sccache")
+    ]
+    assert servers == [], "the sccache server started for the build was stopped after it"
 
 
 def test_compile_error_is_found_and_diagnosed(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
@@ -138,6 +198,14 @@ def test_compile_error_is_found_and_diagnosed(venv_python: Path, mini_source: Pa
     assert failed.returncode == 5, failed.stdout[-3000:] + failed.stderr
     report = last_report(cache / "logs")
     assert report["result"] == "failed" and report["exit_code"] == 5
+    assert report["source"] == {
+        "path": str(mini_source),
+        "origin": "existing checkout",
+        "repo": None,
+        "ref": None,
+        "commit": None,
+        "seconds": 0.0,
+    }
     summary = report["first_error"]["summary"]
     assert "host_config_check.cpp:2:2: error: #error -- unsupported Microsoft Visual Studio version!" in summary["text"]
     assert report["first_error"]["kind"] == "ninja"
@@ -148,7 +216,7 @@ def test_compile_error_is_found_and_diagnosed(venv_python: Path, mini_source: Pa
     assert "unsupported Microsoft Visual Studio version" in lines[summary["number"] - 1]
     # The paragraph names the command, the log and the line, and gives the rule's fix.
     paragraph = failed.stderr.strip()
-    assert paragraph.startswith("build failed: `python setup.py install` exited with status 1.")
+    assert paragraph.startswith("build failed: `python -m pip install --no-build-isolation -v .` exited with status 1.")
     assert f"The first error is on line {summary['number']} of the log {log}:" in paragraph
     assert "[cuda-unsupported-msvc]" in paragraph and "Fix: Build with a toolset the CUDA accepts" in paragraph
     # The console shows the error block with context, not just the last line.
@@ -178,7 +246,10 @@ def test_generator_change_clears_the_cmake_cache(venv_python: Path, mini_source:
     done = build(venv_python, mini_source, cache, "--compiler-cache", "none", "--no-verify")
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    said = f"-- The build folder {mini_source / 'build'} was configured for Unix Makefiles, and this plan uses Ninja: removed CMakeCache.txt and CMakeFiles"
+    said = (
+        f"-- The build folder {mini_source / 'build'} was configured for Unix Makefiles, and this plan uses Ninja: "
+        "removed CMakeCache.txt and CMakeFiles"
+    )
     assert said in done.stdout
     assert any(note.startswith(said[3:]) for note in last_report(cache / "logs")["notes"])
     assert "CMAKE_GENERATOR:INTERNAL=Ninja" in (mini_source / "build" / "CMakeCache.txt").read_text()
@@ -249,37 +320,6 @@ def test_ctrl_c_stops_the_whole_process_tree(venv_python: Path, mini_source: Pat
     assert _processes_of(mini_source) == [], "no compiler, ninja or setup.py of the build may outlive it"
 
 
-def test_build_from_a_repository_clones_then_fetches(venv_python: Path, mini_source: Path, tmp_path: Path) -> None:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(mini_source), *args], check=True, capture_output=True, text=True
-        ).stdout.strip()
-
-    git("init", "-q", "-b", "main")
-    git("add", "-A")
-    git("commit", "-q", "-m", "mini torch 2.13")
-    git("tag", "v2.13.0")
-    (mini_source / "version.txt").write_text("2.14.0a0\n")
-    git("commit", "-q", "-am", "mini torch 2.14")
-    git("tag", "v2.14.0")
-    clone, cache = tmp_path / "clone", tmp_path / "cache"
-    first = build(venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.13.0", "--compiler-cache", "none")
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
-    second = build(
-        venv_python, clone, cache, "--repo", str(mini_source), "--ref", "v2.14.0", "--compiler-cache", "none"
-    )
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
-
-    cloned, fetched = reports(cache / "logs")
-    assert (cloned["source"]["origin"], cloned["source"]["commit"]) == ("cloned", git("rev-parse", "v2.13.0"))
-    assert (fetched["source"]["origin"], fetched["source"]["commit"]) == ("fetched", git("rev-parse", "v2.14.0"))
-    assert (
-        cloned["verification"]["version"] == "2.13.0a0+mini" and fetched["verification"]["version"] == "2.14.0a0+mini"
-    )
-    assert fetched["plan"]["pytorch_version"] == "2.14.0a0", "the plan reads the version of the checked-out ref"
-    assert "source" in cloned["phases"]
-
-
 def test_libtorch_and_wheel_builds_install_nothing(mini_source: Path, tmp_path: Path) -> None:
     python = make_venv(tmp_path / "env")  # a fresh one: nothing of mini torch installed in it
     cache = tmp_path / "cache"
@@ -294,7 +334,7 @@ def test_libtorch_and_wheel_builds_install_nothing(mini_source: Path, tmp_path: 
     wheel = build(python, mini_source, cache, "--compiler-cache", "none", "--mode", "wheel")
     assert wheel.returncode == 0, wheel.stdout[-3000:] + wheel.stderr
     report = last_report(cache / "logs")
-    assert report["command"][1:] == ["setup.py", "bdist_wheel"]
+    assert report["command"][1:] == ["-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", "dist", "."]
     wheels = list((mini_source / "dist").glob("mini_torch-2.13.0a0+mini-*.whl"))
     assert len(wheels) == 1 and report["verification"]["wheel"] == str(wheels[0])
     assert report["verification"]["ok"] is True and report["verification"]["version"] == "2.13.0a0+mini"

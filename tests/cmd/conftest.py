@@ -79,7 +79,8 @@ def wine_prefix(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
     boot_seconds = time.perf_counter() - started
     if boot.returncode != 0 or not (prefix / "drive_c" / "windows" / "system32").is_dir():
         pytest.fail(
-            f"wineboot could not create a prefix in {prefix} (exit {boot.returncode}): {boot.stderr.decode(errors='replace')[-2000:]}",
+            f"wineboot could not create a prefix in {prefix} (exit {boot.returncode}): "
+            f"{boot.stderr.decode(errors='replace')[-2000:]}",
             pytrace=False,
         )
     request.config.stash[_BOOT_SECONDS] = boot_seconds

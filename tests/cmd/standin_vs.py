@@ -147,7 +147,7 @@ exit /B 0
 
 :end
 exit /B 0
-"""
+"""  # noqa: E501 - cmd cannot continue a line inside quotes
 
 VCVARS_EXT = r"""@echo off
 @REM Stand-in for VsDevCmd's ext\vcvars.bat: picks the MSVC toolset and adds it to the environment.
@@ -191,7 +191,7 @@ set "__VCVARS_FULL="
 set "__VCVARS_HOST_DIR="
 set "__VCVARS_CROSS_BIN="
 exit /B 0
-"""
+"""  # noqa: E501 - cmd cannot continue a line inside quotes
 
 SHORTCUTS = {
     "vcvars64.bat": "x64",

@@ -53,8 +53,8 @@ def test_command_line_is_exact() -> None:
     line = vcvars_command_line(VCVARSALL, ["x86_amd64", "-vcvars_ver=14.11"])
 
     assert (
-        line
-        == f'cmd /d /u /v:off /s /c "set && echo {MARKER} && "{VCVARSALL}" x86_amd64 -vcvars_ver=14.11 && echo {MARKER} && set"'
+        line == f'cmd /d /u /v:off /s /c "set && echo {MARKER} && "{VCVARSALL}" x86_amd64 -vcvars_ver=14.11 && echo '
+        f'{MARKER} && set"'
     )
     assert payload(line) == f'set && echo {MARKER} && "{VCVARSALL}" x86_amd64 -vcvars_ver=14.11 && echo {MARKER} && set'
 
@@ -198,7 +198,12 @@ def test_error_lines_are_found_even_after_bytes_that_shift_the_stream() -> None:
 def test_sections_are_cut_at_marker_lines_only() -> None:
     command = f'/d /u /v:off /s /c "set && echo {MARKER} && "C:\\v.bat" x64 && echo {MARKER} && set"'
     stdout = utf16(
-        f"A=1\r\n__PYTORCH_WINBUILD_COMMAND={command}\r\n{MARKER} \r\nbanner\r\nno newline at the end{MARKER} \r\nA=2\r\n"
+        "A=1\r\n"
+        f"__PYTORCH_WINBUILD_COMMAND={command}\r\n"
+        f"{MARKER} \r\n"
+        "banner\r\n"
+        f"no newline at the end{MARKER} \r\n"
+        "A=2\r\n"
     )
 
     sections = _split_sections(stdout)
@@ -219,14 +224,15 @@ def test_sections_when_the_script_cut_the_line_short() -> None:
 def test_the_error_names_the_line_and_the_toolset_to_install() -> None:
     script = utf16(
         "[ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\n"
-        "[ERROR:VsDevCmd.bat] *** VsDevCmd.bat encountered errors. Environment may be incomplete and/or incorrect. ***\r\n"
+        "[ERROR:VsDevCmd.bat] *** VsDevCmd.bat encountered errors. Environment may be incomplete and/or incorrect. "
+        "***\r\n"
     )
     error = _toolchain_error("cmd /s /c ...", 0, script, b"")
 
     assert error is not None
     assert (
-        "\"[ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\" (and 1 more [ERROR] lines) and exited with status 0"
-        in error.message
+        "\"[ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\" (and 1 more [ERROR] lines) and "
+        "exited with status 0" in error.message
     )
     assert error.fix is not None and "v14.11 toolset" in error.fix and "(v14.11)" in error.fix
     assert _toolchain_error("cmd", 0, utf16("** banner **\r\n"), b"") is None

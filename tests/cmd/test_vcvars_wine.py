@@ -363,7 +363,7 @@ def test_a_removed_compiler_is_noticed_despite_the_cache(
     assert cl is not None
     cl.unlink()
 
-    with pytest.raises(ToolchainError, match="no cl.exe"):
+    with pytest.raises(ToolchainError, match=r"no cl\.exe"):
         capture(wine_prefix, vs2017.script(), ["x64"], cache_dir=cache_dir)
 
 

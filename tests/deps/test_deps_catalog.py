@@ -102,7 +102,7 @@ def test_unknown_versions_and_bad_cuda_are_configuration_errors() -> None:
         match=r"unknown MKL version '2019\.0'.*2018\.2\.185, 2019\.4\.245, 2020\.0\.166, 2020\.2\.254",
     ):
         select_archives(cuda=None, mkl_version="2019.0", magma_versions=[])
-    with pytest.raises(ConfigurationError, match="unknown MAGMA version 2.6.0"):
+    with pytest.raises(ConfigurationError, match=r"unknown MAGMA version 2\.6\.0"):
         select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.6.0"])
     with pytest.raises(ConfigurationError, match="'auto' is not a CUDA version"):
         select_archives(cuda="auto", mkl_version="2020.2.254", magma_versions=[], no_magma=True)

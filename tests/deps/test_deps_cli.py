@@ -179,7 +179,8 @@ def test_two_fetch_deps_at_once_download_each_file_once(server: FaultServer, tmp
 
 
 def _full_disk_session(tmp_path: Path, server: FaultServer, size: str) -> tuple[str, list[str]]:
-    """Run fetch-deps twice with the cache on a tmpfs of `size` (grown to 200 MB in between), in a private mount namespace."""
+    """Run fetch-deps twice with the cache on a tmpfs of `size` (grown to 200 MB in between), in a private
+    mount namespace."""
     cache = tmp_path / "cache"
     cache.mkdir()
     fetch = [
@@ -218,19 +219,19 @@ def _full_disk_session(tmp_path: Path, server: FaultServer, size: str) -> tuple[
 def test_full_disk_while_downloading_exits_4_frees_the_partial_file_and_the_next_run_succeeds(
     server: FaultServer, tmp_path: Path
 ) -> None:
-    listing, (out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "256k")
+    listing, (_out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "256k")
     assert "rc1=4" in listing, err1
     assert "dependency error: the disk holding" in err1 and "is full" in err1 and "Traceback" not in err1
     assert "deps:\n" in listing  # nothing extracted
     assert "downloads:\n" in listing  # a failed download leaves no .part behind (issue 11): the space is given back
     assert "rc2=0" in listing, err2
-    first, second = server.gets(MKL)
+    _first, second = server.gets(MKL)
     assert second.range is None and second.status == 200  # started afresh
     assert "(downloaded" in out2
 
 
 def test_disk_too_small_to_extract_exits_4_and_keeps_the_download(server: FaultServer, tmp_path: Path) -> None:
-    listing, (out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "8m")
+    listing, (_out1, err1, out2, err2) = _full_disk_session(tmp_path, server, "8m")
     assert "rc1=4" in listing, err1
     assert f"extracting {MKL} needs" in err1 and "MB free" in err1
     assert "deps:\n" in listing and f"downloads: {MKL}\n" in listing

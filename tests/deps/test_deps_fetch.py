@@ -120,7 +120,7 @@ def test_server_ignoring_range_restarts_cleanly(
     fault.drop_after.append(300_000)
     fault.ignore_range = True
     result = fetch(cuda101, mirror=server.url)
-    first, second = server.gets(MKL)
+    _first, second = server.gets(MKL)
     assert second.range is not None and second.status == 200
     assert "ignored the resume request; downloading from the start" in fetch.log
     size = made.files[MKL].stat().st_size
@@ -135,7 +135,7 @@ def test_stalled_response_times_out_and_resumes(
     fault.stall_after.append(200_000)
     fault.stall_seconds = 3.0
     fetch(cuda101, mirror=server.url)
-    first, second = server.gets(MKL)
+    _first, second = server.gets(MKL)
     assert second.range is not None and second.range != "bytes=0-" and second.status == 206
     assert "timed out" in fetch.log.lower()
     assert_installed(fetch, made, by_name(cuda101, MKL))
@@ -342,7 +342,8 @@ def test_a_run_holding_the_cache_too_long_is_reported_busy(
         [
             sys.executable,
             "-c",
-            "import sys, time, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(30)",
+            "import sys, time, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); print('held', "
+            "flush=True); time.sleep(30)",
             str(fetch.cache_dir / ".lock"),
         ],
         stdout=subprocess.PIPE,

@@ -9,6 +9,7 @@ and the output says which archives are unverified.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import socket
@@ -44,7 +45,8 @@ def mkl() -> list[Archive]:
 
 
 class HostileServer:
-    """http.server on 127.0.0.1 answering every GET in one way ("endless", "drip", "drop-then-503", "huge-length"), counting bytes sent."""
+    """http.server on 127.0.0.1 answering every GET in one way ("endless", "drip", "drop-then-503",
+    "huge-length"), counting bytes sent."""
 
     def __init__(self, mode: str, *, drip_interval: float = 0.2, length: int = 1_000_000) -> None:
         self.mode = mode
@@ -61,10 +63,8 @@ class HostileServer:
 
             def do_GET(self) -> None:
                 owner.requests += 1
-                try:
+                with contextlib.suppress(OSError):  # the client hung up: what a client that stops must do
                     owner._answer(self, drip_interval, length)
-                except OSError:  # the client hung up: what a client that stops must do
-                    pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -171,9 +171,12 @@ def test_endless_body_of_unknown_size_stops_at_max_size(fetch: Fetcher) -> None:
 
 def test_announced_length_over_max_size_is_refused_before_the_body(fetch: Fetcher) -> None:
     archives = mkl()
-    with HostileServer("huge-length", length=10 * 1024**3) as server, pytest.raises(
-        DependencyError, match=r"announces 10737418240 bytes, more than the limit of 300000 bytes"
-    ) as caught:
+    with (
+        HostileServer("huge-length", length=10 * 1024**3) as server,
+        pytest.raises(
+            DependencyError, match=r"announces 10737418240 bytes, more than the limit of 300000 bytes"
+        ) as caught,
+    ):
         fetch(archives, mirror=server.url, download_settings=SMALL_MAX)
     assert caught.value.exit_code == 4
     assert "downloading" not in fetch.log  # refused on the headers
@@ -260,9 +263,11 @@ def test_unresolvable_host_fails_at_once_without_retries(fetch: Fetcher) -> None
 
 def test_connection_drops_are_retried_a_bounded_number_of_times_and_leave_no_part(fetch: Fetcher) -> None:
     archives = mkl()
-    with HostileServer("drop-then-503") as server:
-        with pytest.raises(DependencyError, match="3 attempts in a row without progress") as caught:
-            fetch(archives, mirror=server.url, download_settings=LIMITED)
+    with (
+        HostileServer("drop-then-503") as server,
+        pytest.raises(DependencyError, match="3 attempts in a row without progress") as caught,
+    ):
+        fetch(archives, mirror=server.url, download_settings=LIMITED)
     assert "Connection broken" in fetch.log and "HTTP 503 Service Unavailable; retrying" in fetch.log
     assert server.requests == 4  # the first (200 KB, then a reset) and 3 attempts without progress
     assert caught.value.exit_code == 4 and "next run starts it afresh" in caught.value.fix

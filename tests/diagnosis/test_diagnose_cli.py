@@ -86,8 +86,14 @@ def test_custom_rules_file_and_its_errors(tmp_path: Path) -> None:
     log = write_log(tmp_path, "step 1\nWARNING: cache server offline\n")
     rules = tmp_path / "rules.toml"
     rules.write_text(
-        "[[rule]]\nid = 'cache-offline'\nphase = 'build'\ntitle = 'Cache server offline'\npatterns = ['cache server offline']\n"
-        "explanation = 'The shared compiler cache did not answer.'\nfix = 'Start it again.'\nsource = 'local runbook'\n",
+        "[[rule]]\n"
+        "id = 'cache-offline'\n"
+        "phase = 'build'\n"
+        "title = 'Cache server offline'\n"
+        "patterns = ['cache server offline']\n"
+        "explanation = 'The shared compiler cache did not answer.'\n"
+        "fix = 'Start it again.'\n"
+        "source = 'local runbook'\n",
         encoding="utf-8",
     )
     done = run_invoke("diagnose", str(log), "--rules", str(rules))

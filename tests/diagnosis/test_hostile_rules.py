@@ -120,8 +120,8 @@ def test_a_pattern_re2_cannot_run_exits_2_naming_file_rule_and_pattern(
     assert done.returncode == 2, done.stdout + done.stderr
     message = done.stderr
     assert (
-        f"configuration error: {rules}: rule 'needs-backtracking'.patterns[1]: unsupported regular expression {pattern!r}"
-        in message
+        f"configuration error: {rules}: rule 'needs-backtracking'.patterns[1]: unsupported regular expression "
+        f"{pattern!r}" in message
     )
     assert f"(RE2: {reason}" in message
     assert "Fix: rules files other than the shipped one are matched with RE2" in message
@@ -185,7 +185,8 @@ SAME_PATTERNS = [
     r"(?i)OUT OF HEAP",  # no literal: the whole chunk is searched
     r"^\s*FAILED: ",
     r"\.obj$",
-    r"\bcafé au",  # non-ASCII: RE2 offsets are bytes, the scanner's are characters (RE2's \b, \w, \d, \s are ASCII-only)
+    # non-ASCII: RE2 offsets are bytes, the scanner's are characters (RE2's \b, \w, \d, \s are ASCII-only)
+    r"\bcafé au",
     r"\d+/\d+\]",
     r"^$",  # empty lines
     r"x{0}Ünïcödé",
@@ -203,7 +204,8 @@ SAME_LOG = (
 
 @pytest.mark.parametrize("window", [diagnosis.WINDOW_BYTES, 100, 1])
 def test_re2_and_re_report_the_same_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int) -> None:
-    """Small windows make every RE2 window boundary fall between lines, and often inside a multi-byte character's line."""
+    """Small windows make every RE2 window boundary fall between lines, and often inside a multi-byte
+    character's line."""
     monkeypatch.setattr(diagnosis, "WINDOW_BYTES", window)
     path = write(
         tmp_path / "rules.toml",

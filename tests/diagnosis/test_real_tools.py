@@ -46,7 +46,9 @@ def run_logged(tmp_path: Path, *commands: list[str], env: dict[str, str] | None 
 def test_compile_error_in_a_ninja_build(tmp_path: Path) -> None:
     source = project(
         tmp_path,
-        "cmake_minimum_required(VERSION 3.10)\nproject(demo LANGUAGES CXX)\nadd_library(demo STATIC ok.cpp error_handler.cpp bad.cpp)\n",
+        "cmake_minimum_required(VERSION 3.10)\n"
+        "project(demo LANGUAGES CXX)\n"
+        "add_library(demo STATIC ok.cpp error_handler.cpp bad.cpp)\n",
         {
             "ok.cpp": "int ok() { return 1; }\n",
             "error_handler.cpp": "int handler() { int unused = 0; return 2; }\n",

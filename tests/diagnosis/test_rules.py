@@ -59,11 +59,17 @@ def test_the_faq_problems_of_the_seeds_are_all_covered() -> None:
         "shared file mapping 1455": "Couldn't open shared file mapping: <torch_1_2>, error code: <1455>",
         "CUDA IPC 63": "THCudaCheck FAIL file=x line=1 error=63 : OS call failed or operation not supported on this OS",
         "no kernel image": "RuntimeError: CUDA error: no kernel image is available for execution on the device",
-        "CFFI state": "my_lib.obj : error LNK2019: unresolved external symbol state referenced in function my_lib_add_forward_cuda",
+        "CFFI state": (
+            "my_lib.obj : error LNK2019: unresolved external symbol state referenced in function "
+            "my_lib_add_forward_cuda"
+        ),
         "MAGMA": "RuntimeError: MAGMA getrf : Argument -3 : illegal value",
         "NCCL": "RuntimeError: Distributed package doesn't have NCCL built in",
         "numpy": "ImportError: numpy.core.multiarray failed to import",
-        "unsupported VS": "host_config.h(153): fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version! Only the versions between 2017 and 2022 (inclusive) are supported!",
+        "unsupported VS": (
+            "host_config.h(153): fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version! "
+            "Only the versions between 2017 and 2022 (inclusive) are supported!"
+        ),
         "toolset not found": "[ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.",
         "heap": "c1xx : fatal error C1060: compiler is out of heap space",
         "toolset mismatch": "Does not match the toolset used previously: v140",
@@ -76,7 +82,8 @@ def test_the_faq_problems_of_the_seeds_are_all_covered() -> None:
     "line",
     [
         # a plain C1083 (a header that does not exist) is not a path-length problem
-        r"C:\pytorch\torch\csrc\cuda\Module.cpp(3): fatal error C1083: Cannot open include file: 'cudnn.h': No such file or directory",
+        r"C:\pytorch\torch\csrc\cuda\Module.cpp(3): fatal error C1083: Cannot open include file: 'cudnn.h': No such "
+        r"file or directory",
         # other unresolved symbols are not the CFFI `state`
         "module.obj : error LNK2001: unresolved external symbol state_dict_hook",
         # other missing modules are not torch
@@ -84,11 +91,16 @@ def test_the_faq_problems_of_the_seeds_are_all_covered() -> None:
         # FindCUDA's status line on a CPU build is not an error
         "-- Could NOT find CUDA (missing: CUDA_TOOLKIT_ROOT_DIR CUDA_NVCC_EXECUTABLE)",
         # a broken pipe outside multiprocessing (output piped into `more`)
-        'Traceback (most recent call last):\n  File "tools/print_flags.py", line 12, in <module>\n    print(line)\nBrokenPipeError: [Errno 32] Broken pipe',
+        'Traceback (most recent call last):\n  File "tools/print_flags.py", line 12, in <module>\n    '
+        "print(line)\nBrokenPipeError: [Errno 32] Broken pipe",
         # a decoding error in the user's own data loading, nowhere near a build
-        "Traceback (most recent call last):\n  File \"prepare.py\", line 3, in <module>\n    text = open('labels.csv').read()\nUnicodeDecodeError: 'utf-8' codec can't decode byte 0xb0 in position 7: invalid start byte",
+        'Traceback (most recent call last):\n  File "prepare.py", line 3, in <module>\n    text = '
+        "open('labels.csv').read()\nUnicodeDecodeError: 'utf-8' codec can't decode byte 0xb0 in position 7: invalid "
+        "start byte",
         # a conda conflict that has nothing to do with vc
-        "UnsatisfiableError: The following specifications were found to be in conflict:\n  - python=3.6\n  - pytorch-nightly",
+        "UnsatisfiableError: The following specifications were found to be in conflict:\n"
+        "  - python=3.6\n"
+        "  - pytorch-nightly",
     ],
 )
 def test_near_misses_do_not_fire(line: str) -> None:

@@ -33,7 +33,7 @@ Traceback (most recent call last):
   File "C:\pytorch\tools\build_pytorch_libs.py", line 62, in build_caffe2
     cmake.build(my_env)
 subprocess.CalledProcessError: Command '['cmake', '--build', '.', '--target', 'install', '--config', 'Release', '--', '-j', '8']' returned non-zero exit status 1.
-"""
+"""  # noqa: E501 - the lines as cl.exe and setup.py print them
 )
 
 
@@ -60,10 +60,12 @@ def test_an_early_warning_with_error_in_its_file_name_does_not_win() -> None:
     log = (
         "-- Looking for strerror_r - found\n"
         "[1/9] Building CXX object c10/CMakeFiles/c10.dir/util/error_handler.cpp.obj\n"
-        r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to 'float', possible loss of data"
+        r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to "
+        r"'float', possible loss of data"
         "\n"
         "/src/pytorch/c10/util/error.cpp:3:5: warning: unused variable 'errors' [-Wunused-variable]\n"
-        r"C:\pytorch\c10/util/Exception.h(29): warning C4251: 'c10::Error::msg_stack_': class needs to have dll-interface"
+        r"C:\pytorch\c10/util/Exception.h(29): warning C4251: 'c10::Error::msg_stack_': class needs to have "
+        r"dll-interface"
         "\n"
         "[2/9] Linking CXX shared library bin\\c10.dll\n"
         "LINK : fatal error LNK1104: cannot open file 'bin\\c10.dll'\n"
@@ -154,9 +156,11 @@ def test_pip_indented_output_keeps_block_structure() -> None:
 def test_msbuild_errors_from_the_visual_studio_generator() -> None:
     log = (
         "  Generating Code...\n"
-        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(12): error C2065: 'x': undeclared identifier [C:\pytorch\build\caffe2\torch_cpu.vcxproj]"
+        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(12): error C2065: 'x': undeclared identifier "
+        r"[C:\pytorch\build\caffe2\torch_cpu.vcxproj]"
         "\n"
-        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(13): error C2065: 'y': undeclared identifier [C:\pytorch\build\caffe2\torch_cpu.vcxproj]"
+        r"  C:\pytorch\aten\src\ATen\native\Foo.cpp(13): error C2065: 'y': undeclared identifier "
+        r"[C:\pytorch\build\caffe2\torch_cpu.vcxproj]"
         "\n"
         "    12 Error(s)\n"
     )
@@ -198,7 +202,8 @@ def test_msbuild_errors_from_the_visual_studio_generator() -> None:
         ("RuntimeError:", "exception"),
         # ordinary lines
         (
-            r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': conversion from 'double' to 'float'",
+            r"C:\pytorch\c10\util\error_handler.cpp(10): warning C4244: 'argument': "
+            r"conversion from 'double' to 'float'",
             None,
         ),
         ("cl : Command line warning D9025 : overriding '/DNDEBUG' with '/UNDEBUG'", None),
@@ -206,7 +211,8 @@ def test_msbuild_errors_from_the_visual_studio_generator() -> None:
         ("LINK : warning LNK4098: defaultlib 'LIBCMT' conflicts with use of other libs", None),
         ("-- Performing Test COMPILER_SUPPORTS_WERROR_FORMAT - Failed", None),
         (
-            "C:\\Python311\\Lib\\site-packages\\torch\\utils\\cpp_extension.py:358: UserWarning: Error checking compiler version for cl",
+            "C:\\Python311\\Lib\\site-packages\\torch\\utils\\cpp_extension.py:358: UserWarning: Error checking "
+            "compiler version for cl",
             None,
         ),
         ("    raise ValueError(f'bad value {x}')", None),
@@ -293,7 +299,11 @@ def test_powershell_utf16_log_with_crlf(tmp_path: Path) -> None:
 def test_localized_msvc_output_in_the_console_code_page(tmp_path: Path) -> None:
     """Chinese MSVC writes GBK; the bytes that are not UTF-8 must not hide the error around them."""
     log = tmp_path / "build.log"
-    text = "[1/2] Building CXX object foo.cpp.obj\nC:\\src\\foo.cpp(12): error C2065: “x”: 未声明的标识符\nninja: build stopped: subcommand failed.\n"
+    text = (
+        "[1/2] Building CXX object foo.cpp.obj\n"
+        "C:\\src\\foo.cpp(12): error C2065: “x”: 未声明的标识符\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
     log.write_bytes(text.encode("gbk"))
     error = triage_log(log).first_error
     assert error is not None and (error.kind, error.line_number) == ("msvc", 2)
@@ -344,8 +354,8 @@ def test_text_report_shows_the_block_then_the_advice() -> None:
     )
     assert f"First error (line {first_failed}, ninja):" in text
     assert (
-        f" > {first_failed} | FAILED: caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra.cpp.obj"
-        in text
+        f" > {first_failed} | FAILED: "
+        "caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/BatchLinearAlgebra.cpp.obj" in text
     )
     assert "Summary (line" in text and "error C2065: 'magma_queue'" in text
     assert "No diagnosis rule matched." in text

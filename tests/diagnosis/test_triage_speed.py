@@ -36,11 +36,13 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
             step += 1
             folder = folders[step % len(folders)]
             lines = [
-                f"[{step % total}/{total}] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/__/{folder}/Kernel{step}.cpp.obj"
+                f"[{step % total}/{total}] Building CXX object "
+                f"caffe2/CMakeFiles/torch_cpu.dir/__/{folder}/Kernel{step}.cpp.obj"
             ]
             if step % 7 == 0:
                 lines.append(
-                    f"C:\\pytorch\\{folder.replace('/', chr(92))}\\Kernel{step}.cpp(123): warning C4244: 'argument': conversion from 'int64_t' to 'int', possible loss of data"
+                    f"C:\\pytorch\\{folder.replace('/', chr(92))}\\Kernel{step}.cpp(123): warning C4244: 'argument': "
+                    "conversion from 'int64_t' to 'int', possible loss of data"
                 )
             if step % 50 == 0:
                 lines.append("cl : Command line warning D9025 : overriding '/DNDEBUG' with '/UNDEBUG'")

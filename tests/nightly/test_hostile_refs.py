@@ -57,6 +57,7 @@ def test_the_nightly_refuses_an_option_as_ref_before_any_entry_runs(mini_repo: P
     done = run_nightly("--matrix", str(matrix), "--cache-dir", str(tmp_path / "cache"))
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(
-        f"configuration error: {matrix}: entry 'hostile'.ref: '--upload-pack=touch {marker};' starts with '-', so git would read it as an option"
+        f"configuration error: {matrix}: entry 'hostile'.ref: '--upload-pack=touch {marker};' starts with '-', so "
+        "git would read it as an option"
     )
     assert not marker.exists() and not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()

@@ -101,7 +101,8 @@ def test_a_dead_pid_is_taken_over_with_a_message(tmp_path: Path) -> None:
     with NightlyLock(lock, log=messages.append):
         assert read_holder(lock).pid == os.getpid()  # type: ignore[union-attr]
     assert messages == [
-        f"-- Taking over the nightly lock {lock}: its holder, PID {pid} on {socket.gethostname()}, started 2026-01-01T03:00:00+00:00 (invoke nightly), is no longer running."
+        f"-- Taking over the nightly lock {lock}: its holder, PID {pid} on {socket.gethostname()}, started "
+        "2026-01-01T03:00:00+00:00 (invoke nightly), is no longer running."
     ]
 
 

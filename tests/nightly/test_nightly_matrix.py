@@ -166,7 +166,16 @@ def test_configuration_hash_follows_the_entry_and_the_plan() -> None:
 def test_the_cli_reports_a_broken_matrix_with_exit_2(tmp_path: Path) -> None:
     broken = tmp_path / "matrix.toml"
     broken.write_text(
-        '[settings]\noutput_dir = "out"\nkeep_days = 7\nmin_free_gb = 1\n\n[[entry]]\nname = "cpu"\nrepo = "x"\ncuda = "cpu"\npython = 3.11\n'
+        "[settings]\n"
+        'output_dir = "out"\n'
+        "keep_days = 7\n"
+        "min_free_gb = 1\n"
+        "\n"
+        "[[entry]]\n"
+        'name = "cpu"\n'
+        'repo = "x"\n'
+        'cuda = "cpu"\n'
+        "python = 3.11\n"
     )
     done = run_nightly("--matrix", str(broken), "--cache-dir", str(tmp_path / "cache"))
     assert done.returncode == 2

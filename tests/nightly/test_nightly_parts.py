@@ -75,7 +75,8 @@ def test_an_unreachable_cache_falls_back_to_the_local_one() -> None:
 def test_incomplete_backends_are_configuration_errors() -> None:
     with pytest.raises(
         ConfigurationError,
-        match="the sccache azure cache is switched on by SCCACHE_AZURE_BLOB_CONTAINER, but SCCACHE_AZURE_CONNECTION_STRING is not set",
+        match="the sccache azure cache is switched on by SCCACHE_AZURE_BLOB_CONTAINER, but "
+        "SCCACHE_AZURE_CONNECTION_STRING is not set",
     ):
         shared_cache("sccache", {"SCCACHE_AZURE_BLOB_CONTAINER": "objects"}, (), "nightly.toml", SOURCE)
     with pytest.raises(

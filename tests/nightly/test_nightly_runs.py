@@ -74,7 +74,8 @@ def test_one_failing_entry_never_stops_the_others(mini_repo: Path, tmp_path: Pat
 
     assert done.returncode == 5, done.stdout[-3000:] + done.stderr
     assert done.stderr.splitlines()[-1].startswith(
-        "build failed: 2 of 4 nightly entries failed: cpu-broken (at build), cpu-no-room (at disk). Fix: read the failures in "
+        "build failed: 2 of 4 nightly entries failed: cpu-broken (at build), cpu-no-room (at disk). Fix: read the "
+        "failures in "
     )
     [summary] = summaries(output)
     assert summary["result"] == "failed" and summary["counts"] == {
@@ -247,8 +248,8 @@ def test_a_dead_holder_s_lock_is_taken_over(mini_repo: Path, tmp_path: Path) -> 
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert (
-        f"-- Taking over the nightly lock {lock}: its holder, PID {dead_pid} on {os.uname().nodename}, started 2026-01-01T03:00:00+00:00 (invoke nightly), is no longer running."
-        in done.stdout
+        f"-- Taking over the nightly lock {lock}: its holder, PID {dead_pid} on {os.uname().nodename}, started "
+        "2026-01-01T03:00:00+00:00 (invoke nightly), is no longer running." in done.stdout
     )
     assert entries_by_name(summaries(output)[-1])["cpu"]["result"] == "success"
     assert not lock.exists()

@@ -54,7 +54,7 @@ def test_credentials_come_from_secrets_only() -> None:
     secret_names = [name for name in job["env"] if re.search(r"PASSWORD|TOKEN|SECRET|KEY|CONNECTION", name)]
     assert secret_names == ["SCCACHE_REDIS_PASSWORD"]
     for name in secret_names:
-        assert job["env"][name] == "${{ secrets.%s }}" % name
+        assert job["env"][name] == "${{ secrets." + name + " }}"
     assert job["env"]["SCCACHE_REDIS_ENDPOINT"].startswith("${{ secrets.")
     text = WORKFLOW.read_text(encoding="utf-8")
     assert not re.search(r"://[^/\s:@]*:[^@\s]+@", text)  # no password in a URL
