@@ -336,6 +336,52 @@ def acquire_source(
     return SourceCheckout(destination, origin, url, ref, commit, time.monotonic() - started)
 
 
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def remote_commit(
+    repo: str, ref: str | None, where: Path, *, repo_key: str = "--repo", ref_key: str = "--ref"
+) -> str | None:
+    """The commit `ref` names on the remote now, from one `git ls-remote` (no clone, fetch or checkout):
+    the default branch for None, a branch or tag (an annotated tag's commit), or a full SHA as given.
+
+    A branch wins over a tag of the same name, as in the checkout (_resolve). `where` is a folder to run
+    git in. None when ls-remote cannot say (a short SHA, an unknown ref, no network): the caller then
+    fetches, which reports the real error."""
+    check_repo(repo, repo_key)
+    if ref:
+        check_ref(ref, ref_key)
+        if _FULL_SHA.fullmatch(ref):
+            return ref
+    url, env = remote_url(repo, repo_key), _credential_env(repo, repo_key)
+    patterns = [f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}"] if ref else ["HEAD"]
+    listed = _Git(where, key=repo_key, env=env).run("ls-remote", "--", url, *patterns)
+    if listed.returncode != 0:
+        return None
+    found: dict[str, str] = {}
+    for line in listed.stdout.splitlines():
+        commit, _, name = line.partition("\t")
+        found[name] = commit
+    for name in (patterns[0], patterns[2], patterns[1]) if ref else patterns:
+        if _FULL_SHA.fullmatch(found.get(name, "")):
+            return found[name]
+    return None
+
+
+def checked_out_commit(folder: Path) -> str | None:
+    """HEAD of a clone when it has no local changes to tracked files; None otherwise (or no clone)."""
+    if not (folder / ".git").exists():
+        return None
+    git = _Git(folder)
+    # --no-optional-locks: status must not refresh the index, so a skipped entry leaves the clone untouched.
+    status = git.query(
+        "--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all"
+    )
+    if status != "":
+        return None
+    return git.query("rev-parse", "--verify", "--quiet", "HEAD")
+
+
 def existing_checkout(path: Path) -> SourceCheckout:
     """A checkout the user pointed at: used as it is, its commit recorded when it is a git clone."""
     commit = None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.builder import BuildRequest, SourceCheckout, acquire_source, run_build
-from pytorch_winbuild.builder.source import remote_url
+from pytorch_winbuild.builder.source import checked_out_commit, remote_commit, remote_url
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.model import Facts
@@ -105,7 +105,7 @@ class EntryResult:
         try:
             yield
         finally:
-            self.stages[stage] = round(time.monotonic() - started, 3)
+            self.stages[stage] = round(self.stages.get(stage, 0.0) + time.monotonic() - started, 3)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -246,9 +246,46 @@ def _unchanged(entry: Entry, result: EntryResult, context: RunContext) -> LastSu
     return last
 
 
+def _skip(result: EntryResult, last: LastSuccess) -> None:
+    result.result, result.stage, result.wheel = "skipped", None, last.wheel
+    result.note(
+        f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the success "
+        f"of {last.finished} (--force builds it anyway)."
+    )
+
+
+def _skipped_before_fetch(entry: Entry, context: RunContext, result: EntryResult, source_dir: Path) -> bool:
+    """Skip an unchanged entry without touching its clone: one `git ls-remote` says the ref still names the
+    last success's commit, the clone still has that commit checked out (clean), and the plan made from it
+    has the same configuration. Anything else goes the full way (fetch, checkout, plan) and decides there."""
+    last = None if context.force else context.state.last_success(entry.name)
+    if last is None or checked_out_commit(source_dir) != last.revision:
+        return False
+    where = f"{context.matrix.source}: entry '{entry.name}'"
+    with result.timed("source"):
+        remote = remote_commit(
+            entry.repo, entry.ref, context.cache_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref"
+        )
+    if remote != last.revision:
+        return False
+    result.revision = remote
+    with result.timed("plan"):
+        python = resolve_python(entry.python)
+        result.python = python.version
+        plan = _entry_plan(entry, context, replace(context.facts, python=python), source_dir)
+        result.config_hash = entry.config_hash(plan_identity(plan))
+    unchanged = _unchanged(entry, result, context)
+    if unchanged is None:
+        return False
+    _skip(result, unchanged)
+    return True
+
+
 def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
     folder = context.run_dir / entry.name
     source_dir = context.cache_dir / SOURCES_FOLDER / entry.name
+    if _skipped_before_fetch(entry, context, result, source_dir):
+        return
     with result.timed("disk"):
         free = check_free_space([source_dir, context.run_dir, context.cache_dir], entry.min_free_gb, entry.name)
         print(f"-- [{entry.name}] {free:.1f} GB free (needs {entry.min_free_gb:g} GB).", flush=True)
@@ -266,11 +303,7 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         result.config_hash = entry.config_hash(plan_identity(plan))
     last = _unchanged(entry, result, context)
     if last is not None:
-        result.result, result.stage, result.wheel = "skipped", None, last.wheel
-        result.note(
-            f"skipped: revision {(result.revision or '')[:12]} and the configuration are unchanged since the "
-            f"success of {last.finished} (--force builds it anyway)."
-        )
+        _skip(result, last)
         return
     with result.timed("deps"):
         if _fetch_deps(plan, context):

@@ -188,10 +188,14 @@ def test_unchanged_entries_are_skipped_until_source_or_configuration_change(mini
 
     first = night()
     assert first["result"] == "success"
+    clone_git = cache / "nightly" / "src" / "cpu" / ".git"
+    before = {path: path.stat().st_mtime_ns for path in clone_git.rglob("*")}
     second = night()
     assert (
         second["result"] == "skipped" and second["wheel"] == first["wheel"] and second["revision"] == first["revision"]
     )
+    # Decided from `git ls-remote` and the plan alone: no fetch, checkout or submodule work touched the clone.
+    assert {path: path.stat().st_mtime_ns for path in clone_git.rglob("*")} == before
     assert second["config_hash"] == first["config_hash"] and "build" not in second["stages"]
     assert any("unchanged since the success of" in note for note in second["notes"])
 
