@@ -4,6 +4,12 @@ The expected values below are written from the upstream sources (tag + file of p
 and the seeds), not from the code's output: each row cites where its fact comes from, and every
 plan for that era is checked against it. build_config/eras.toml records the same facts as data;
 if the two disagree, this file is the reference to re-read the source against.
+
+Where a tag's file was read: v0.x-v1.7 tags (git), v1.8.1 and v1.13.1 (the upstream release
+tarballs Ubuntu and Debian ship as pytorch_1.8.1.orig.tar.gz and pytorch_1.13.1+dfsg.orig.tar.xz),
+torch wheels from PyPI for the cmake/public files and headers they install (share/cmake/Caffe2,
+include/c10), pytorch/builder's release branches, and pull-request threads where neither was
+available (those rows say so).
 """
 
 from __future__ import annotations
@@ -56,7 +62,8 @@ UPSTREAM = [
         None,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR"),
         (
-            "v0.4.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR%, PREBUILD_COMMAND; :build_caffe2 runs `cmake ..`)",
+            "v0.4.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR%, PREBUILD_COMMAND; :build_caffe2 runs `cmake "
+            "..`)",
             "v0.4.1 setup.py line 311 (CMAKE_GENERATOR=-GNinja only `if not IS_WINDOWS`)",
             "v0.4.1 CMakeLists.txt line 1: cmake_minimum_required(VERSION 3.5 FATAL_ERROR)",
             "v0.4.1 tools/setup_helpers/cudnn.py (os.getenv('CUDNN_LIB_DIR'), os.getenv('CUDNN_INCLUDE_DIR'))",
@@ -76,9 +83,11 @@ UPSTREAM = [
         None,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.0.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR% as given); tools/setup_helpers/configure.py line 125 (-GNinja only `if not IS_WINDOWS`)",
+            "v1.0.1 tools/build_pytorch_libs.bat (-G %CMAKE_GENERATOR% as given); tools/setup_helpers/configure.py "
+            "line 125 (-GNinja only `if not IS_WINDOWS`)",
             "v1.0.1 tools/setup_helpers/cudnn.py; cmake/public/cuda.cmake (ENV CUDNN_ROOT_DIR, ENV CUDNN_INCLUDE_DIR)",
-            "v1.0.1 .jenkins/pytorch/win-build.sh (magma_2.4.0, mkl_2018.2.185; CUDNN_LIB_DIR=%CUDA_PATH%\\lib\\x64, CUDNN_ROOT_DIR=%CUDA_PATH%)",
+            "v1.0.1 .jenkins/pytorch/win-build.sh (magma_2.4.0, mkl_2018.2.185; CUDNN_LIB_DIR=%CUDA_PATH%\\lib\\x64, "
+            "CUDNN_ROOT_DIR=%CUDA_PATH%)",
         ),
     ),
     Upstream(
@@ -94,7 +103,8 @@ UPSTREAM = [
         None,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.1.0 tools/build_pytorch_libs.py (-GVisual Studio 15 2017 Win64 hard-coded; line 72: USE_NINJA = not check_negative_env_flag('USE_NINJA') and which('ninja'))",
+            "v1.1.0 tools/build_pytorch_libs.py (-GVisual Studio 15 2017 Win64 hard-coded; line 72: USE_NINJA = not "
+            "check_negative_env_flag('USE_NINJA') and which('ninja'))",
             "v1.1.0 .jenkins/pytorch/win-build.sh (magma_2.5.0)",
         ),
     ),
@@ -111,7 +121,8 @@ UPSTREAM = [
         None,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* forwarded; CUDNN_LIB_DIR → CUDNN_LIBRARY)",
+            "v1.4.0 tools/setup_helpers/cmake.py (supported generators, -Ax64, -Tversion=...,host=x64, CMAKE_* "
+            "forwarded; CUDNN_LIB_DIR → CUDNN_LIBRARY)",
             "v1.4.0 caffe2/CMakeLists.txt line 644 (cuda_add_library: nvcc outside CMake's CUDA language)",
             "v1.4.0 .jenkins/pytorch/win-test-helpers/build_pytorch.bat (mkl_2019.4.245, magma_2.5.0_cuda101)",
         ),
@@ -131,7 +142,8 @@ UPSTREAM = [
         (
             "v1.8.1 tools/setup_helpers/cmake.py lines 28, 180; CMakeLists.txt cmake_minimum_required(VERSION 3.5)",
             "v1.8.1 caffe2/CMakeLists.txt line 784 (cuda_add_library(torch_cuda ...))",
-            "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat (mkl_2020.0.166.7z), install_magma.bat (magma_2.5.4)",
+            "v1.8.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat (mkl_2020.0.166.7z), "
+            "install_magma.bat (magma_2.5.4)",
         ),
     ),
     Upstream(
@@ -147,9 +159,12 @@ UPSTREAM = [
         None,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "torch 1.10.2 wheel share/cmake/Caffe2/public/cuda.cmake (no enable_language(CUDA): FindCUDA compiles nvcc)",
-            "PR #63660 'Update CMake minimum version to 3.10' (August 2021; torch-1.10.0a0 then needed 3.10, pytorch/glow PR #5798)",
-            "generator list: v1.8.1 and v1.13.1 tools/setup_helpers/cmake.py both list 'Visual Studio 15 2017', 'Visual Studio 16 2019'",
+            "torch 1.10.2 wheel share/cmake/Caffe2/public/cuda.cmake (no enable_language(CUDA): FindCUDA compiles "
+            "nvcc)",
+            "PR #63660 'Update CMake minimum version to 3.10' (August 2021; torch-1.10.0a0 then needed 3.10, "
+            "pytorch/glow PR #5798)",
+            "generator list: v1.8.1 and v1.13.1 tools/setup_helpers/cmake.py both list 'Visual Studio 15 2017', "
+            "'Visual Studio 16 2019'",
         ),
     ),
     Upstream(
@@ -165,10 +180,14 @@ UPSTREAM = [
         None,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "v1.13.1 tools/setup_helpers/cmake.py lines 31, 146-147, 255; CMakeLists.txt line 1 cmake_minimum_required(VERSION 3.13 FATAL_ERROR)",
-            "v1.13.1 cmake/public/cuda.cmake line 47 enable_language(CUDA); caffe2/CMakeLists.txt lines 919-931 add_library(torch_cuda ...)",
-            "v1.13.1 .jenkins/pytorch/win-test-helpers/build_pytorch.bat line 118 (CMAKE_CUDA_COMPILER_LAUNCHER=...randomtemp.exe;...sccache.exe)",
-            "v1.13.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat (mkl_2020.2.254), install_magma.bat (magma_2.5.4)",
+            "v1.13.1 tools/setup_helpers/cmake.py lines 31, 146-147, 255; CMakeLists.txt line 1 "
+            "cmake_minimum_required(VERSION 3.13 FATAL_ERROR)",
+            "v1.13.1 cmake/public/cuda.cmake line 47 enable_language(CUDA); caffe2/CMakeLists.txt lines 919-931 "
+            "add_library(torch_cuda ...)",
+            "v1.13.1 .jenkins/pytorch/win-test-helpers/build_pytorch.bat line 118 "
+            "(CMAKE_CUDA_COMPILER_LAUNCHER=...randomtemp.exe;...sccache.exe)",
+            "v1.13.1 .jenkins/pytorch/win-test-helpers/installation-helpers/install_mkl.bat (mkl_2020.2.254), "
+            "install_magma.bat (magma_2.5.4)",
         ),
     ),
     Upstream(
@@ -184,10 +203,14 @@ UPSTREAM = [
         None,  # its Windows builds are CUDA 11.7/11.8
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            "PR #98605 (April 2023, after 2.0.0): until it a VS CMAKE_GENERATOR needed USE_NINJA=0 and the list was 1.13.1's (2017, 2019); VS 2017 is not a compiler of 2.0's CI or binaries (pytorch/builder release/2.0 windows/internal/check_deps.bat: VC_YEAR 2019 or 2022)",
+            "PR #98605 (April 2023, after 2.0.0): until it a VS CMAKE_GENERATOR needed USE_NINJA=0 and the list was "
+            "1.13.1's (2017, 2019); VS 2017 is not a compiler of 2.0's CI or binaries (pytorch/builder release/2.0 "
+            "windows/internal/check_deps.bat: VC_YEAR 2019 or 2022)",
             "torch 2.0.0 wheel share/cmake/Caffe2/public/cuda.cmake line 47 enable_language(CUDA)",
-            "pytorch/builder PR #1178 (CMake 3.18 for C++17, October 2022); PR #95612 (master CMakeLists.txt line 1: 3.18, February 2023)",
-            "v2.0.1 cmake/public/cuda.cmake (nvToolsExt); pytorch/builder release/2.0 windows/build_pytorch.bat (mkl_2020.2.254)",
+            "pytorch/builder PR #1178 (CMake 3.18 for C++17, October 2022); PR #95612 (master CMakeLists.txt line 1: "
+            "3.18, February 2023)",
+            "v2.0.1 cmake/public/cuda.cmake (nvToolsExt); pytorch/builder release/2.0 windows/build_pytorch.bat "
+            "(mkl_2020.2.254)",
         ),
     ),
     Upstream(
@@ -203,7 +226,8 @@ UPSTREAM = [
         True,
         ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR"),
         (
-            'v2.4.1 tools/setup_helpers/cmake.py (`if "CMAKE_GENERATOR" in os.environ: USE_NINJA = ... == "ninja"`, PR #98605)',
+            'v2.4.1 tools/setup_helpers/cmake.py (`if "CMAKE_GENERATOR" in os.environ: USE_NINJA = ... == "ninja"`, '
+            "PR #98605)",
             "v2.4.1 CMakeLists.txt (cmake_minimum_required 3.18)",
             "v2.4.1 cmake/public/cuda.cmake ('Failed to find nvToolsExt')",
         ),
