@@ -563,14 +563,16 @@ def test_distributed_needs_libuv_from_17_and_is_off_before():
 
 
 def test_prebuild_command_only_where_the_bat_honours_it():
-    """v0.4.1 and v1.0.1's tools/build_pytorch_libs.bat call %PREBUILD_COMMAND% (1.0.1: lines 164, 210); 1.1 has no .bat."""
+    """v0.4.1 and v1.0.1's tools/build_pytorch_libs.bat call %PREBUILD_COMMAND% (1.0.1: lines 164, 210);
+    1.1 has no .bat."""
     by_name = {era.name: era for era in KNOWLEDGE.eras}
     assert by_name["0.3-0.4"].prebuild_command and by_name["1.0"].prebuild_command
     assert not any(era.prebuild_command for era in KNOWLEDGE.eras if era.first >= (1, 1, 0))
 
 
 def test_cuda8_under_ninja_enters_vs2015_with_the_041_readme_arguments():
-    """v0.4.1 README.md: set PREBUILD_COMMAND=%VS140COMNTOOLS%\\..\\..\\VC\\vcvarsall.bat and PREBUILD_COMMAND_ARGS=x64."""
+    """v0.4.1 README.md: set PREBUILD_COMMAND=%VS140COMNTOOLS%\\..\\..\\VC\\vcvarsall.bat and
+    PREBUILD_COMMAND_ARGS=x64."""
     from pytorch_winbuild.facts.model import load_facts
 
     plan = make_plan(

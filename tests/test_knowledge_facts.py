@@ -197,3 +197,14 @@ def test_redaction_of_text_and_environment():
         "PATH": "C:\\x",
         "SCCACHE_REDIS": "redis://u:***@h",
     }
+
+
+def test_a_boolean_is_no_number_even_where_int_or_float_is_accepted() -> None:
+    """TOML `min_free_gb = true` is a mistake; Python's bool is an int, so the check has to say so."""
+    from pytorch_winbuild.errors import ConfigurationError
+    from pytorch_winbuild.knowledge.config_files import require
+
+    for kind in (int, float, (int, float)):
+        with pytest.raises(ConfigurationError, match="got a boolean"):
+            require({"min_free_gb": True}, "min_free_gb", kind, "settings")
+    assert require({"min_free_gb": 2}, "min_free_gb", (int, float), "settings") == 2

@@ -70,9 +70,9 @@ def test_what_ls_remote_cannot_say_is_none(repo: Path, tmp_path: Path) -> None:
     assert remote_commit(str(tmp_path / "missing"), "main", tmp_path) is None
 
 
-def test_checked_out_commit_is_none_for_local_changes(repo: Path, tmp_path: Path) -> None:
+def test_checked_out_commit_reads_a_detached_head_only(repo: Path, tmp_path: Path) -> None:
     head = git(repo, "rev-parse", "HEAD")
+    assert checked_out_commit(repo) is None  # a branch is checked out: the nightly's clones are detached
+    git(repo, "checkout", "--quiet", "--detach", head)
     assert checked_out_commit(repo) == head
-    (repo / "a.txt").write_text("changed\n")
-    assert checked_out_commit(repo) is None
     assert checked_out_commit(tmp_path / "nothing") is None

@@ -369,17 +369,14 @@ def remote_commit(
 
 
 def checked_out_commit(folder: Path) -> str | None:
-    """HEAD of a clone when it has no local changes to tracked files; None otherwise (or no clone)."""
-    if not (folder / ".git").exists():
+    """The commit a clone has checked out, read from .git/HEAD without starting git: our checkouts are
+    detached (`checkout --detach`), so HEAD holds the SHA itself. None for anything else (no clone, a
+    branch checked out, a linked worktree): the caller then takes the full way."""
+    try:
+        head = (folder / ".git" / "HEAD").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
         return None
-    git = _Git(folder)
-    # --no-optional-locks: status must not refresh the index, so a skipped entry leaves the clone untouched.
-    status = git.query(
-        "--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all"
-    )
-    if status != "":
-        return None
-    return git.query("rev-parse", "--verify", "--quiet", "HEAD")
+    return head if _FULL_SHA.fullmatch(head) else None
 
 
 def existing_checkout(path: Path) -> SourceCheckout:

@@ -80,10 +80,12 @@ def _checked(table: dict[str, Any], key: str, kind: type | tuple[type, ...], whe
     if key not in table:
         raise ConfigurationError(f"{where}: missing required key '{key}'.")
     value = table[key]
-    if isinstance(value, bool) and kind in (int, float):
-        raise ConfigurationError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got a boolean.")
-    if not isinstance(value, kind):
-        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    name = " or ".join(k.__name__ for k in kinds)
+    # bool is an int to isinstance, but `min_free_gb = true` is a mistake, not 1.
+    if isinstance(value, bool) and bool not in kinds:
+        raise ConfigurationError(f"{where}.{key}: expected {name}, got a boolean.")
+    if not isinstance(value, kinds):
         raise ConfigurationError(f"{where}.{key}: expected {name}, got {type(value).__name__} {value!r}.")
     return value
 

@@ -26,6 +26,7 @@ import os
 import posixpath
 import re
 import secrets
+import time
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ REPOSITORY_VERSION = "1.1"  # PEP 629 (HTML) and PEP 700 (JSON: size, upload-tim
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the matrix's entry names
 METADATA_LIMIT = 1 << 20  # bytes of a wheel's METADATA read for Requires-Python
 CHUNK = 1 << 20
+REPLACE_RETRIES = (0.05, 0.1, 0.2, 0.4, 0.8, None)
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,18 @@ def render_index(wheels: list[IndexedWheel], folder: str) -> dict[str, bytes]:
 # --------------------------------------------------------------------------------------------
 
 
+def _replace(source: Path, target: Path) -> None:
+    """os.replace, tried again for a moment on Windows, where a server reading `target` holds it open."""
+    for delay in REPLACE_RETRIES:
+        try:
+            os.replace(source, target)
+            return
+        except PermissionError:
+            if delay is None:
+                raise
+            time.sleep(delay)
+
+
 def _write_file(path: Path, data: bytes) -> bool:
     """Replace `path` with `data` through a temporary file beside it; False when it already held exactly that."""
     try:
@@ -287,7 +301,7 @@ def _write_file(path: Path, data: bytes) -> bool:
     try:
         with temporary.open("xb") as stream:
             stream.write(data)
-        os.replace(temporary, path)
+        _replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -218,8 +218,8 @@ class _Builder:
         self.changes.append(EnvChange(name, "", "unset", reason))
 
 
-def _range_text(msc_range: tuple[int, int]) -> str:
-    return f"_MSC_VER {msc_range[0]}–{msc_range[1] - 1}"
+def _range_text(msc_range: tuple[int, int] | None) -> str:
+    return "any _MSC_VER" if msc_range is None else f"_MSC_VER {msc_range[0]}–{msc_range[1] - 1}"
 
 
 def check_python(facts: Facts) -> None:
@@ -227,8 +227,14 @@ def check_python(facts: Facts) -> None:
     python = facts.python
     if python.bits != 64:
         raise ToolchainError(
-            f"Python {python.version} at {python.executable} is {python.bits}-bit; PyTorch builds and runs only with 64-bit Python on 64-bit Windows.",
-            fix="install 64-bit Python (the 'Windows x86-64' installer, or 64-bit Anaconda/Miniconda) and run pytorch-winbuild with it.",
+            (
+                f"Python {python.version} at {python.executable} is {python.bits}-bit; PyTorch builds and runs only "
+                "with 64-bit Python on 64-bit Windows."
+            ),
+            fix=(
+                "install 64-bit Python (the 'Windows x86-64' installer, or 64-bit Anaconda/Miniconda) and run "
+                "pytorch-winbuild with it."
+            ),
         )
 
 
@@ -270,7 +276,10 @@ def _no_visual_studio(
     product = knowledge.products[wanted.product_line] if wanted else None
     return ToolchainError(
         "no Visual Studio with the C++ build tools was found (vswhere lists none, and VS140COMNTOOLS is not set).",
-        fix=f"install {product.installer if product else 'Visual Studio Build Tools'} with the 'Desktop development with C++' workload"
+        fix=(
+            f"install {product.installer if product else 'Visual Studio Build Tools'} with the 'Desktop development "
+            "with C++' workload"
+        )
         + (f" and the component '{wanted.component}'" if wanted else "")
         + ", then run `invoke doctor` again.",
     )
@@ -310,7 +319,11 @@ def choose_compiler(
         return _best(accepted)
     if options.toolset:
         raise ConfigurationError(
-            f"toolset {options.toolset} (_MSC_VER {choices[0].msc_ver}) is not accepted by CUDA {cuda_label}, which accepts {_range_text(msc_range)}; nvcc would stop with 'unsupported Microsoft Visual Studio version'.",
+            (
+                f"toolset {options.toolset} (_MSC_VER {choices[0].msc_ver}) is not accepted by CUDA {cuda_label}, "
+                f"which accepts {_range_text(msc_range)}; nvcc would stop with 'unsupported Microsoft Visual Studio "
+                "version'."
+            ),
             fix="pass a toolset inside that range, or leave --toolset out and let the plan choose.",
         )
     installed = ", ".join(f"{c.instance.label} toolset {c.toolset} (_MSC_VER {c.msc_ver})" for c in choices)
@@ -324,9 +337,15 @@ def choose_compiler(
             if same_line
             else f"with {knowledge.products[wanted.product_line].installer}"
         )
-        fix = f"in the Visual Studio Installer, add the component '{wanted.component}' {where}, then run again (the plan will select it with -vcvars_ver={wanted.version})."
+        fix = (
+            f"in the Visual Studio Installer, add the component '{wanted.component}' {where}, then run again (the "
+            f"plan will select it with -vcvars_ver={wanted.version})."
+        )
     raise ToolchainError(
-        f"CUDA {cuda_label} accepts MSVC toolsets with {_range_text(msc_range)}, and none is installed (installed: {installed}).",
+        (
+            f"CUDA {cuda_label} accepts MSVC toolsets with {_range_text(msc_range)}, and none is installed "
+            f"(installed: {installed})."
+        ),
         fix=fix,
     )
 
@@ -355,9 +374,9 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
     if cuda.version not in era.cuda:
         return f"PyTorch {era.name} does not build with CUDA {cuda.version}"
     release = knowledge.cuda[cuda.version]
-    problem = driver_problem(knowledge, facts, release)
-    if problem:
-        return problem[0]
+    driver = driver_problem(knowledge, facts, release)
+    if driver:
+        return driver[0]
     if options.arch_list:
         try:
             checked_arch_list(knowledge, release, options.arch_list)
@@ -396,12 +415,14 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
         if not usable:
             if facts.cuda:
                 plan.warnings.append(
-                    f"CUDA is installed ({installed}) but none of it can be used here, so this is a CPU-only build; see the skipped reasons above."
+                    f"CUDA is installed ({installed}) but none of it can be used here, so this is a CPU-only "
+                    "build; see the skipped reasons above."
                 )
             plan.decisions.append("CUDA auto: no usable CUDA installed → CPU-only build.")
             return None
         plan.decisions.append(
-            f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with, an installed toolset accepts, the driver runs and the GPUs need."
+            f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with, an "
+            "installed toolset accepts, the driver runs and the GPUs need."
         )
         return usable[0]
     release = knowledge.cuda_release(options.cuda)
@@ -410,17 +431,20 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
             f"PyTorch {era.name} does not build with CUDA {release.version} (it builds with {', '.join(era.cuda)}).",
             fix="pass one of those with --cuda, or another --pytorch-version.",
         )
-    cuda = facts.cuda_by_version(release.version)
-    if cuda is None:
+    chosen = facts.cuda_by_version(release.version)
+    if chosen is None:
         raise ToolchainError(
             f"CUDA {release.version} is not installed (installed: {installed}).",
-            fix=f"install CUDA {release.version} from NVIDIA's CUDA Toolkit Archive (with 'Visual Studio Integration'), or pass --cuda with an installed version, --cuda auto or --cuda cpu.",
+            fix=(
+                f"install CUDA {release.version} from NVIDIA's CUDA Toolkit Archive (with 'Visual Studio "
+                "Integration'), or pass --cuda with an installed version, --cuda auto or --cuda cpu."
+            ),
         )
     problem = driver_problem(knowledge, facts, release)
     if problem:
         raise ToolchainError(problem[0], fix=problem[1])
-    plan.decisions.append(f"CUDA: {cuda.version} at {cuda.path} (--cuda {options.cuda}).")
-    return cuda
+    plan.decisions.append(f"CUDA: {chosen.version} at {chosen.path} (--cuda {options.cuda}).")
+    return chosen
 
 
 def choose_generator(facts: Facts, options: Options, plan: _Builder) -> str:
@@ -491,7 +515,8 @@ def choose_compiler_cache(
             return name
     hint = "; ".join(knowledge.compiler_caches[name].install for name in candidates)
     plan.decisions.append(
-        f"Compiler cache: none installed that fits ({hint or 'none available'}); rebuilds will compile everything again."
+        f"Compiler cache: none installed that fits ({hint or 'none available'}); rebuilds will compile everything "
+        "again."
     )
     return "none"
 
@@ -531,11 +556,21 @@ def _cuda_changes(
             why = (
                 f"CUDA {cuda.version} builds of PyTorch link NvToolsExt"
                 if release.needs_nvtx
-                else f"PyTorch {era.name} links NvToolsExt (nvToolsExt64_1.lib) even with CUDA {cuda.version}, whose NVTX is header-only (its CMake stops with 'Failed to find nvToolsExt')"
+                else (
+                    f"PyTorch {era.name} links NvToolsExt (nvToolsExt64_1.lib) even with CUDA {cuda.version}, whose "
+                    "NVTX is header-only (its CMake stops with 'Failed to find nvToolsExt')"
+                )
             )
             raise ToolchainError(
-                f"{why}, and no NvToolsExt was found (NVTOOLSEXT_PATH, or C:\\Program Files\\NVIDIA Corporation\\NvToolsExt with lib\\x64\\nvToolsExt64_1.lib).",
-                fix="install NvToolsExt: the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x installer (extract the installer and take NvToolsExt from it if it will not install: the seeds' tip), then run again"
+                (
+                    f"{why}, and no NvToolsExt was found (NVTOOLSEXT_PATH, or C:\\Program Files\\NVIDIA "
+                    "Corporation\\NvToolsExt with lib\\x64\\nvToolsExt64_1.lib)."
+                ),
+                fix=(
+                    "install NvToolsExt: the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x "
+                    "installer (extract the installer and take NvToolsExt from it if it will not install: the seeds' "
+                    "tip), then run again"
+                )
                 + ("" if release.needs_nvtx else "; or build PyTorch 2.5 or later, which uses CUDA's header-only NVTX3")
                 + ".",
             )
@@ -606,7 +641,10 @@ def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> st
     if line not in era.vs_generators:
         known = ", ".join(f"'{name}'" for name in era.vs_generators.values())
         raise ConfigurationError(
-            f"PyTorch {era.name}'s build knows the Visual Studio generators {known}, not the one of {compiler.instance.label}.",
+            (
+                f"PyTorch {era.name}'s build knows the Visual Studio generators {known}, not the one of "
+                f"{compiler.instance.label}."
+            ),
             fix="pass --generator ninja (parallel compiles), or --vs with one of those Visual Studio versions.",
         )
     return era.vs_generators[line]
@@ -663,12 +701,15 @@ def _generator_changes(
         )
     elif compiler.instance.default_toolset and compiler.toolset != compiler.instance.default_toolset:
         plan.warnings.append(
-            f"PyTorch {era.name} passes no toolset to the Visual Studio generator, so MSBuild uses {compiler.instance.label}'s default {compiler.instance.default_toolset}, not {compiler.toolset}; use --generator ninja, which builds with the toolset vcvars selected."
+            f"PyTorch {era.name} passes no toolset to the Visual Studio generator, so MSBuild uses "
+            f"{compiler.instance.label}'s default {compiler.instance.default_toolset}, not {compiler.toolset}; "
+            "use --generator ninja, which builds with the toolset vcvars selected."
         )
 
 
 def _vs2015_host_changes(era: Era, outer: CompilerChoice, host: CompilerChoice, plan: _Builder) -> None:
-    """Ninja + a CUDA that needs VS 2015 (CUDA 8): nvcc gets VS 2015's cl.exe while the rest may use VS 2017 (the seeds' recipe)."""
+    """Ninja + a CUDA that needs VS 2015 (CUDA 8): nvcc gets VS 2015's cl.exe while the rest may use VS 2017
+    (the seeds' recipe)."""
     vs2015 = host.instance
     if vs2015.cl_x64 and era.cudahostcxx:
         plan.set("CUDAHOSTCXX", vs2015.cl_x64, "this CUDA's nvcc accepts only VS 2015's cl.exe as host compiler")
@@ -756,7 +797,8 @@ def plan_archives(
         return []
     if facts.os != "windows":
         plan.decisions.append(
-            "MKL/MAGMA archives: none (they are Windows builds; on Linux PyTorch finds MKL and MAGMA from the system or pip)."
+            "MKL/MAGMA archives: none (they are Windows builds; on Linux PyTorch finds MKL and MAGMA from the "
+            "system or pip)."
         )
         return []
     from pytorch_winbuild.deps.catalog import magma_preference, select_archives
@@ -778,7 +820,8 @@ def plan_archives(
             if options.magma_version or options.magma_debug:
                 raise
             plan.warnings.append(
-                f"{error.message} This build goes on without MAGMA (GPU linear algebra falls back to slower paths); --no-magma says so explicitly."
+                f"{error.message} This build goes on without MAGMA (GPU linear algebra falls back to slower "
+                "paths); --no-magma says so explicitly."
             )
     planned = []
     for archive in archives:
@@ -812,7 +855,8 @@ def _path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: _
     for what, path in checked.items():
         if path and not path.isascii():
             plan.warnings.append(
-                f"The {what} path {path!r} has non-ASCII characters; some build tools (nvcc, older CMake, clcache) fail on them. Use a plain ASCII path (for TEMP: set TEMP and TMP to e.g. C:\\tmp)."
+                f"The {what} path {path!r} has non-ASCII characters; some build tools (nvcc, older CMake, "
+                "clcache) fail on them. Use a plain ASCII path (for TEMP: set TEMP and TMP to e.g. C:\\tmp)."
             )
     if facts.os != "windows" or facts.long_paths_enabled:
         return
@@ -822,7 +866,9 @@ def _path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: _
     ):
         if path and len(path) + suffix > limits.max_path:
             plan.warnings.append(
-                f"The {what} {path} is {len(path)} characters long; with the ~{suffix} characters the build adds under it, paths pass Windows' {limits.max_path}-character limit and long paths are not enabled. Move it to a short path such as C:\\src, or enable long paths (LongPathsEnabled=1)."
+                f"The {what} {path} is {len(path)} characters long; with the ~{suffix} characters the build adds "
+                f"under it, paths pass Windows' {limits.max_path}-character limit and long paths are not enabled. "
+                "Move it to a short path such as C:\\src, or enable long paths (LongPathsEnabled=1)."
             )
 
 
@@ -965,9 +1011,10 @@ def make_plan(
                 else "."
             )
         )
-        if compiler is not cuda_host:
+        if cuda and compiler is not cuda_host:
             plan.decisions.append(
-                f"CUDA host compiler: {cuda_host.instance.label} toolset {cuda_host.toolset}, entered through PREBUILD_COMMAND (CUDA {cuda.version} accepts {_range_text(msc_range)})."
+                f"CUDA host compiler: {cuda_host.instance.label} toolset {cuda_host.toolset}, entered through "
+                f"PREBUILD_COMMAND (CUDA {cuda.version} accepts {_range_text(msc_range)})."
             )
     generator = choose_generator(facts, options, plan)
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
@@ -976,7 +1023,7 @@ def make_plan(
     _cuda_changes(knowledge, era, facts, options, cuda, plan)
     _generator_changes(knowledge, era, facts, generator, compiler, plan)
     if windows:
-        if cuda is not None and generator == "ninja" and cuda_host and cuda_host.instance.product_line == "2015":
+        if compiler and cuda and generator == "ninja" and cuda_host and cuda_host.instance.product_line == "2015":
             _vs2015_host_changes(era, compiler, cuda_host, plan)
         both = {"2015", "2017"} <= {vs.product_line for vs in facts.visual_studio}
         plan.set(
@@ -1002,8 +1049,10 @@ def make_plan(
             plan.set(switch.name, switch.value, switch.reason)
         if era.distributed == "libuv":
             plan.warnings.append(
-                f"torch.distributed on Windows (PyTorch {era.name}) builds only when CMake finds libuv; without it distributed is switched off silently. "
-                "To have it: conda install -c conda-forge libuv, then set libuv_ROOT to that environment's Library folder before building."
+                f"torch.distributed on Windows (PyTorch {era.name}) builds only when CMake finds libuv; without "
+                "it distributed is switched off silently. "
+                "To have it: conda install -c conda-forge libuv, then set libuv_ROOT to that environment's "
+                "Library folder before building."
             )
     _archive_changes(archives, facts, plan)
     _path_warnings(knowledge, facts, options, plan)
