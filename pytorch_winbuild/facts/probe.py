@@ -38,6 +38,8 @@ from pytorch_winbuild.facts.probe_common import (
 )
 from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader, read_nvml
 from pytorch_winbuild.facts.probe_windows import WindowsRegistry, probe_windows
+from pytorch_winbuild.facts.version_cache import VersionCache
+from pytorch_winbuild.paths import default_cache_dir
 from pytorch_winbuild.text.redact import redact_text
 
 __all__ = ["ProbeReport", "probe", "probe_linux", "probe_report", "probe_windows"]
@@ -143,16 +145,23 @@ def probe_linux(
 
 
 def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
-    """Facts and notes for the machine this runs on."""
+    """Facts and notes for the machine this runs on.
+
+    Tools' version answers are kept in the cache folder (version_cache.py): an unchanged cmake, ninja,
+    git or nvcc is not started again."""
     environ = os.environ if environ is None else environ
+    versions = VersionCache(default_cache_dir() / "probe" / "versions.json")
     if sys.platform == "win32":
-        return probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml)
-    if sys.platform.startswith("linux"):
-        return probe_linux(environ, nvml=read_nvml)
-    raise ToolchainError(
-        f"pytorch-winbuild probes Windows and Linux machines, not {sys.platform}.",
-        fix="run `invoke doctor --json > facts.json` on the Windows machine and pass that file with --host here.",
-    )
+        report = probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml, run=versions)
+    elif sys.platform.startswith("linux"):
+        report = probe_linux(environ, nvml=read_nvml, run=versions)
+    else:
+        raise ToolchainError(
+            f"pytorch-winbuild probes Windows and Linux machines, not {sys.platform}.",
+            fix="run `invoke doctor --json > facts.json` on the Windows machine and pass that file with --host here.",
+        )
+    versions.save()
+    return report
 
 
 def probe(environ: Mapping[str, str] | None = None) -> Facts:

@@ -1,0 +1,87 @@
+"""Answers of `TOOL --version` kept between runs, so a plan does not start cmake, ninja, git, nvcc ...
+again while none of them changed.
+
+An answer is keyed by the command line and the executable's resolved path, size and modification
+time: upgrading or replacing a tool changes the key, and the tool is asked again. Only version
+queries are kept (their answer is a property of the file); vswhere and nvidia-smi describe the
+machine's state and always run. The file is JSON in the cache folder; a missing, broken or
+unwritable one only means the tools are asked, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytorch_winbuild.facts.probe_common import CommandResult, Runner, run_command
+
+VERSION_FLAGS = frozenset({"--version", "-version", "version", "-V"})
+FORMAT = 1
+
+
+def _identity(executable: str) -> str | None:
+    """Path, size and mtime of the file a command starts; None when it is not a file we can stat."""
+    try:
+        path = Path(executable).resolve()
+        stat = path.stat()
+    except (OSError, RuntimeError):
+        return None
+    return f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+
+
+class VersionCache:
+    """A Runner that answers version queries from `path` when the executable is unchanged."""
+
+    def __init__(self, path: Path, run: Runner = run_command) -> None:
+        self.path = path
+        self._run = run
+        self._lock = threading.Lock()
+        self._changed = False
+        self._answers: dict[str, dict[str, object]] = {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("answers"), dict):
+                self._answers = data["answers"]
+        except (OSError, ValueError):
+            pass
+
+    def __call__(self, args: Sequence[str], timeout: float) -> CommandResult:
+        identity = _identity(args[0]) if args and args[-1] in VERSION_FLAGS else None
+        key = json.dumps([identity, *args[1:]]) if identity else None
+        if key is not None:
+            with self._lock:
+                kept = self._answers.get(key)
+            stdout, stderr = (kept.get("stdout"), kept.get("stderr")) if isinstance(kept, dict) else (None, None)
+            if isinstance(stdout, str) and isinstance(stderr, str):
+                return CommandResult(0, stdout, stderr)
+        result = self._run(args, timeout)
+        if key is not None and result.ok:
+            with self._lock:
+                self._answers[key] = {"stdout": result.stdout, "stderr": result.stderr}
+                self._changed = True
+        return result
+
+    def save(self) -> None:
+        """Write the answers if any is new: whole or not at all (a temporary file renamed over it)."""
+        if not self._changed:
+            return
+        text = json.dumps({"format": FORMAT, "answers": self._answers}, indent=1, sort_keys=True)
+        temp = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".versions.", suffix=".tmp")
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.replace(temp, self.path)
+            temp = None
+        except OSError:
+            pass  # a read-only cache folder: the next run asks the tools again
+        finally:
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
