@@ -47,6 +47,7 @@ ENTRY_INDEXES = "entries"  # <output_dir>/entries/<entry>/simple/
 HASH_CACHE = ".wheel-hashes.json"
 PAGE_FILES = ("index.html", "index.json")  # the only files the writer ever replaces or removes
 REPOSITORY_VERSION = "1.1"  # PEP 629 (HTML) and PEP 700 (JSON: size, upload-time, versions)
+SHA256 = re.compile(r"[0-9a-f]{64}")
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the matrix's entry names
 METADATA_LIMIT = 1 << 20  # bytes of a wheel's METADATA read for Requires-Python
 CHUNK = 1 << 20
@@ -155,8 +156,13 @@ def collect_wheels(output_dir: Path) -> tuple[list[IndexedWheel], list[str]]:
             try:
                 stat = path.stat()
                 known = cache.get(link)
-                if known and known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
-                    digest, requires = str(known.get("sha256")), known.get("requires_python")
+                if (
+                    known
+                    and known.get("size") == stat.st_size
+                    and known.get("mtime_ns") == stat.st_mtime_ns
+                    and SHA256.fullmatch(str(known.get("sha256")))
+                ):
+                    digest, requires = str(known["sha256"]), known.get("requires_python")
                 else:
                     digest, requires = _sha256(path), _requires_python(path)
             except OSError as error:

@@ -8,6 +8,7 @@ chromium driven by Selenium through Debian's chromedriver (apt-get install chrom
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ from urllib.parse import unquote, urldefrag
 import pytest
 from nightly_support import free_port, wait_for_port
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium"  # Debian's places, when PATH does not name them (tests/conftest.py checks PATH)
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PIP_TIMEOUT = 120
 
@@ -168,7 +169,7 @@ def chromium() -> Iterator[Any]:
     except ImportError:
         pytest.fail("selenium is not installed (pip install selenium; .ci/run installs it).", pytrace=False)
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
+    options.binary_location = shutil.which("chromium") or CHROMIUM
     for argument in (
         "--headless=new",
         "--no-sandbox",
@@ -178,7 +179,7 @@ def chromium() -> Iterator[Any]:
     ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or CHROMEDRIVER), options=options)
     try:
         driver.set_page_load_timeout(30)
         yield driver

@@ -332,6 +332,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.mark.browser
+@pytest.mark.xdist_group("nightly-dashboard-browser")  # one Chromium for both
 def test_chromium_renders_the_dashboard_from_file_and_over_http(tmp_path: Path, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
@@ -359,6 +360,7 @@ def test_chromium_renders_the_dashboard_from_file_and_over_http(tmp_path: Path, 
 
 
 @pytest.mark.browser
+@pytest.mark.xdist_group("nightly-dashboard-browser")  # one Chromium for both
 def test_hostile_text_renders_as_text_in_chromium(tmp_path: Path, browser: Any) -> None:
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By

@@ -257,6 +257,7 @@ def _channel(tmp_path: Path, wheel: Path) -> Path:
 
 
 @pytest.mark.network
+@pytest.mark.xdist_group("nightly-index-wheel")  # one worker builds the wheel once
 def test_pip_installs_from_the_index_over_file_and_http(tmp_path: Path, real_wheel: Path) -> None:
     output = _channel(tmp_path, real_wheel)
     assert real_wheel.name == "tiny_winbuild_probe-1.0+nightly.1-py3-none-any.whl"
@@ -281,6 +282,7 @@ def test_pip_installs_from_the_index_over_file_and_http(tmp_path: Path, real_whe
 
 
 @pytest.mark.network
+@pytest.mark.xdist_group("nightly-index-wheel")  # one worker builds the wheel once
 def test_pip_refuses_a_wheel_that_does_not_match_its_sha256(tmp_path: Path, real_wheel: Path) -> None:
     output = _channel(tmp_path, real_wheel)
     kept = output / DAY2 / "cpu" / real_wheel.name
