@@ -116,7 +116,7 @@ def test_minimal_facts_load():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"schema": 3}, "schema: version 3 is not supported"),
+        ({"schema": 4}, "schema: version 4 is not supported"),
         ({"os": "macos"}, "os: expected 'windows' or 'linux'"),
         ({"python": {"version": "3.6.8", "executable": "python"}}, "python.bits: missing"),
         ({"python": {"version": "3.6.8", "bits": 48, "executable": "python"}}, "python.bits: expected 32 or 64"),

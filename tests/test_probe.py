@@ -11,6 +11,7 @@ every double and why it is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -953,7 +954,16 @@ def test_probe_reports_this_linux_machine_honestly() -> None:
         if header.is_file():
             low, high = parse_host_config_msc_range(header.read_text(encoding="utf-8", errors="replace"))
             assert 1900 <= low < high
-    assert probe() == facts_from_dict(json.loads(facts.to_json()))
+    # this machine's memory, as psutil and /proc/meminfo see it (available memory moves between probes)
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    assert facts.memory_total_mib == int(meminfo["MemTotal"].split()[0]) // 1024
+    assert facts.swap_total_mib == int(meminfo["SwapTotal"].split()[0]) // 1024
+    assert facts.memory_available_mib is not None and 0 < facts.memory_available_mib <= facts.memory_total_mib
+    again = probe()
+    assert again.memory_available_mib is not None
+    assert dataclasses.replace(again, memory_available_mib=facts.memory_available_mib) == facts_from_dict(
+        json.loads(facts.to_json())
+    )
     assert elapsed < 5.0, f"probing took {elapsed:.2f} s"
 
 

@@ -189,6 +189,15 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
     return record
 
 
+def _preflight(record: BuildRecord, plan: Plan, build_root: Path, cache_dir: Path) -> None:
+    """Disk and memory before anything is written (builder/preflight.py); warnings go to the report."""
+    from pytorch_winbuild.builder.preflight import preflight
+    from pytorch_winbuild.knowledge.model import load_knowledge
+
+    for warning in preflight(plan, load_knowledge(), build_root, cache_dir):
+        record.note(f"warning: {warning}")
+
+
 def _cache_session(plan: Plan, env: dict[str, str], settings: RunnerSettings) -> CacheSession | None:
     return None if plan.compiler_cache == "none" else CacheSession(settings.caches[plan.compiler_cache], env)
 
@@ -215,6 +224,8 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     started = time.time()
 
     def body() -> None:
+        with record.phase("preflight"):
+            _preflight(record, plan, source, request.cache_dir)
         with record.phase("prepare"):
             prep = old_era_prep(source, plan.era)
             if prep:
@@ -275,6 +286,8 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
     record.cwd = str(path)
 
     def body() -> None:
+        with record.phase("preflight"):
+            _preflight(record, plan, path, request.cache_dir)
         with record.phase("prepare"):
             if request.clean:
                 removed = clean_build_folder(path)

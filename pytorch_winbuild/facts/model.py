@@ -21,9 +21,10 @@ from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.text.redact import redact_text
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Schema 1 files (before GPUs were probed) still load: their `gpus` is None, "not probed".
-READABLE_SCHEMAS = (1, 2)
+# Schema 1 and 2 files (before memory was probed) load with the memory fields None, "unknown".
+READABLE_SCHEMAS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,11 @@ class Facts:
     # the NvToolsExt folder (lib\x64\nvToolsExt64_1.lib), whatever CUDA: PyTorch 2.0–2.4 link it even with CUDA 12
     nvtoolsext: str | None = None
     cpu_count: int | None = None
+    # Physical memory in MiB when the probe ran (psutil.virtual_memory: total, available) and the
+    # swap / page-file size (psutil.swap_memory().total); None = unknown (schema 1-2 files).
+    memory_total_mib: int | None = None
+    memory_available_mib: int | None = None
+    swap_total_mib: int | None = None
     gpus: tuple[Gpu, ...] | None = None  # None: not probed (schema 1 or hand-written); (): probed, none found
     driver_version: str | None = None  # NVIDIA display driver, "580.159.04"
     driver_cuda: str | None = None  # newest CUDA the driver runs ("13.0": nvidia-smi's "CUDA Version")
@@ -178,6 +184,9 @@ def _str_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[s
     values = _get(data, key, dict, source, where, required=False) or {}
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
         raise _fail(source, f"{where}.{key}", f"expected an object of strings, got {values!r}")
+    for name, value in values.items():  # a lone surrogate in a name or a value is refused like any string's
+        _get({"name": name}, "name", str, source, f"{where}.{key}")
+        _get({name: value}, name, str, source, f"{where}.{key}")
     return dict(values)
 
 
@@ -284,6 +293,13 @@ def _gpu(data: Any, source: str, where: str) -> Gpu:
     )
 
 
+def _mib(data: dict[str, Any], key: str, source: str) -> int | None:
+    value = _get(data, key, int, source, "", required=False)
+    if value is not None and (isinstance(value, bool) or value < 0):
+        raise _fail(source, key, f"expected a number of MiB (0 or more), got {value!r}")
+    return value
+
+
 def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[str] | None = None) -> Facts:
     """Validate a parsed facts document; every problem names the key path.
 
@@ -340,6 +356,9 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
         cache_dir=_path(data, "cache_dir", source, "", required=False),
         nvtoolsext=_path(data, "nvtoolsext", source, "", required=False),
         cpu_count=_get(data, "cpu_count", int, source, "", required=False),
+        memory_total_mib=_mib(data, "memory_total_mib", source),
+        memory_available_mib=_mib(data, "memory_available_mib", source),
+        swap_total_mib=_mib(data, "swap_total_mib", source),
         gpus=None if gpu_list is None else tuple(_gpu(item, source, f"gpus[{i}]") for i, item in enumerate(gpu_list)),
         driver_version=_driver_version(data, source),
         driver_cuda=_major_minor(data, "driver_cuda", source, ""),

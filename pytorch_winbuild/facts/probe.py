@@ -20,6 +20,7 @@ from pytorch_winbuild.facts.probe_common import (
     TOOL_NAMES,
     Commands,
     CudaFolder,
+    MemoryInfo,
     ProbeReport,
     Runner,
     clean_env_path,
@@ -29,6 +30,7 @@ from pytorch_winbuild.facts.probe_common import (
     cuda_versions,
     finish_notes,
     is_file,
+    machine_memory,
     nvtx3_dir,
     python_info,
     run_command,
@@ -92,6 +94,7 @@ def probe_linux(
     cpu_count: int | None = None,
     usr_local: Path = Path("/usr/local"),
     nvml: NvmlReader | None = None,
+    memory: MemoryInfo | None = None,
 ) -> ProbeReport:
     """Facts of a Linux machine: Python, tools, CUDA and GPUs; no Visual Studio, no MSVC range.
 
@@ -129,6 +132,7 @@ def probe_linux(
         tools = collect_tools(tool_paths, commands, notes)
         gpus = gpu_probe.result(notes)
     cuda_path = clean_env_path(environ.get("CUDA_PATH"))
+    memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
         os="linux",
         python=python or python_info(),
@@ -137,6 +141,9 @@ def probe_linux(
         tools=tools,
         temp_dir=clean_env_path(environ.get("TMPDIR")) or "/tmp",
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
+        memory_total_mib=memory.total_mib,
+        memory_available_mib=memory.available_mib,
+        swap_total_mib=memory.swap_total_mib,
         gpus=gpus.gpus,
         driver_version=gpus.driver_version,
         driver_cuda=gpus.driver_cuda,

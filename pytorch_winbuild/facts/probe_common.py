@@ -48,6 +48,37 @@ TOOL_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """Physical memory and swap / page file, in MiB (None: could not be read)."""
+
+    total_mib: int | None = None
+    available_mib: int | None = None
+    swap_total_mib: int | None = None
+
+
+def machine_memory(notes: list[str] | None = None) -> MemoryInfo:
+    """This machine's memory from psutil: `virtual_memory()` total and available (free plus
+    reclaimable cache: what new processes can get without swapping) and `swap_memory().total`
+    (on Windows the page files)."""
+    import psutil
+
+    try:
+        virtual = psutil.virtual_memory()
+    except (OSError, RuntimeError) as exc:
+        if notes is not None:
+            notes.append(f"physical memory could not be read ({exc}); MAX_JOBS will not be sized to it.")
+        return MemoryInfo()
+    try:
+        swap: int | None = psutil.swap_memory().total // MIB
+    except (OSError, RuntimeError):  # no /proc/vmstat in some containers
+        swap = None
+    return MemoryInfo(virtual.total // MIB, virtual.available // MIB, swap)
+
+
 # ---------------------------------------------------------------- pure parsers
 
 _DOTTED = re.compile(r"\d+\.\d+(?:\.\d+)*")

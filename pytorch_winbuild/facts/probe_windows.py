@@ -22,6 +22,7 @@ from pytorch_winbuild.facts.probe_common import (
     CommandResult,
     Commands,
     CudaFolder,
+    MemoryInfo,
     ProbeReport,
     Runner,
     clean_env_path,
@@ -32,6 +33,7 @@ from pytorch_winbuild.facts.probe_common import (
     finish_notes,
     is_dir,
     is_file,
+    machine_memory,
     nvtx3_dir,
     parse_host_config_msc_range,
     path_key,
@@ -456,6 +458,7 @@ def probe_windows(
     python: PythonInfo | None = None,
     cpu_count: int | None = None,
     nvml: NvmlReader | None = None,
+    memory: MemoryInfo | None = None,
 ) -> ProbeReport:
     """Facts of the Windows machine that `environ` and `registry` describe.
 
@@ -510,6 +513,7 @@ def probe_windows(
             visual_studio.append(inspected)
     cuda_path = clean_env_path(env.get("CUDA_PATH"))
     temp_dir = clean_env_path(env.get("TEMP")) or clean_env_path(env.get("TMP"))
+    memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
         os="windows",
         python=python or python_info(),
@@ -521,6 +525,9 @@ def probe_windows(
         temp_dir=temp_dir,
         nvtoolsext=str(nvtoolsext) if nvtoolsext else None,
         cpu_count=cpu_count if cpu_count is not None else os.cpu_count(),
+        memory_total_mib=memory.total_mib,
+        memory_available_mib=memory.available_mib,
+        swap_total_mib=memory.swap_total_mib,
         gpus=gpus.gpus,
         driver_version=gpus.driver_version,
         driver_cuda=gpus.driver_cuda,

@@ -15,6 +15,7 @@ from typing import Any
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
+from pytorch_winbuild.knowledge.resources import Resources, load_resources
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")
 _DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")
@@ -191,6 +192,7 @@ class Knowledge:
     eras: tuple[Era, ...]
     compiler_caches: dict[str, CompilerCache]
     path_limits: PathLimits
+    resources: Resources
 
     def cuda_release(self, version: str) -> CudaRelease:
         if version not in self.cuda:
@@ -457,13 +459,15 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
     cuda = _cuda_table(base / "cuda.toml")
     gpu = _gpu_table(base / "gpu.toml")
     products, arch_scripts, toolsets = _visual_studio_table(base / "visual_studio.toml")
+    eras = _eras(base / "eras.toml", cuda, products)
     return Knowledge(
         cuda=cuda,
         gpu=gpu,
         products=products,
         arch_scripts=arch_scripts,
         toolsets=toolsets,
-        eras=_eras(base / "eras.toml", cuda, products),
+        eras=eras,
         compiler_caches=_compiler_caches(base / "compiler_caches.toml"),
         path_limits=_path_limits(base / "host_checks.toml"),
+        resources=load_resources(base / "resources.toml", tuple(era.name for era in eras)),
     )

@@ -30,6 +30,7 @@ from pytorch_winbuild.planning.gpu_plan import (
     driver_warning,
     plan_arch_list,
 )
+from pytorch_winbuild.planning.jobs import arch_count, default_jobs, job_memory
 
 Action = Literal["set", "prepend", "unset"]
 
@@ -957,6 +958,37 @@ def _commands(
     return commands
 
 
+def _jobs_changes(
+    knowledge: Knowledge,
+    era: Era,
+    facts: Facts,
+    options: Options,
+    cuda: CudaInstall | None,
+    plan: _Builder,
+    measured_job_gib: float | None,
+) -> None:
+    """MAX_JOBS: --jobs wins; otherwise min(cores, available memory / memory per job)."""
+    arch_list = next((c.value for c in reversed(plan.changes) if c.name == "TORCH_CUDA_ARCH_LIST"), None)
+    memory = job_memory(knowledge.resources, era.name, cuda is not None, arch_count(arch_list), measured_job_gib)
+    if options.jobs:
+        plan.set(
+            "MAX_JOBS",
+            str(options.jobs),
+            f"at most {options.jobs} parallel compile jobs (--jobs; about {memory.gib:g} GiB per {memory.what})",
+        )
+        return
+    decision = default_jobs(facts, memory)
+    if decision.jobs is None:
+        plan.decisions.append(decision.reason)
+    else:
+        plan.set("MAX_JOBS", str(decision.jobs), decision.reason)
+        plan.decisions.append(
+            f"MAX_JOBS {decision.jobs}: {decision.reason}; --jobs N overrides it ({decision.source})."
+        )
+    if decision.warning:
+        plan.warnings.append(decision.warning)
+
+
 def make_plan(
     options: Options,
     facts: Facts,
@@ -965,10 +997,12 @@ def make_plan(
     source_version: tuple[str, str] | None = None,
     locate_archive: ArchiveLocator | None = None,
     caller_notes: tuple[str, ...] = (),
+    measured_job_gib: float | None = None,
 ) -> Plan:
     """Decide everything a build needs. `source_version` is (version, where it was read);
     `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
-    plan's cache folder is)."""
+    plan's cache folder is); `measured_job_gib` is the peak memory of one compile job measured by an
+    earlier build of this configuration on this machine (it replaces the cited figure)."""
     options.validate(knowledge)
     check_python(facts)
     choice = resolve_era(
@@ -1038,12 +1072,7 @@ def make_plan(
         )
         plan.set("MSSdk", "1", "tells distutils the SDK environment is already set up (pairs with DISTUTILS_USE_SDK)")
     _compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
-    if options.jobs:
-        plan.set(
-            "MAX_JOBS",
-            str(options.jobs),
-            f"at most {options.jobs} parallel compile jobs (memory: each nvcc/cl job can take several GB)",
-        )
+    _jobs_changes(knowledge, era, facts, options, cuda, plan, measured_job_gib)
     if windows:
         for switch in era.windows_off:
             plan.set(switch.name, switch.value, switch.reason)

@@ -804,6 +804,16 @@ LINK : fatal error LNK1102: out of memory
         "'cicc' died due to signal 9",
     ),
     Case(
+        "out-of-memory",
+        "older GCC killed by the OOM killer (pytorch/QNNPACK#28)",
+        r"""[ 58%] Building CXX object caffe2/CMakeFiles/caffe2.dir/utils/math_cpu.cc.o
+c++: internal compiler error: Killed (program cc1plus)
+Please submit a full bug report,
+with preprocessed source if appropriate.
+""",
+        "internal compiler error: Killed (program cc1plus)",
+    ),
+    Case(
         "cmake-too-old",
         "CMake older than the project needs",
         r"""CMake Error at CMakeLists.txt:1 (cmake_minimum_required):

@@ -29,7 +29,7 @@ def test_prints_first_error_block_then_each_rules_advice(tmp_path: Path) -> None
     assert f"First error (line {failed_line}, ninja):" in out
     assert "vec256_base.h(650): fatal error C1060: compiler is out of heap space" in out
     assert out.index("First error") < out.index("[compiler-out-of-heap] cl.exe ran out of heap space")
-    assert "  Why: " in out and "  Fix: " in out and "invoke build --jobs 4" in out.replace("\n    ", " ")
+    assert "  Why: " in out and "  Fix: " in out and "invoke build --jobs N" in out.replace("\n    ", " ")
 
 
 def test_json_output_is_the_report_shape(tmp_path: Path) -> None:
