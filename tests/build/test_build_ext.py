@@ -1,11 +1,13 @@
 """`invoke build-ext` on a real PyTorch C++ extension against the installed torch (2.13.0, CPU),
 built twice through ccache: a cold build, then a clean rebuild that the cache serves.
 
-The extension (fixtures/torch_ops) registers its operators with TORCH_LIBRARY and includes only
-the headers it needs, so the cold build takes seconds rather than minutes on 2 cores."""
+The extension (fixtures/torch_ops) is written against LibTorch's stable ABI, whose headers compile
+in about 2 s a file, so on 2 cores its cold build takes seconds (a file that includes
+torch/extension.h takes about 35 s)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -15,7 +17,8 @@ from typing import Any
 import pytest
 from build_support import copy_fixture, reports, run_invoke
 
-pytestmark = pytest.mark.build
+# One worker builds the extension once for the whole module (pyproject.toml sets --dist loadgroup).
+pytestmark = [pytest.mark.build, pytest.mark.xdist_group("torch_ops")]
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ def test_cold_build_compiles_every_file_through_the_planned_cache(builds: Builds
     assert report["kind"] == "build-ext" and report["result"] == "success"
     assert report["command"] == [sys.executable, "setup.py", "build_ext", "--inplace"]
     assert report["plan"]["pytorch_version"] == "2.13.0+cpu" and report["plan"]["compiler_cache"] == "ccache"
-    assert report["cache"]["misses"] == 3 and report["cache"]["hits"] == 0
+    assert report["cache"]["misses"] == 2 and report["cache"]["hits"] == 0
     runner = {entry["name"]: entry["value"] for entry in report["runner_env"]}
     assert runner["TORCH_NO_COMPILER_WRAPPER"] == "1"
     wrapper = Path(runner["CXX"])
@@ -72,17 +75,16 @@ def test_built_extension_imports_and_computes(builds: Builds) -> None:
     done = subprocess.run(
         [sys.executable, "-c", program], cwd=builds.source, capture_output=True, text=True, check=True
     )
-    assert done.stdout.splitlines() == [
-        "[1.0, 3.0, 5.0]",
-        "[1.0, 2.0, 3.0]",
-        "[5.0, 10.0]",
-        "add_scaled: shapes differ: [2] and [3]",
-    ]
+    *results, error = done.stdout.splitlines()
+    assert results == ["[1.0, 3.0, 5.0]", "[1.0, 2.0, 3.0]", "[5.0, 10.0]"]
+    # STD_TORCH_CHECK's message: the function, the file and line, then the extension's own words.
+    assert re.fullmatch(r"add_scaled, .*ops\.cpp:\d+, add_scaled: shapes differ: \[2\] and \[3\]", error), error
 
 
 def test_clean_rebuild_is_served_by_the_cache(builds: Builds) -> None:
     report = builds.warm_report
-    assert report["cache"]["hits"] == 3 and report["cache"]["misses"] == 0
-    assert "ccache: 3 hits, 0 misses (100% hits)" in builds.warm.stdout
+    assert report["cache"]["hits"] == 2 and report["cache"]["misses"] == 0
+    assert "ccache: 2 hits, 0 misses (100% hits)" in builds.warm.stdout
     assert report["notes"][0] == f"--clean: removed {builds.source / 'build'}."
-    assert report["phases"]["build"] < builds.cold_report["phases"]["build"] / 2
+    # Both builds start Python, import torch and link; only the cold one compiles.
+    assert report["phases"]["build"] < builds.cold_report["phases"]["build"]
