@@ -254,8 +254,6 @@ def git_argv_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     Not a double: a spy; every command still runs the real git against the real HTTP server.
     """
-    if os.name == "nt":
-        pytest.skip("the recording git is a /bin/sh script; this suite runs on Linux (CI), where it always runs")
     real = shutil.which("git")
     assert real is not None
     folder = tmp_path / "bin"

@@ -126,7 +126,7 @@ def plan_from_flags(
     arguments: dict[str, Any],
 ):
     """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
-    flags by name (a task's `locals()`); flags the task does not have count as not given.
+    flags by name; flags the task does not have count as not given.
     `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch."""
     from pytorch_winbuild.deps.cache import deps_dir, installed_path
     from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
@@ -248,47 +248,20 @@ def doctor(c: Context, *, host: str | None, json: bool) -> None:
 
 
 def env(
-    c: Context,
-    *,
-    cuda: str | None,
-    vs: str | None,
-    toolset: str | None,
-    generator: str | None,
-    compiler_cache: str | None,
-    arch_list: str | None,
-    jobs: str | None,
-    pytorch_version: str | None,
-    source: str | None,
-    cache_dir: str | None,
-    host: str | None,
-    format: str,
-    output: str | None,
-    mkl_version: str | None,
-    magma_version: str | None,
-    magma_debug: bool,
-    no_magma: bool,
+    c: Context, *, source: str | None, host: str | None, format: str, output: str | None, **plan_flags: Any
 ) -> None:
-    """The `env` task."""
+    """The `env` task; `plan_flags` are the PLAN_FLAGS, by name."""
     from pytorch_winbuild.faces.render import render
 
     target = output_file(output)
-    plan = plan_from_flags(c, host=host, source=source, arguments=locals())
+    plan = plan_from_flags(c, host=host, source=source, arguments=plan_flags)
     write_output(render(plan, format), target)
 
 
 def build(
     c: Context,
     *,
-    cuda: str | None,
-    vs: str | None,
-    toolset: str | None,
-    generator: str | None,
-    compiler_cache: str | None,
-    arch_list: str | None,
-    jobs: str | None,
-    pytorch_version: str | None,
     source: str | None,
-    cache_dir: str | None,
     host: str | None,
     mode: str,
     dry_run: bool,
@@ -299,12 +272,9 @@ def build(
     libtorch: bool,
     log_dir: str | None,
     no_verify: bool,
-    mkl_version: str | None,
-    magma_version: str | None,
-    magma_debug: bool,
-    no_magma: bool,
+    **plan_flags: Any,
 ) -> None:
-    """The `build` task."""
+    """The `build` task; `plan_flags` are the PLAN_FLAGS, by name."""
     from pytorch_winbuild.faces.render import render
 
     if host and not dry_run:
@@ -331,7 +301,7 @@ def build(
         check_repo(repo)  # a dry run refuses what the real build would, before any plan is shown
         if ref:
             check_ref(ref)
-    folder = cache_folder(c, cache_dir)
+    folder = cache_folder(c, plan_flags["cache_dir"])
     if not dry_run:
         writable_folder(folder, "--cache-dir")
         if log_dir:
@@ -346,7 +316,7 @@ def build(
         source = (
             str(destination) if destination.is_dir() else None
         )  # --dry-run before the first clone plans without a source
-    plan = plan_from_flags(c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=locals())
+    plan = plan_from_flags(c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=plan_flags)
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
@@ -472,40 +442,25 @@ def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> 
         print(f"nothing to remove in {folder}")
 
 
-def build_ext(
-    c: Context,
-    *,
-    path: str,
-    mode: str,
-    clean: bool,
-    cuda: str | None,
-    vs: str | None,
-    toolset: str | None,
-    compiler_cache: str | None,
-    arch_list: str | None,
-    jobs: str | None,
-    pytorch_version: str | None,
-    cache_dir: str | None,
-    log_dir: str | None,
-) -> None:
-    """The `build-ext` task."""
+def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | None, **plan_flags: Any) -> None:
+    """The `build-ext` task; `plan_flags` are those of PLAN_FLAGS that build-ext has, by name."""
     from pytorch_winbuild.builder import ExtensionRequest, default_log_dir, run_build_ext
 
     folder = Path(path_flag(path, "PATH") or "")
     if not folder.is_dir():
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
-    cache = cache_folder(c, cache_dir)
+    cache = cache_folder(c, plan_flags["cache_dir"])
     writable_folder(cache, "--cache-dir")
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
-    version = setting(c, "pytorch_version", pytorch_version) or installed_torch_version()
+    version = setting(c, "pytorch_version", plan_flags["pytorch_version"]) or installed_torch_version()
     plan = plan_from_flags(
         c,
         host=None,
         source=str(folder),
         source_is_pytorch=False,
-        arguments={**locals(), "pytorch_version": version, "cache_dir": str(cache)},
+        arguments={**plan_flags, "pytorch_version": version, "cache_dir": str(cache)},
     )
     request = ExtensionRequest(
         path=folder,
