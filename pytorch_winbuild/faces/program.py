@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import sys
+
 from invoke import Program
 
 from pytorch_winbuild import __version__
 from pytorch_winbuild.faces.tasks import namespace
 
 
+class WinbuildProgram(Program):
+    """Invoke's Program, except that the modules our tasks import later keep their bytecode.
+
+    Invoke turns bytecode writing off while it parses its own flags (`--write-pyc`, meant for a
+    tasks.py beside the user's files); the package's lazily imported modules (probe, deps, builder)
+    would then compile from source on every run. The interpreter's own choice (-B,
+    PYTHONDONTWRITEBYTECODE) is restored.
+    """
+
+    def parse_core(self, argv: list[str] | None) -> None:
+        super().parse_core(argv)
+        if not self.args["write-pyc"].value:
+            sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
+
+
 def main() -> None:
-    Program(name="pytorch-winbuild", binary="pytorch-winbuild", version=__version__, namespace=namespace).run()
+    WinbuildProgram(name="pytorch-winbuild", binary="pytorch-winbuild", version=__version__, namespace=namespace).run()

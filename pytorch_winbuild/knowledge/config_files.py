@@ -3,10 +3,22 @@
 Every knowledge module (CUDA table, eras, archive catalog, diagnosis rules, nightly matrix)
 goes through `load_toml` and the `require_*` helpers, so a broken file is reported the same way
 everywhere: "build_config/cuda.toml: cuda.9.0.msc_range: expected a list of 2 integers".
+
+The shipped files are parsed once and kept as JSON beside them, the way Python keeps bytecode
+(build_config/__pycache__/parsed-config.json, not written under -B or PYTHONDONTWRITEBYTECODE),
+keyed by each file's size and modification time: Python's TOML parser takes 20-45 ms for all of
+build_config/ on every command, reading the JSON about 1 ms (scripts/bench_cli.py). An edited or
+upgraded file has a new key and is parsed again; a missing, broken or unwritable cache only means
+the TOML is parsed. Files outside build_config/ (a nightly matrix, --rules) are always parsed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import sys
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -26,14 +38,88 @@ def config_dir() -> Path:
     return _REPO_CONFIG if _REPO_CONFIG.is_dir() else _INSTALLED_CONFIG
 
 
+PARSED_FORMAT = 1
+
+
+class ParsedConfig:
+    """The parsed shipped TOML files, kept as JSON in `path` (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: dict[str, Any] | None = None
+
+    def _read(self) -> dict[str, Any]:
+        if self._entries is None:
+            self._entries = {}
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                if isinstance(data, dict) and data.get("format") == PARSED_FORMAT:
+                    files = data.get("files")
+                    self._entries = files if isinstance(files, dict) else {}
+        return self._entries
+
+    def get(self, name: str, key: str) -> dict[str, Any] | None:
+        """A fresh copy of the kept data (callers may change what they get, as with tomllib's)."""
+        entry = self._read().get(name)
+        if not (isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("json"), str)):
+            return None
+        try:
+            data = json.loads(entry["json"])
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def put(self, name: str, key: str, data: dict[str, Any]) -> None:
+        """Keep `data`, whole or not at all (a temporary file renamed over the cache)."""
+        if sys.dont_write_bytecode:
+            return
+        entries = self._read()
+        temp = None
+        try:
+            entries[name] = {"key": key, "json": json.dumps(data, separators=(",", ":"))}
+            text = json.dumps({"format": PARSED_FORMAT, "files": entries}, separators=(",", ":"))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".parsed-config.", suffix=".tmp")
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.replace(temp, self.path)
+            temp = None
+        except (OSError, TypeError, ValueError):
+            entries.pop(name, None)  # TOML dates are not JSON, an unwritable folder: parse next time
+        finally:
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+
+
+_parsed: ParsedConfig | None = None
+
+
+def _parsed_config() -> ParsedConfig:
+    global _parsed
+    if _parsed is None:
+        _parsed = ParsedConfig(config_dir() / "__pycache__" / "parsed-config.json")
+    return _parsed
+
+
 def load_toml(path: Path | str) -> dict[str, Any]:
     """Parse a TOML file; a relative name is looked up in build_config/."""
     path = Path(path)
     if not path.is_absolute() and not path.exists():
         path = config_dir() / path
+    shipped = path.parent == config_dir()
     try:
+        if shipped:
+            stat = path.stat()
+            key = f"{stat.st_size}|{stat.st_mtime_ns}"
+            kept = _parsed_config().get(path.name, key)
+            if kept is not None:
+                return kept
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            data = tomllib.load(handle)
+        if shipped:
+            _parsed_config().put(path.name, key, data)
+        return data
     except FileNotFoundError:
         raise ConfigurationError(
             f"{path}: file not found.",
