@@ -13,7 +13,8 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.builder import BuildRequest, SourceCheckout, acquire_source, run_build
-from pytorch_winbuild.builder.source import checked_out_commit, remote_commit, remote_url
+from pytorch_winbuild.builder.source import checked_out_commit, remote_commit, remote_commits, remote_url
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.model import Facts
@@ -67,6 +68,8 @@ class RunContext:
     state: NightlyState
     force: bool
     mirror: str | None
+    # (repo, ref) → the commit the remote names now, asked before the entries run (prefetch_remote_commits)
+    remote: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -254,18 +257,63 @@ def _skip(result: EntryResult, last: LastSuccess) -> None:
     )
 
 
+REMOTE_QUERIES_AT_ONCE = 8  # ls-remote waits on the network, not the CPU
+
+
+def _may_be_unchanged(entry: Entry, context: RunContext) -> LastSuccess | None:
+    """The last success, when the entry's clone still has its commit checked out (read from .git/HEAD)."""
+    last = None if context.force else context.state.last_success(entry.name)
+    if last is None or checked_out_commit(context.cache_dir / SOURCES_FOLDER / entry.name) != last.revision:
+        return None
+    return last
+
+
+def prefetch_remote_commits(entries: Sequence[Entry], context: RunContext) -> None:
+    """Ask each repository once, and the repositories at the same time, for the commits of the entries
+    that may be unchanged: a nightly of one repository in 20 configurations starts one `git ls-remote`,
+    not 20 in a row. The night decides "unchanged" from the remotes as they were when it started. A
+    repository that cannot answer (or a configuration error) is left out; its entries then ask on their
+    own, and the full way reports the real error."""
+    by_repo: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if _may_be_unchanged(entry, context) is not None:
+            by_repo.setdefault(entry.repo, []).append(entry)
+
+    def ask(repo: str) -> None:
+        first = by_repo[repo][0]
+        where = f"{context.matrix.source}: entry '{first.name}'"
+        try:
+            answers = remote_commits(
+                repo,
+                [entry.ref for entry in by_repo[repo]],
+                context.cache_dir,
+                repo_key=f"{where}.repo",
+                ref_key=f"{where}.ref",
+            )
+        except WinbuildError:
+            return
+        for ref, commit in answers.items():
+            context.remote[(repo, ref)] = commit
+
+    with ThreadPoolExecutor(max_workers=REMOTE_QUERIES_AT_ONCE) as pool:
+        list(pool.map(ask, by_repo))
+
+
 def _skipped_before_fetch(entry: Entry, context: RunContext, result: EntryResult, source_dir: Path) -> bool:
     """Skip an unchanged entry without touching its clone: one `git ls-remote` says the ref still names the
     last success's commit, the clone still has that commit checked out (clean), and the plan made from it
     has the same configuration. Anything else goes the full way (fetch, checkout, plan) and decides there."""
-    last = None if context.force else context.state.last_success(entry.name)
-    if last is None or checked_out_commit(source_dir) != last.revision:
+    last = _may_be_unchanged(entry, context)
+    if last is None:
         return False
     where = f"{context.matrix.source}: entry '{entry.name}'"
     with result.timed("source"):
-        remote = remote_commit(
-            entry.repo, entry.ref, context.cache_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref"
-        )
+        if (entry.repo, entry.ref) in context.remote:
+            remote = context.remote[(entry.repo, entry.ref)]
+        else:
+            remote = remote_commit(
+                entry.repo, entry.ref, context.cache_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref"
+            )
     if remote != last.revision:
         return False
     result.revision = remote

@@ -17,7 +17,7 @@ from pathlib import Path
 from pytorch_winbuild.errors import BuildError
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.nightly.entry import EntryResult, RunContext, run_entry
+from pytorch_winbuild.nightly.entry import EntryResult, RunContext, prefetch_remote_commits, run_entry
 from pytorch_winbuild.nightly.lock import NightlyLock
 from pytorch_winbuild.nightly.matrix import load_matrix
 from pytorch_winbuild.nightly.retention import apply_retention
@@ -87,6 +87,7 @@ def run_nightly(options: NightlyOptions) -> NightlySummary:
                 force=options.force,
                 mirror=options.mirror,
             )
+            prefetch_remote_commits(entries, context)
             for entry, result in zip(entries, summary.entries, strict=True):
                 run_entry(entry, context, result)
             summary.retention = apply_retention(output_dir, matrix.settings.keep_days, now.date())
