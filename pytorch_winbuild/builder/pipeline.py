@@ -2,7 +2,9 @@
 
 Each phase is timed into the report, and the report is written whatever happens (success, a
 compile error, a failed verification, Ctrl-C), because a failed build is exactly when a user
-needs it.
+needs it. While the command runs, the memory watch samples its compilers (memory_watch.py): their
+peaks go to the report and to the cache's record for the next plan (memory_record.py), and after
+an out-of-memory failure they give the MAX_JOBS that would have fitted.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytorch_winbuild.builder.build_folder import (
@@ -24,12 +26,23 @@ from pytorch_winbuild.builder.build_folder import (
 from pytorch_winbuild.builder.compiler_cache import CacheSession, extension_cache_env
 from pytorch_winbuild.builder.deps import fetch_missing_archives
 from pytorch_winbuild.builder.environment import build_environment
+from pytorch_winbuild.builder.memory_record import (
+    PeakBook,
+    configuration_key,
+    diagnosis_figure,
+    memory_diagnosis,
+    peaks_file,
+    this_machine,
+)
+from pytorch_winbuild.builder.memory_watch import MemoryWatch
 from pytorch_winbuild.builder.process import BuildInterrupted, run_streamed
 from pytorch_winbuild.builder.progress import ProgressDisplay
 from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
 from pytorch_winbuild.builder.settings import RunnerSettings, load_settings
 from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
 from pytorch_winbuild.errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.planning.plan import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 
@@ -80,47 +93,92 @@ def _without_pip_indent(on_line: Callable[[str], None]) -> Callable[[str], None]
     return line
 
 
-def _stream(record: BuildRecord, command: list[str], cwd: Path, env: dict[str, str], settings: RunnerSettings) -> int:
+def stream_command(
+    record: BuildRecord,
+    command: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    settings: RunnerSettings,
+    watch: WatchSettings,
+) -> int:
+    """Run `command` with its log, the progress display and the memory watch; its exit code. The
+    watch's summary goes to `record.memory` whatever happens once the command has started."""
     display = ProgressDisplay(settings.progress)
     on_line = _without_pip_indent(display.line) if command[1:3] == ["-m", "pip"] else display.line
+    watcher = MemoryWatch(watch, display.memory)
     with record.log.open("w", encoding="utf-8", newline="\n") as log:
         log.write(f"pytorch-winbuild {record.kind}: `{' '.join(command)}` in {cwd}, started {record.started}\n")
         try:
             result = run_streamed(
-                command, cwd=cwd, env=env, log=log, on_line=on_line, grace_seconds=settings.stop_grace_seconds
+                command,
+                cwd=cwd,
+                env=env,
+                log=log,
+                on_line=on_line,
+                grace_seconds=settings.stop_grace_seconds,
+                watch=watcher,
             )
         finally:
             display.close()
             if display.last_step is not None:
                 record.progress = {"done": display.last_step.done, "total": display.last_step.total}
+            seen = watcher.stop()
+            record.memory = seen if seen.samples or seen.error else None  # None: the command never started
     return result.exit_code
 
 
+def _remember_peaks(record: BuildRecord, book: PeakBook, exit_code: int | None, env: dict[str, str]) -> None:
+    """Keep this run's compiler peaks for the next plan; a failure to write them is only a warning."""
+    if record.memory is None:
+        return
+    result = "interrupted" if exit_code is None else "success" if exit_code == 0 else "failed"
+    warning = book.remember(record.memory, result=result, max_jobs=env.get("MAX_JOBS"))
+    if warning:
+        record.note(f"warning: {warning}")
+
+
 def _run_command(
-    record: BuildRecord, session: CacheSession | None, cwd: Path, env: dict[str, str], settings: RunnerSettings
+    record: BuildRecord,
+    session: CacheSession | None,
+    cwd: Path,
+    env: dict[str, str],
+    settings: RunnerSettings,
+    book: PeakBook,
 ) -> int:
-    """Reset the cache, run the command, read the cache's numbers (also after a failure or Ctrl-C)."""
+    """Reset the cache, run the command, keep its compiler peaks and read the cache's numbers (also
+    after a failure or Ctrl-C)."""
     if session is not None:
         with record.phase("cache reset"):
             session.start()
+    exit_code = None
     try:
         with record.phase("build"):
-            return _stream(record, record.command, cwd, env, settings)
+            exit_code = stream_command(record, record.command, cwd, env, settings, book.settings)
+        return exit_code
     finally:
+        _remember_peaks(record, book, exit_code, env)
         if session is not None:
             with record.phase("cache stats"):
                 stats = session.finish()
             record.cache = {**stats.to_dict(), "summary": stats.describe()}
 
 
-def _build_failed(record: BuildRecord, exit_code: int) -> BuildError:
-    """Triage the log: print the first real error and the diagnosis, and say it in one paragraph."""
+def _build_failed(record: BuildRecord, exit_code: int, book: PeakBook) -> BuildError:
+    """Triage the log: print the first real error and the diagnosis, and say it in one paragraph;
+    when the build ran out of memory, the measured peaks say which MAX_JOBS would have fitted."""
     from pytorch_winbuild.diagnosis.triage import triage_log
 
     triage = triage_log(record.log)
     record.first_error = triage.first_error.to_dict() if triage.first_error else None
     record.diagnosis = [match.to_dict() for match in triage.matches]
     print(triage.to_text(), flush=True)
+    memory = None
+    if record.memory is not None:
+        matched = [match.rule.id for match in triage.matches]
+        memory = memory_diagnosis(record.memory, matched, book.settings, diagnosis_figure(book, record.memory))
+    record.memory_diagnosis = memory
+    if memory:
+        print(f"-- {memory}", flush=True)
     command = " ".join(Path(record.command[0]).name if i == 0 else part for i, part in enumerate(record.command))
     message = f"`{command}` exited with status {exit_code}."
     if triage.first_error is not None:
@@ -130,8 +188,10 @@ def _build_failed(record: BuildRecord, exit_code: int) -> BuildError:
         message += f" No error line was recognised; read the end of the log {record.log}."
     if triage.matches:
         message += " Diagnosis: " + "; ".join(f"[{m.rule.id}] {m.rule.title}" for m in triage.matches) + "."
-        return BuildError(message, fix=triage.matches[0].rule.fix)
-    return BuildError(message, fix=f"fix the first error shown above; `invoke diagnose {record.log}` shows it again.")
+        fix = triage.matches[0].rule.fix
+    else:
+        fix = f"fix the first error shown above; `invoke diagnose {record.log}` shows it again."
+    return BuildError(message, fix=f"{memory} {fix}" if memory else fix)
 
 
 def _verify_build(record: BuildRecord, request: BuildRequest, started: float) -> None:
@@ -189,13 +249,25 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
     return record
 
 
-def _preflight(record: BuildRecord, plan: Plan, build_root: Path, cache_dir: Path) -> None:
-    """Disk and memory before anything is written (builder/preflight.py); warnings go to the report."""
+def _preflight(record: BuildRecord, plan: Plan, build_root: Path, cache_dir: Path, book: PeakBook) -> None:
+    """Disk and memory before anything is written (builder/preflight.py), memory against the measured
+    figure when there is one; warnings go to the report."""
     from pytorch_winbuild.builder.preflight import preflight
-    from pytorch_winbuild.knowledge.model import load_knowledge
 
-    for warning in preflight(plan, load_knowledge(), build_root, cache_dir):
+    measured = book.figure()
+    if measured.warning:
+        record.note(f"warning: {measured.warning}")
+    for warning in preflight(plan, load_knowledge(), build_root, cache_dir, measured.gib):
         record.note(f"warning: {warning}")
+
+
+def _peak_book(plan: Plan, kind: str, cache_dir: Path) -> PeakBook:
+    """This machine's record of compiler peaks for this configuration, in the cache, with the watch's
+    settings for this build: a cache server's compiles count only when the plan uses that cache
+    (another build's sccache server is not this build's)."""
+    watch = load_knowledge().resources.watch
+    watch = replace(watch, cache_servers=watch.cache_servers & {plan.compiler_cache})
+    return PeakBook(peaks_file(cache_dir), this_machine(plan.os), configuration_key(plan, kind), watch)
 
 
 def _cache_session(plan: Plan, env: dict[str, str], settings: RunnerSettings) -> CacheSession | None:
@@ -222,10 +294,11 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
         )
     identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
+    book = _peak_book(plan, record.kind, request.cache_dir)
 
     def body() -> None:
         with record.phase("preflight"):
-            _preflight(record, plan, source, request.cache_dir)
+            _preflight(record, plan, source, request.cache_dir, book)
         with record.phase("prepare"):
             prep = old_era_prep(source, plan.era)
             if prep:
@@ -250,10 +323,10 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
         record.vcvars = environment.vcvars
         record.runner_env = [{"name": e.name, "value": e.value, "reason": e.reason} for e in environment.added]
         exit_code = _run_command(
-            record, _cache_session(plan, environment.env, settings), source, environment.env, settings
+            record, _cache_session(plan, environment.env, settings), source, environment.env, settings, book
         )
         if exit_code != 0:
-            raise _build_failed(record, exit_code)
+            raise _build_failed(record, exit_code, book)
         if request.verify:
             with record.phase("verify"):
                 _verify_build(record, request, started)
@@ -284,10 +357,11 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
     )
     record.command = _python_command(settings.extension_commands[request.mode])
     record.cwd = str(path)
+    book = _peak_book(plan, record.kind, request.cache_dir)
 
     def body() -> None:
         with record.phase("preflight"):
-            _preflight(record, plan, path, request.cache_dir)
+            _preflight(record, plan, path, request.cache_dir, book)
         with record.phase("prepare"):
             if request.clean:
                 removed = clean_build_folder(path)
@@ -308,9 +382,10 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
             for name, value in variables.items()
         ]
         reaches = settings.extension_cache.methods.get(plan.compiler_cache, {}).get(plan.os) is not None
-        exit_code = _run_command(record, _cache_session(plan, env, settings) if reaches else None, path, env, settings)
+        session = _cache_session(plan, env, settings) if reaches else None
+        exit_code = _run_command(record, session, path, env, settings, book)
         if exit_code != 0:
-            raise _build_failed(record, exit_code)
+            raise _build_failed(record, exit_code, book)
 
     return _conclude(record, body)
 

@@ -150,8 +150,11 @@ def available_memory_mib() -> int | None:
         return None
 
 
-def preflight(plan: Plan, knowledge: Knowledge, build_root: Path, cache_dir: Path) -> list[str]:
-    """Disk and memory checks before a build or build-ext; the warnings to print (raises on a refusal)."""
+def preflight(
+    plan: Plan, knowledge: Knowledge, build_root: Path, cache_dir: Path, measured_gib: float | None = None
+) -> list[str]:
+    """Disk and memory checks before a build or build-ext; the warnings to print (raises on a refusal).
+    `measured_gib`: the memory per job this machine's record of compiler peaks gives, as the plan used."""
     warnings = check_disk(disk_needs(plan, knowledge, build_root, cache_dir))
-    memory = decide_memory(available_memory_mib(), plan_job_memory(plan, knowledge))
+    memory = decide_memory(available_memory_mib(), plan_job_memory(plan, knowledge, measured_gib))
     return warnings + ([memory] if memory else [])

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 import psutil
 
+from pytorch_winbuild.builder.memory_watch import MemoryWatch
 from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.text.redact import redact_text, remember_secrets
 
@@ -101,9 +102,12 @@ def run_streamed(
     log: TextIO,
     on_line: Callable[[str], None],
     grace_seconds: float,
+    watch: MemoryWatch | None = None,
 ) -> CommandResult:
     """Run `command`, writing each output line (credentials redacted) to `log` and to `on_line`.
 
+    `watch` samples the command's process tree from its start until it ends, fails or is
+    interrupted (its thread is joined before this returns or raises).
     Raises BuildInterrupted after stopping the tree when Ctrl-C arrives.
     """
     remember_secrets(env)  # the build's own environment: plan and runner variables this process does not have
@@ -124,6 +128,8 @@ def run_streamed(
             fix="check that the program exists and the folder is readable.",
         ) from None
     assert process.stdout is not None
+    if watch is not None:
+        watch.start(process.pid)
     try:
         for raw in process.stdout:  # complete lines (up to b"\n" or the end), never a partial chunk
             text = redact_text(_decode(raw))
@@ -138,6 +144,8 @@ def run_streamed(
             signal.signal(signal.SIGINT, previous)
         raise BuildInterrupted(stopped, killed) from None
     finally:
+        if watch is not None:
+            watch.stop()
         process.stdout.close()
         log.flush()
     return CommandResult(process.returncode, time.monotonic() - started)

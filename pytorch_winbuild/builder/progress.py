@@ -7,12 +7,17 @@ plain line now and then, so a CI log is not thousands of `[n/m]` lines.
 
 Whatever it shows passes through `redact.redact_text` (again: the runner already masks each line),
 so a caller that feeds it raw lines cannot put a secret on screen.
+
+The memory watch (memory_watch.py) reports low memory from its own thread: the line is printed
+once per episode, and while it lasts the progress line (the bar's label, or the plain line) says
+"LOW MEMORY". A lock keeps its lines and the build's from interleaving.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,10 +79,25 @@ class ProgressDisplay:
         self._first: tuple[float, int] = (self._started, 0)  # (time, done) when this total was first seen
         self._next_percent = 0
         self._last_plain = self._started
+        self._lock = threading.Lock()
+        self._low_memory = False
         self.last_step: Step | None = None
 
     def line(self, text: str) -> None:
-        text = redact_text(text)
+        with self._lock:
+            self._line(redact_text(text))
+
+    def memory(self, text: str | None) -> None:
+        """The memory watch's callback: `text` when available memory falls under the floor (printed
+        once), None when it is back."""
+        with self._lock:
+            self._low_memory = text is not None
+            if text is not None:
+                self._print(f"-- {text}")
+            if self._bar is not None:
+                self._bar.set_description_str("LOW MEMORY" if self._low_memory else "", refresh=True)
+
+    def _line(self, text: str) -> None:
         step = parse_progress(text, self._settings)
         if step is None:
             self._print(text)
@@ -113,6 +133,8 @@ class ProgressDisplay:
                 mininterval=0.5,
                 leave=True,
             )
+            if self._low_memory:
+                self._bar.set_description_str("LOW MEMORY", refresh=False)
         self._bar.update(step.done - self._bar.n)
         self._bar.set_postfix_str(text.split("] ", 1)[-1][:60], refresh=False)
 
@@ -139,11 +161,14 @@ class ProgressDisplay:
         self._last_plain = now
         eta = self.eta_seconds(step)
         eta_text = f", ETA {_clock_text(eta)}" if eta is not None else ""
+        memory_text = ", LOW MEMORY" if self._low_memory else ""
         self._print(
-            f"-- progress: {step.done}/{step.total} ({percent}%), elapsed {_clock_text(now - self._started)}{eta_text}"
+            f"-- progress: {step.done}/{step.total} ({percent}%), elapsed {_clock_text(now - self._started)}"
+            f"{eta_text}{memory_text}"
         )
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None

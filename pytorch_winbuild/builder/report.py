@@ -2,8 +2,9 @@
 
 The report is what a user attaches to a bug report, so it holds everything needed to understand
 the run without the machine: the plan, the environment the build really got (credentials
-redacted), how long each phase took, the compiler cache's numbers, the result, the first error
-with the diagnosis rules that matched, and the verification.
+redacted), how long each phase took, the compiler cache's numbers, the memory its compilers took
+(and any low-memory episode), the result, the first error with the diagnosis rules that matched,
+and the verification.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytorch_winbuild.builder.memory_watch import MemorySummary
 from pytorch_winbuild.text.redact import redact_env, redact_text
 
 REPORT_FORMAT = 1
@@ -54,6 +56,8 @@ class BuildRecord:
     phases: dict[str, float] = field(default_factory=dict)
     cache: dict[str, Any] | None = None
     progress: dict[str, int] | None = None
+    memory: MemorySummary | None = None  # what the memory watch saw while the command ran
+    memory_diagnosis: str | None = None  # after a failure that points at memory: the MAX_JOBS that fits
     result: str = "running"  # success | failed | verification failed | interrupted | error
     exit_code: int | None = None
     error: str | None = None
@@ -99,6 +103,9 @@ class BuildRecord:
             "phases": self.phases,
             "progress": self.progress,
             "cache": self.cache,
+            "memory": (
+                {**self.memory.to_dict(), "diagnosis": self.memory_diagnosis} if self.memory is not None else None
+            ),
             "first_error": self.first_error,
             "diagnosis": self.diagnosis,
             "verification": self.verification,
@@ -213,6 +220,17 @@ def summary(record: BuildRecord) -> str:
         )
     if record.cache:
         rows.append(("cache", record.cache["summary"]))
+    if record.memory is not None:
+        rows.append(("memory", record.memory.describe()))
+        rows += [
+            (
+                "low memory",
+                f"{episode.started}: {episode.lowest_mib / 1024:.1f} GiB available at the lowest, with {episode.jobs} "
+                f"compile jobs running"
+                + (f", for {episode.seconds:g}s" if episode.seconds is not None else ", until the end"),
+            )
+            for episode in record.memory.low_memory
+        ]
     if record.first_error:
         summary_line = record.first_error["summary"]
         rows.append(("first error", f"line {summary_line['number']}: {summary_line['text'].strip()}"))

@@ -124,10 +124,13 @@ def plan_from_flags(
     libtorch: bool = False,
     source_is_pytorch: bool = True,
     arguments: dict[str, Any],
+    measured_for: str | None = None,
 ):
     """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
     flags by name; flags the task does not have count as not given.
-    `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch."""
+    `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch.
+    `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that earlier runs of
+    that task recorded in the cache for this machine and configuration (builder/memory_record.py)."""
     from pytorch_winbuild.deps.cache import deps_dir, installed_path
     from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
     from pytorch_winbuild.knowledge.model import load_knowledge
@@ -172,9 +175,26 @@ def plan_from_flags(
     reads_version = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
     source_version = read_source_version(source_dir) if reads_version and source_dir else None
     notes = (cache_note,) if cache_note else ()
-    return make_plan(
+    plan = make_plan(
         options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_notes=notes
     )
+    if measured_for is None or foreign:
+        return plan
+    from pytorch_winbuild.builder.memory_record import measured_job
+
+    # The record is keyed by the configuration, which the first plan decides (era, CUDA, architectures).
+    measured = measured_job(plan, measured_for, facts, Path(cache_dir), knowledge.resources.watch)
+    if measured.gib is not None and measured.note is not None:
+        plan = make_plan(
+            options,
+            facts,
+            knowledge,
+            source_version=source_version,
+            locate_archive=locate,
+            caller_notes=(*notes, measured.note),
+            measured_job_gib=measured.gib,
+        )
+    return replace(plan, warnings=(*plan.warnings, measured.warning)) if measured.warning else plan
 
 
 def default_build_source() -> Path:
@@ -316,7 +336,9 @@ def build(
         source = (
             str(destination) if destination.is_dir() else None
         )  # --dry-run before the first clone plans without a source
-    plan = plan_from_flags(c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=plan_flags)
+    plan = plan_from_flags(
+        c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=plan_flags, measured_for="build"
+    )
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
@@ -461,6 +483,7 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
         source=str(folder),
         source_is_pytorch=False,
         arguments={**plan_flags, "pytorch_version": version, "cache_dir": str(cache)},
+        measured_for="build-ext",
     )
     request = ExtensionRequest(
         path=folder,

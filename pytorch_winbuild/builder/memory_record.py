@@ -1,0 +1,262 @@
+"""The measured memory of compile jobs, kept per machine and configuration for the next plan.
+
+<cache>/memory/peaks.json holds, for each machine and configuration, the memory watch's figures
+(memory_watch.py) of the last `keep_runs` builds that ran a compiler. The next `invoke build` or
+`build-ext` of the same configuration on the same machine sizes MAX_JOBS with the largest job
+among them plus `margin` (build_config/resources.toml [watch]) instead of the cited figures, and
+says so; --jobs still wins. After an out-of-memory failure the same figure gives the MAX_JOBS that
+would have fitted.
+
+The machine is its OS, cores and total memory (rounded to GiB): what the facts of a --host file
+and the running machine both know (the facts have no host name), stable across reboots, and the
+same for two identical machines that share a cache, which measure the same thing. The
+configuration is what changes the size of a compile job: the task (PyTorch itself or an
+extension), the era, CUDA or CPU, the number of CUDA architectures, the MSVC toolset.
+
+The file is written through a temporary file and os.replace under a lock, so two builds never
+leave half a file; one that cannot be read (corrupt, another program's, a newer format) is
+ignored with a warning and never stops a build or a plan.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from pytorch_winbuild.builder.memory_watch import MemorySummary
+from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.knowledge.resources import WatchSettings
+from pytorch_winbuild.planning.jobs import arch_count
+from pytorch_winbuild.planning.plan import Plan
+
+RECORD_FORMAT = 1
+LOCK_SECONDS = 30
+MIB_PER_GIB = 1024
+
+
+def peaks_file(cache_dir: Path) -> Path:
+    return cache_dir / "memory" / "peaks.json"
+
+
+def machine_key(os_name: str, cpu_count: int | None, total_mib: int | None) -> str | None:
+    """The machine as "linux, 16 cores, 32 GiB"; None when the cores or the memory are unknown."""
+    if not cpu_count or not total_mib:
+        return None
+    return f"{os_name}, {cpu_count} cores, {round(total_mib / MIB_PER_GIB)} GiB"
+
+
+def facts_machine(facts: Facts) -> str | None:
+    """The machine a plan is for, from its facts (probed here, or a --host file)."""
+    return machine_key(facts.os, facts.cpu_count, facts.memory_total_mib)
+
+
+def this_machine(os_name: str) -> str | None:
+    """The machine a build runs on: the same figures as the probe reads (facts/probe.py)."""
+    from pytorch_winbuild.facts.probe_common import machine_memory
+
+    return machine_key(os_name, os.cpu_count(), machine_memory().total_mib)
+
+
+def configuration_key(plan: Plan, kind: str) -> str:
+    """What sizes a compile job, as "build, era 2.5+, CUDA 12.4, 2 architectures, MSVC 14.44"."""
+    parts = [kind, f"era {plan.era.name}"]
+    if plan.cuda is not None:
+        archs = arch_count(plan.final_env().get("TORCH_CUDA_ARCH_LIST"))
+        parts += [f"CUDA {plan.cuda.version}", f"{archs} architecture{'s' if archs != 1 else ''}"]
+    else:
+        parts.append("CPU")
+    if plan.compiler is not None:
+        parts.append(f"MSVC {plan.compiler.short}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The figure for the next plan from the record, or why there is none."""
+
+    gib: float | None = None  # memory per compile job, margin included
+    note: str | None = None  # for the plan's decisions: the figure and where it comes from
+    warning: str | None = None  # the record could not be read
+
+
+def _valid_run(run: Any) -> bool:
+    return (
+        isinstance(run, dict)
+        and isinstance(run.get("peak_job_mib"), int)
+        and not isinstance(run.get("peak_job_mib"), bool)
+        and run["peak_job_mib"] > 0
+    )
+
+
+@dataclass(frozen=True)
+class PeakBook:
+    """The record of one machine and configuration in one cache's peaks.json."""
+
+    file: Path
+    machine: str | None
+    configuration: str
+    settings: WatchSettings
+
+    def _read(self) -> tuple[dict[str, Any], str | None, bool]:
+        """(the whole file, why it was ignored, whether a new record may replace it): an empty record
+        when the file is absent; a corrupt file may be replaced, another version's may not."""
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"format": RECORD_FORMAT, "machines": {}}, None, True
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            return {}, self._ignored(f"it cannot be read as JSON ({error})"), True
+        if not isinstance(data, dict) or not isinstance(data.get("format"), int):
+            return {}, self._ignored("it is not a record of measured peaks"), True
+        if data["format"] != RECORD_FORMAT:
+            why = f"it has format {data['format']}, and this version reads {RECORD_FORMAT}"
+            return {}, self._ignored(why, replaced=False), False
+        machines = data.get("machines")
+        if not isinstance(machines, dict) or not all(
+            isinstance(configurations, dict)
+            and all(isinstance(runs, list) and all(_valid_run(run) for run in runs) for runs in configurations.values())
+            for configurations in machines.values()
+        ):
+            return {}, self._ignored("its machines and runs are not in the form this version writes"), True
+        return data, None, True
+
+    def _ignored(self, why: str, *, replaced: bool = True) -> str:
+        then = (
+            "the next build replaces it with a new record"
+            if replaced
+            else "builds leave it as it is (delete it to record this version's)"
+        )
+        return (
+            f"The record of measured compiler memory {self.file} is ignored: {why}. MAX_JOBS uses the cited "
+            f"figures of build_config/resources.toml; {then}."
+        )
+
+    def runs(self) -> tuple[list[dict[str, Any]], str | None]:
+        """This machine and configuration's kept runs, oldest first, and a warning when the file was ignored."""
+        if self.machine is None:
+            return [], None
+        data, warning, _ = self._read()
+        return list(data.get("machines", {}).get(self.machine, {}).get(self.configuration, [])), warning
+
+    def figure(self) -> Measured:
+        """The memory per compile job for the next plan: the largest kept job plus the margin."""
+        runs, warning = self.runs()
+        if not runs:
+            return Measured(warning=warning)
+        largest = max(runs, key=lambda run: run["peak_job_mib"])
+        gib = largest["peak_job_mib"] * (1 + self.settings.margin) / MIB_PER_GIB
+        names = " + ".join(str(name) for name in largest.get("peak_job") or []) or "a compiler"
+        note = (
+            f"Memory per compile job: {gib:.2f} GiB, measured on this machine: the largest job of "
+            f"{f'the last {len(runs)} runs' if len(runs) > 1 else 'the last run'} of this configuration "
+            f"({self.configuration}) took "
+            f"{largest['peak_job_mib'] / MIB_PER_GIB:.2f} GiB ({names}, {largest.get('when', 'date unknown')}), "
+            f"+ {self.settings.margin:.0%} margin (build_config/resources.toml [watch]); recorded in {self.file}."
+        )
+        return Measured(gib=round(gib, 2), note=note, warning=warning)
+
+    def remember(self, summary: MemorySummary, *, result: str, max_jobs: str | None) -> str | None:
+        """Add this run's figures (when it ran a compiler) and keep the last runs; a warning when the
+        record could not be written."""
+        if self.machine is None or summary.peak_job_mib <= 0:
+            return None
+        run = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "result": result,
+            "max_jobs": max_jobs,
+            "peak_job_mib": summary.peak_job_mib,
+            "peak_job": list(summary.peak_job),
+            "peak_process": summary.to_dict()["peak_process"],
+            "peak_jobs": summary.peak_jobs,
+            "peak_tree_mib": summary.peak_tree_mib,
+            "available_start_mib": summary.available_start_mib,
+            "available_min_mib": summary.available_min_mib,
+            "low_memory": len(summary.low_memory),
+            "compilers": summary.compilers,
+        }
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(self.file) + ".lock", timeout=LOCK_SECONDS):
+                data, ignored, replaceable = self._read()
+                if not replaceable:
+                    return ignored
+                data = data or {"format": RECORD_FORMAT, "machines": {}}
+                kept = data["machines"].setdefault(self.machine, {}).setdefault(self.configuration, [])
+                kept.append(run)
+                del kept[: -self.settings.keep_runs]
+                self._write(data)
+        except (OSError, Timeout) as error:
+            return f"The measured compiler memory could not be recorded in {self.file} ({error})."
+        return None
+
+    def _write(self, data: dict[str, Any]) -> None:
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        handle, temporary = tempfile.mkstemp(dir=self.file.parent, prefix=".peaks-", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+                stream.write(text)
+            os.replace(temporary, self.file)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+def measured_job(plan: Plan, kind: str, facts: Facts, cache_dir: Path, settings: WatchSettings) -> Measured:
+    """The measured figure for `plan` (made without one) of task `kind` on the machine of `facts`."""
+    book = PeakBook(peaks_file(cache_dir), facts_machine(facts), configuration_key(plan, kind), settings)
+    return book.figure()
+
+
+def fitting_jobs(available_mib: int, job_gib: float) -> int:
+    """The parallel jobs of `job_gib` each that fit in `available_mib` (at least 1)."""
+    return max(1, math.floor(available_mib / MIB_PER_GIB / job_gib))
+
+
+def diagnosis_figure(book: PeakBook, summary: MemorySummary) -> float | None:
+    """Memory per job for the advice after a failure: the record's figure (this run included once
+    remembered), else this run's largest job with the margin; None when no compiler was seen."""
+    figure = book.figure().gib
+    if figure is None and summary.peak_job_mib:
+        figure = round(summary.peak_job_mib * (1 + book.settings.margin) / MIB_PER_GIB, 2)
+    return figure
+
+
+def memory_diagnosis(
+    summary: MemorySummary, matched_rules: list[str], settings: WatchSettings, job_gib: float | None
+) -> str | None:
+    """After a failed build: whether it ran out of memory (a rule of `oom_rules` matched the log, the
+    OS killed a process for memory, or available memory fell under the floor), and the MAX_JOBS that
+    would have fitted: the memory available when it started / `job_gib` (diagnosis_figure). None
+    when nothing points at memory."""
+    evidence = [f"the log shows it ([{rule}])" for rule in matched_rules if rule in settings.oom_rules]
+    if summary.oom_kills:
+        evidence.append(f"the OS killed {summary.oom_kills} process(es) for memory during the build (/proc/vmstat)")
+    if summary.low_memory:
+        lowest = min(episode.lowest_mib for episode in summary.low_memory)
+        evidence.append(f"available memory fell to {lowest / MIB_PER_GIB:.1f} GiB, under the floor")
+    if not evidence:
+        return None
+    text = "Out of memory: " + "; ".join(evidence) + "."
+    if job_gib is None or summary.available_start_mib is None:
+        return text + " No compile job was measured; pass a lower --jobs N."
+    available = summary.available_start_mib / MIB_PER_GIB
+    jobs = fitting_jobs(summary.available_start_mib, job_gib)
+    measured = f"The largest compile job measured on this machine takes {job_gib:.2f} GiB with the margin"
+    if summary.peak_jobs and jobs >= summary.peak_jobs:
+        fewer = f", or run it again with --jobs {summary.peak_jobs - 1}" if summary.peak_jobs > 1 else ""
+        return (
+            f"{text} {measured}, so the {summary.peak_jobs} that ran at once fitted in the {available:.1f} GiB "
+            f"available when the build started: something else took the memory. Close other programs{fewer}."
+        )
+    return (
+        f"{text} {measured}; with {available:.1f} GiB available when the build started, MAX_JOBS {jobs} would "
+        f"have fitted: run it again with --jobs {jobs} (the next plan uses the measured figure by itself)."
+    )
