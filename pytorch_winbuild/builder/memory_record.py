@@ -29,8 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from pytorch_winbuild.builder.memory_watch import MemorySummary
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.resources import WatchSettings
@@ -182,6 +180,8 @@ class PeakBook:
             "low_memory": len(summary.low_memory),
             "compilers": summary.compilers,
         }
+        from filelock import FileLock, Timeout  # only a build writes; a plan only reads (bench_cli.py)
+
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             with FileLock(str(self.file) + ".lock", timeout=LOCK_SECONDS):

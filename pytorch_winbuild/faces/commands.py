@@ -328,7 +328,7 @@ def build(
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
     if repo:
-        from pytorch_winbuild.builder import acquire_source, clone_destination
+        from pytorch_winbuild.builder.source import acquire_source, clone_destination
 
         destination = clone_destination(repo, Path(source) if source else None, folder)
         if not dry_run:
@@ -342,12 +342,8 @@ def build(
     if dry_run:
         sys.stdout.write(render(plan, format))
         return
-    from pytorch_winbuild.builder import (
-        BuildRequest,
-        default_log_dir,
-        existing_checkout,
-        run_build,
-    )  # not needed for --dry-run
+    from pytorch_winbuild.builder.pipeline import BuildRequest, default_log_dir, run_build  # not for --dry-run
+    from pytorch_winbuild.builder.source import existing_checkout
 
     if checkout is None:
         source_dir = Path(source) if source else default_build_source()
@@ -466,7 +462,7 @@ def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> 
 
 def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | None, **plan_flags: Any) -> None:
     """The `build-ext` task; `plan_flags` are those of PLAN_FLAGS that build-ext has, by name."""
-    from pytorch_winbuild.builder import ExtensionRequest, default_log_dir, run_build_ext
+    from pytorch_winbuild.builder.pipeline import ExtensionRequest, default_log_dir, run_build_ext
 
     folder = Path(path_flag(path, "PATH") or "")
     if not folder.is_dir():

@@ -21,8 +21,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytorch_winbuild.builder import BuildRequest, SourceCheckout, acquire_source, run_build
-from pytorch_winbuild.builder.source import checked_out_commit, remote_commit, remote_commits, remote_url
+from pytorch_winbuild.builder.pipeline import BuildRequest, run_build
+from pytorch_winbuild.builder.source import (
+    SourceCheckout,
+    acquire_source,
+    checked_out_commit,
+    remote_commit,
+    remote_commits,
+    remote_url,
+)
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.model import Facts
