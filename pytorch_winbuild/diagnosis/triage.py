@@ -6,9 +6,10 @@ with the compiler error beneath it, a CMake Error with its message, a Python tra
 exception, an MSVC/nvcc/gcc/linker error line) and every rule of build_config/diagnosis.toml
 whose patterns occur in the log.
 
-Logs of a full build reach hundreds of MB, so the file is read in chunks of whole lines and
-searched with str.find for a literal that each pattern requires; a regular expression only ever
-runs on the few lines that contain its literal. Nothing holds more than one chunk at a time.
+Logs of a full build reach hundreds of MB, so the file is read as bytes in chunks of whole lines,
+and one Hyperscan pass over each chunk finds the lines holding a literal that some pattern
+requires. Only those few lines are decoded, and a regular expression only ever runs on them.
+Nothing holds more than one chunk at a time.
 
 Rules from a file other than the shipped one run on RE2 (diagnosis.LinearPattern), in time
 linear in the log; a costly one may still take microseconds per character, so each such rule
@@ -25,19 +26,20 @@ import functools
 import re
 import textwrap
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from io import BufferedReader
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import re2
+import hyperscan
 
 from pytorch_winbuild.diagnosis.rules import LinearPattern, Pattern, PatternTooSlow, Rule, default_rules
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_json, terminal_safe
 
-CHUNK_CHARS = 4 * 1024 * 1024
+CHUNK_BYTES = 2 * 1024 * 1024
 CONTEXT_LINES = 3
 MAX_BLOCK_LINES = 40  # lines of the first error block kept for the report
 MAX_BLOCK_SCAN = 2000  # a block longer than this is cut (a runaway template error)
@@ -501,8 +503,8 @@ class _BlockCollector:
 # --------------------------------------------------------------------------------------------
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _Probe = tuple[int, Pattern]  # (rule index, one of the rule's patterns)
+_Chunk = bytes | bytearray  # whole lines of the log's bytes (UTF-8, stray bytes and all)
 
 
 def _shared_literals(literals: set[str]) -> dict[str, str]:
@@ -549,11 +551,13 @@ class _Scanner:
         for probe, literals in wanted:
             for literal in dict.fromkeys(shared[literal] for literal in literals):
                 self.gated.setdefault(literal, []).append(probe)
-        # One pass finds every line worth a closer look: RE2 compiles the alternation of all the
-        # literals (the rules' and the error grammar's) into one automaton that reads each
-        # character once, where a str.find per literal would read the chunk ~90 times.
-        every_literal = dict.fromkeys([*self.gated, *_ERROR_LITERALS])
-        self.finder = re2.compile("|".join(re2.escape(literal) for literal in every_literal))
+        # One pass finds every line worth a closer look: Hyperscan matches all the literals (the
+        # rules' and the error grammar's) at once on the log's bytes, about 5 times as fast as
+        # RE2's alternation of them on decoded text. Patterns match within a line and a chunk ends
+        # at a line end, so block mode needs no overlap between chunks.
+        expressions = [literal.encode("utf-8") for literal in dict.fromkeys([*self.gated, *_ERROR_LITERALS])]
+        self.finder = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self.finder.compile(expressions=expressions, elements=len(expressions), literal=True)
 
 
 @functools.lru_cache(maxsize=8)
@@ -561,29 +565,79 @@ def _scanner_for(rules: tuple[Rule, ...]) -> _Scanner:
     return _Scanner(rules)
 
 
-def _line_bounds(chunk: str, position: int) -> tuple[int, int]:
+def _scan(
+    database: hyperscan.Database,
+    chunk: _Chunk,
+    on_match: Callable[[int, int, int, int, object], bool | None],
+    scratch: hyperscan.Scratch,
+) -> None:
+    """Database.scan, typed for a bytearray too: the stub says str or bytes, the extension takes any buffer."""
+    database.scan(chunk, match_event_handler=on_match, scratch=scratch)  # type: ignore[type-var]
+
+
+def _line_bounds(chunk: _Chunk, position: int) -> tuple[int, int]:
     """Start and end offsets of the line holding `position` (end excludes the newline)."""
-    start = chunk.rfind("\n", 0, position) + 1
-    end = chunk.find("\n", position)
+    start = chunk.rfind(b"\n", 0, position) + 1
+    end = chunk.find(b"\n", position)
     return start, len(chunk) if end < 0 else end
 
 
-def _lines_before(chunk: str, start: int, count: int) -> list[str]:
+_NEWLINE = ord("\n")
+_SHORT_LINE_BYTES = 48  # below this average length chunk.count(b"\n") beats replace()
+_SAMPLE_BYTES = 64 * 1024
+
+
+def _lines_before(chunk: _Chunk, start: int, count: int) -> list[_Chunk]:
     """Up to `count` complete lines that end right before the line starting at `start`."""
-    lines: list[str] = []
+    lines: list[_Chunk] = []
     newline = start - 1
-    while len(lines) < count and newline >= 0 and chunk[newline] == "\n":
-        line_start = chunk.rfind("\n", 0, newline) + 1
+    while len(lines) < count and newline >= 0 and chunk[newline] == _NEWLINE:
+        line_start = chunk.rfind(b"\n", 0, newline) + 1
         lines.append(chunk[line_start:newline])
         newline = line_start - 1
     return lines[::-1]
 
 
-class _LogScan:
-    """State carried from chunk to chunk while one log is triaged."""
+def _newlines(chunk: _Chunk) -> int:
+    """chunk.count(b"\\n"), but up to 4 times as fast on long lines (Ninja's command lines).
 
-    def __init__(self, rules: tuple[Rule, ...]) -> None:
+    count() tests every byte; replace() finds each newline with memchr, which is faster on lines
+    longer than about 48 bytes and much slower on short ones (25 times on blank lines).
+    The lines at the start of the chunk pick the method.
+    """
+    sample = chunk.count(b"\n", 0, _SAMPLE_BYTES)
+    if sample * _SHORT_LINE_BYTES > _SAMPLE_BYTES:
+        return sample + chunk.count(b"\n", _SAMPLE_BYTES)
+    return len(chunk) - len(chunk.replace(b"\n", b""))
+
+
+def _byte_offsets(chunk: _Chunk, text: str, starts: list[int]) -> dict[int, int]:
+    """Where the lines that start at `starts` in `text` (the decoded chunk) start in `chunk`.
+
+    Multi-byte and undecodable bytes make the offsets differ, never the lines: count those.
+    """
+    offsets: dict[int, int] = {}
+    char_mark = byte_mark = 0
+    for start in starts:
+        for _ in range(text.count("\n", char_mark, start)):
+            byte_mark = chunk.index(b"\n", byte_mark) + 1
+        char_mark = start
+        offsets[start] = byte_mark
+    return offsets
+
+
+class _LogScan:
+    """State carried from chunk to chunk while one log is triaged.
+
+    Chunks are bytes, whole lines ending in "\\n". Only the lines that are examined or reported
+    are decoded, with `errors`: "replace" for a file (its stray bytes become U+FFFD, as text mode
+    made them), "surrogatepass" for text given as str (diagnose_text encodes it so).
+    """
+
+    def __init__(self, rules: tuple[Rule, ...], errors: str) -> None:
         self.scanner = _scanner_for(rules)
+        self.scratch = hyperscan.Scratch(self.scanner.finder)  # per log: two threads may triage at once
+        self.errors = errors
         self.lines_before_chunk = 0
         self.carry: list[str] = []  # the last lines of the previous chunk, for context windows
         self.collector: _BlockCollector | None = None
@@ -592,25 +646,45 @@ class _LogScan:
         self.first_hit: list[LogLine | None] = [None] * count
         self.hit_count = [0] * count
         self.ends_with_newline = True
-        self.chars_seen = 0
+        self.bytes_seen = 0
         self.spent: dict[int, float] = {}  # seconds taken by each guarded rule
         self.skipped: dict[int, str] = {}  # guarded rule index -> the warning saying why
 
+    def _decode(self, data: _Chunk) -> str:
+        return data.decode("utf-8", self.errors)
+
+    def _text_before(self, chunk: _Chunk, start: int, count: int) -> list[str]:
+        return [self._decode(line) for line in _lines_before(chunk, start, count)]
+
+    def _text_line(self, chunk: _Chunk, start: int) -> str:
+        return self._decode(chunk[start : _line_bounds(chunk, start)[1]])
+
     # -- per chunk --------------------------------------------------------------------------
 
-    def feed(self, chunk: str) -> None:
+    def _candidates(self, chunk: _Chunk) -> list[int]:
+        """End offsets in `chunk` of the literals found there, in order."""
+        ends: list[int] = []
+
+        def record(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
+            ends.append(end)
+
+        _scan(self.scanner.finder, chunk, record, self.scratch)
+        ends.sort()
+        return ends
+
+    def feed(self, chunk: _Chunk) -> None:
         if not chunk:
             return
-        self.chars_seen += len(chunk)
+        self.bytes_seen += len(chunk)
         if self.collector is not None:
             self._continue_block(chunk, 0)
         hits: dict[int, set[int]] = {}  # rule index -> start offsets of its trigger lines
         line_end = -1
-        for found in self._candidates(chunk):
-            if found.start() <= line_end:
+        for end in self._candidates(chunk):
+            if end <= line_end:
                 continue  # another literal on a line already looked at
-            start, line_end = _line_bounds(chunk, found.start())
-            line = chunk[start:line_end]
+            start, line_end = _line_bounds(chunk, end - 1)
+            line = self._decode(chunk[start:line_end])
             if (
                 self.collector is None
                 and self.first_error is None
@@ -619,34 +693,34 @@ class _LogScan:
                 kind = classify(line)
                 if kind:
                     self._start_block(chunk, start, kind)
-            self._gated_hits(chunk, start, line_end, line, hits)
+            self._gated_hits(line, start, hits)
         self._match_rules(chunk, hits)
         window = self.scanner.window
-        self.carry = (self.carry + _lines_before(chunk, len(chunk), window))[-window:]
-        self.lines_before_chunk += chunk.count("\n")
-        self.ends_with_newline = chunk.endswith("\n")
+        self.carry = (self.carry + self._text_before(chunk, len(chunk), window))[-window:]
+        self.lines_before_chunk += _newlines(chunk)
+        self.ends_with_newline = chunk.endswith(b"\n")
 
     def line_count(self) -> int:
         return self.lines_before_chunk + (0 if self.ends_with_newline else 1)
 
     # -- first error ------------------------------------------------------------------------
 
-    def _start_block(self, chunk: str, start: int, kind: str) -> None:
-        number = self.lines_before_chunk + chunk.count("\n", 0, start) + 1
-        before_text = (self.carry + _lines_before(chunk, start, CONTEXT_LINES))[-CONTEXT_LINES:]
+    def _start_block(self, chunk: _Chunk, start: int, kind: str) -> None:
+        number = self.lines_before_chunk + chunk.count(b"\n", 0, start) + 1
+        before_text = (self.carry + self._text_before(chunk, start, CONTEXT_LINES))[-CONTEXT_LINES:]
         before = [LogLine(number - len(before_text) + offset, text) for offset, text in enumerate(before_text)]
         start_end = _line_bounds(chunk, start)[1]
-        self.collector = _BlockCollector(kind, LogLine(number, chunk[start:start_end]), before)
+        self.collector = _BlockCollector(kind, LogLine(number, self._decode(chunk[start:start_end])), before)
         self._continue_block(chunk, start_end + 1, number + 1)
 
-    def _continue_block(self, chunk: str, position: int, number: int | None = None) -> None:
+    def _continue_block(self, chunk: _Chunk, position: int, number: int | None = None) -> None:
         collector = self.collector
         assert collector is not None
         number = self.lines_before_chunk + 1 if number is None else number
         while position < len(chunk):
-            end = chunk.find("\n", position)
+            end = chunk.find(b"\n", position)
             end = len(chunk) if end < 0 else end
-            if not collector.feed(number, chunk[position:end]):
+            if not collector.feed(number, self._decode(chunk[position:end])):
                 self._finish_block()
                 return
             position, number = end + 1, number + 1
@@ -658,16 +732,7 @@ class _LogScan:
 
     # -- diagnosis rules --------------------------------------------------------------------
 
-    def _candidates(self, chunk: str) -> Iterator[Any]:
-        """The finder's matches in `chunk`, in order. RE2 reads UTF-8, which cannot hold a lone
-        surrogate (text decoded with surrogateescape): those become U+FFFD, one character for
-        one, so every offset stays the same."""
-        try:
-            yield from self.scanner.finder.finditer(chunk)
-        except UnicodeEncodeError:
-            yield from self.scanner.finder.finditer(_LONE_SURROGATE.sub("\ufffd", chunk))
-
-    def _gated_hits(self, chunk: str, start: int, end: int, line: str, hits: dict[int, set[int]]) -> None:
+    def _gated_hits(self, line: str, start: int, hits: dict[int, set[int]]) -> None:
         """Run the patterns whose literal this line holds; record the line for those that match."""
         guarded, skipped = self.scanner.guarded, self.skipped
         for literal, probes in self.scanner.gated.items():
@@ -678,40 +743,53 @@ class _LogScan:
                     if rule_index in skipped:
                         continue
                     started = time.perf_counter()
-                    matched = pattern.search(chunk, start, end)
+                    matched = pattern.search(line)
                     if self._charge(rule_index, time.perf_counter() - started):
                         continue
                 else:
-                    matched = pattern.search(chunk, start, end)
+                    matched = pattern.search(line)
                 if matched:
                     hits.setdefault(rule_index, set()).add(start)
 
-    def _match_rules(self, chunk: str, hits: dict[int, set[int]]) -> None:
-        """Add the patterns no literal gates (searched on their own), then count each rule's lines."""
-        guarded, skipped = self.scanner.guarded, self.skipped
+    def _ungated_hits(self, chunk: _Chunk, hits: dict[int, set[int]]) -> None:
+        """Search the patterns no literal gates through the chunk's decoded text."""
+        text = self._decode(chunk)
+        found: dict[int, set[int]] = {}  # rule index -> start offsets of its lines in `text`
+        # Past a final newline there is no line: a pattern that matches the empty string there
+        # ('^$') would count a line too many, and be found there again and again.
+        last = len(text) - 1 if text.endswith("\n") else len(text)
         for rule_index, pattern in self.scanner.ungated:
-            # Past a final newline there is no line: a pattern that matches the empty string
-            # there ('^$') would count a line too many, and be found there again and again.
-            last = len(chunk) - 1 if chunk.endswith("\n") else len(chunk)
             position = 0
             while position <= last:
-                found = pattern.search(chunk, position)
-                if found is None or found.start() > last:
+                match = pattern.search(text, position)
+                if match is None or match.start() > last:
                     break
-                start, end = _line_bounds(chunk, found.start())
-                if pattern.search(chunk, start, end):  # the same match, held to one line
-                    hits.setdefault(rule_index, set()).add(start)
+                start = text.rfind("\n", 0, match.start()) + 1
+                end = text.find("\n", match.start())
+                end = len(text) if end < 0 else end
+                if pattern.search(text, start, end):  # the same match, held to one line
+                    found.setdefault(rule_index, set()).add(start)
                 position = end + 1
         for rule_index, linear in self.scanner.ungated_linear:
-            if rule_index in skipped:
+            if rule_index in self.skipped:
                 continue
             started = time.perf_counter()
             try:
-                for start in linear.line_starts(chunk, deadline=started + self._allowance(rule_index)):
-                    hits.setdefault(rule_index, set()).add(start)
+                for start in linear.line_starts(text, deadline=started + self._allowance(rule_index)):
+                    found.setdefault(rule_index, set()).add(start)
             except PatternTooSlow:
                 pass
             self._charge(rule_index, time.perf_counter() - started)
+        if found:
+            offsets = _byte_offsets(chunk, text, sorted(set().union(*found.values())))
+            for rule_index, starts in found.items():
+                hits.setdefault(rule_index, set()).update(offsets[start] for start in starts)
+
+    def _match_rules(self, chunk: _Chunk, hits: dict[int, set[int]]) -> None:
+        """Add the patterns no literal gates, then count each rule's lines."""
+        guarded, skipped = self.scanner.guarded, self.skipped
+        if self.scanner.ungated or self.scanner.ungated_linear:
+            self._ungated_hits(chunk, hits)
         for rule_index in skipped:
             hits.pop(rule_index, None)
         if not hits:
@@ -727,15 +805,14 @@ class _LogScan:
                 if rule.preceded_by and not self._preceded(rule, chunk, offset):
                     continue
                 if self.first_hit[rule_index] is None:
-                    text = chunk[offset : _line_bounds(chunk, offset)[1]]
-                    self.first_hit[rule_index] = LogLine(numbers[offset], _clean(text))
+                    self.first_hit[rule_index] = LogLine(numbers[offset], _clean(self._text_line(chunk, offset)))
                 self.hit_count[rule_index] += 1
             if is_guarded:
                 self._charge(rule_index, time.perf_counter() - started)
 
     def _allowance(self, rule_index: int) -> float:
         """Seconds a guarded rule may still take."""
-        allowed = USER_RULE_GRACE_SECONDS + USER_RULE_SECONDS_PER_MB * self.chars_seen / 1e6
+        allowed = USER_RULE_GRACE_SECONDS + USER_RULE_SECONDS_PER_MB * self.bytes_seen / 1e6
         return allowed - self.spent.get(rule_index, 0.0)
 
     def _charge(self, rule_index: int, seconds: float) -> bool:
@@ -744,7 +821,7 @@ class _LogScan:
         self.spent[rule_index] = self.spent.get(rule_index, 0.0) + seconds
         if over and rule_index not in self.skipped:
             rule = self.scanner.rules[rule_index]
-            megabytes = self.chars_seen / 1e6
+            megabytes = self.bytes_seen / 1e6
             self.skipped[rule_index] = (
                 f"rule '{rule.id}' skipped: its patterns took {self.spent[rule_index]:.1f} s on the first "
                 f"{megabytes:.1f} MB of the log (allowed: {USER_RULE_GRACE_SECONDS:g} s + "
@@ -753,19 +830,19 @@ class _LogScan:
             )
         return over
 
-    def _preceded(self, rule: Rule, chunk: str, start: int) -> bool:
+    def _preceded(self, rule: Rule, chunk: _Chunk, start: int) -> bool:
         """Does a `preceded_by` pattern match the line at `start` or one of the rule's window before it?"""
-        window = _lines_before(chunk, start, rule.within_lines)
+        window = self._text_before(chunk, start, rule.within_lines)
         if len(window) < rule.within_lines:  # the window reaches back into the previous chunk
             window = (self.carry + window)[-rule.within_lines :]
-        window.append(chunk[start : _line_bounds(chunk, start)[1]])
+        window.append(self._text_line(chunk, start))
         return any(pattern.search(line) for line in window for pattern in rule.preceded_by)
 
-    def _line_numbers(self, chunk: str, offsets: list[int]) -> dict[int, int]:
+    def _line_numbers(self, chunk: _Chunk, offsets: list[int]) -> dict[int, int]:
         numbers: dict[int, int] = {}
         number, previous = self.lines_before_chunk + 1, 0
         for offset in offsets:
-            number += chunk.count("\n", previous, offset)
+            number += chunk.count(b"\n", previous, offset)
             numbers[offset] = number
             previous = offset
         return numbers
@@ -795,42 +872,99 @@ class _LogScan:
 # --------------------------------------------------------------------------------------------
 
 
-def _open_log(path: Path) -> TextIO:
-    """Open a log as text whatever wrote it: UTF-8, UTF-16 (PowerShell's `>`), or a code page.
+def _log_chunks(path: Path) -> Iterator[_Chunk]:
+    """The log as UTF-8 in chunks of whole lines, whatever wrote it.
 
-    Undecodable bytes (MSVC messages in the console code page) become U+FFFD; the patterns
-    are ASCII, so they still match around them.
+    UTF-8 (with or without a BOM) is passed on undecoded: bytes that are not UTF-8 (MSVC messages
+    in the console code page) stay as they are; the patterns' literals are ASCII, so they still
+    match around them. UTF-16 (PowerShell's `>`) is transcoded. Line ends are those of text
+    mode: "\\r\\n" and a lone "\\r" become "\\n".
     """
-    with path.open("rb") as probe:
-        head = probe.read(4)
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        encoding = "utf-16"
-    elif head.startswith(codecs.BOM_UTF8):
-        encoding = "utf-8-sig"
-    else:
-        encoding = "utf-8"
-    return path.open("r", encoding=encoding, errors="replace", newline=None)
-
-
-def _chunks(handle: TextIO) -> Iterator[str]:
-    """Whole lines, about CHUNK_CHARS characters at a time."""
-    while True:
-        chunk = handle.read(CHUNK_CHARS)
-        if not chunk:
+    with path.open("rb") as handle:
+        head = handle.peek(4)[:4]  # not read: a pipe (/dev/stdin) cannot seek back
+        if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            with path.open("r", encoding="utf-16", errors="replace", newline=None) as text:
+                while text_chunk := text.read(CHUNK_BYTES):
+                    if not text_chunk.endswith("\n"):
+                        text_chunk += text.readline()
+                    yield text_chunk.encode("utf-8")
             return
-        if not chunk.endswith("\n"):
-            chunk += handle.readline()
-        yield chunk
+        if head.startswith(codecs.BOM_UTF8):
+            handle.read(len(codecs.BOM_UTF8))
+        yield from _line_chunks(handle)
+
+
+def _line_chunks(handle: BufferedReader) -> Iterator[bytearray]:
+    """Whole lines of `handle`, about CHUNK_BYTES at a time, each read into the same buffer.
+
+    A chunk is overwritten by the next one: a fresh multi-MB object per chunk costs page faults
+    that take about as long as the read itself. A chunk ends after a "\\n" or, where a read holds
+    none, after a "\\r" that no "\\n" follows, so a log whose lines end in "\\r" alone is read in
+    chunks too.
+    """
+    chunk = bytearray()
+    filled = 0  # bytes at the start of `chunk` read but not handed out yet: the start of a line
+    while True:
+        size = filled + CHUNK_BYTES
+        if len(chunk) < size:
+            chunk.extend(bytes(size - len(chunk)))
+        else:
+            del chunk[size:]
+        with memoryview(chunk)[filled:] as free:
+            read = handle.readinto(free)
+        end = filled + read
+        if not read:
+            if filled:
+                del chunk[end:]
+                yield _text_line_ends(chunk)
+            return
+        cut = chunk.rfind(b"\n", 0, end) + 1
+        if not cut:  # a "\r" in the last byte may be the first half of a "\r\n": it waits
+            cut = chunk.rfind(b"\r", 0, end - 1) + 1
+        if not cut:  # a line longer than CHUNK_BYTES: read on
+            filled = end
+            continue
+        tail = chunk[cut:end]
+        del chunk[cut:]
+        yield _text_line_ends(chunk)
+        chunk[: len(tail)] = tail
+        filled = len(tail)
+
+
+def _text_line_ends(chunk: bytearray) -> bytearray:
+    """Line ends as text mode reads them: "\\r\\n" and a lone "\\r" become "\\n"."""
+    if b"\r" not in chunk:
+        return chunk
+    if _has_lone_cr(chunk):
+        return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    # A Windows log: deleting every "\r" runs on memchr, about 10 times as fast as replacing "\r\n".
+    return chunk.replace(b"\r", b"")
+
+
+def _has_lone_cr(chunk: bytearray) -> bool:
+    """Does a "\\r" end a line by itself (a progress bar redrawing its line)?"""
+    if chunk.endswith(b"\r"):
+        return True
+    found: list[int] = []
+    database = _lone_cr_finder()
+    _scan(database, chunk, lambda *_: found.append(1), hyperscan.Scratch(database))
+    return bool(found)
+
+
+@functools.cache
+def _lone_cr_finder() -> hyperscan.Database:
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(expressions=[b"\r[^\n]"], elements=1, flags=hyperscan.HS_FLAG_SINGLEMATCH)
+    return database
 
 
 def triage_log(path: Path | str, rules: tuple[Rule, ...] | None = None) -> TriageResult:
     """Triage a log file: its first error block and the diagnosis rules that match it."""
     path = Path(path)
-    scan = _LogScan(default_rules() if rules is None else rules)
+    scan = _LogScan(default_rules() if rules is None else rules, errors="replace")
     try:
-        with _open_log(path) as handle:
-            for chunk in _chunks(handle):
-                scan.feed(chunk)
+        for chunk in _log_chunks(path):
+            scan.feed(chunk)
     except OSError as exc:
         raise ConfigurationError(
             f"{path}: cannot read the log ({exc.strerror or exc}).",
@@ -841,6 +975,6 @@ def triage_log(path: Path | str, rules: tuple[Rule, ...] | None = None) -> Triag
 
 def diagnose_text(text: str, rules: tuple[Rule, ...] | None = None, source: str = "<text>") -> TriageResult:
     """Triage text already in memory, such as the output of a verification run."""
-    scan = _LogScan(default_rules() if rules is None else rules)
-    scan.feed(text.replace("\r\n", "\n").replace("\r", "\n"))
+    scan = _LogScan(default_rules() if rules is None else rules, errors="surrogatepass")
+    scan.feed(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8", "surrogatepass"))
     return scan.result(source)

@@ -227,7 +227,7 @@ def test_re2_and_re_report_the_same_lines(tmp_path: Path, monkeypatch: pytest.Mo
     assert found(linear) == expected
     # The same through the chunked file reader, with chunks much smaller than the log.
     log = write(tmp_path / "build.log", SAME_LOG)
-    monkeypatch.setattr(triage, "CHUNK_CHARS", 1000)
+    monkeypatch.setattr(triage, "CHUNK_BYTES", 1000)
     assert (
         triage_log(log, rules=linear).to_dict()["matches"] == triage_log(log, rules=backtracking).to_dict()["matches"]
     )

@@ -229,16 +229,16 @@ def composite_log() -> str:
     return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
 
 
-@pytest.mark.parametrize("chunk_chars", [23, 256, 4096])
+@pytest.mark.parametrize("chunk_bytes", [23, 256, 4096])
 def test_reading_in_chunks_gives_the_same_result_as_whole_text(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_chars: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_bytes: int
 ) -> None:
     """Blocks, context lines and preceded_by windows that straddle chunk boundaries."""
     text = composite_log()
     log = tmp_path / "build.log"
     log.write_text(text, encoding="utf-8")
     expected = diagnose_text(text, source=str(log)).to_dict()
-    monkeypatch.setattr(triage, "CHUNK_CHARS", chunk_chars)
+    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
     assert triage_log(log).to_dict() == expected
     assert {match["id"] for match in expected["matches"]} == {case.rule for case in CASES}
 
@@ -247,7 +247,7 @@ def test_block_at_a_chunk_boundary_keeps_its_context(tmp_path: Path, monkeypatch
     log = tmp_path / "build.log"
     log.write_text(TWO_FAILURES, encoding="utf-8")
     start = TWO_FAILURES.index("FAILED: ")
-    monkeypatch.setattr(triage, "CHUNK_CHARS", start)  # the first chunk ends right before FAILED
+    monkeypatch.setattr(triage, "CHUNK_BYTES", start)  # the first chunk ends right before FAILED
     assert triage_log(log).first_error == diagnose_text(TWO_FAILURES).first_error
 
 
