@@ -814,6 +814,16 @@ with preprocessed source if appropriate.
         "internal compiler error: Killed (program cc1plus)",
     ),
     Case(
+        "out-of-memory",
+        "the linker killed by the OOM killer (microsoft/vcpkg#17665)",
+        r"""[606/710] : && /usr/bin/c++ -fPIC -std=c++11 -fopenmp -g -pie examples/CMakeFiles/rnn-training-f32-cpp.dir/rnn_training_f32.cpp.o -o examples/rnn-training-f32-cpp  src/libdnnl.a  -lpthread  -lm && :
+FAILED: examples/rnn-training-f32-cpp
+collect2: fatal error: ld terminated with signal 9 [Killed]
+compilation terminated.
+""",
+        "collect2: fatal error: ld terminated with signal 9 [Killed]",
+    ),
+    Case(
         "cmake-too-old",
         "CMake older than the project needs",
         r"""CMake Error at CMakeLists.txt:1 (cmake_minimum_required):
