@@ -8,15 +8,18 @@ runs side by side in alternating rounds:
   floor      grep -c error LOG               (one pass over the file, nothing else)
   diagnose   python -m invoke diagnose LOG   (first error block + every diagnosis rule)
 
-and prints the medians and their ratio. Goal (issue 13): diagnose ≤ 3 × grep. Exits 1 when the
-goal is missed, or when diagnose does not find the planted error.
+and prints the medians and their ratio, after one warm-up run of each (the log in the page cache,
+bytecode written: PYTHONDONTWRITEBYTECODE is dropped, as on a user's machine). Goal (issue 13):
+diagnose ≤ 3 × grep. Exits 1 when the goal is missed, or when diagnose does not find the planted
+error.
 
-    python scripts/bench_diagnose.py [--megabytes 200] [--rounds 3] [--workdir DIR]
+    python scripts/bench_diagnose.py [--megabytes 200] [--rounds 5] [--workdir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -27,6 +30,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GOAL = 3.0
+ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 ERROR = "C:\\pytorch\\aten\\src\\ATen/native/cuda/Loss.cu(42): fatal error C1060: compiler is out of heap space"
 
 
@@ -62,7 +66,9 @@ def write_log(path: Path, megabytes: int) -> None:
 
 def timed(command: list[str]) -> tuple[float, str]:
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", check=False)
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, encoding="utf-8", check=False
+    )
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):  # grep -c exits 1 on no match
         sys.exit(f"{command[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -72,7 +78,7 @@ def timed(command: list[str]) -> tuple[float, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "pytorch-winbuild-bench")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -80,11 +86,13 @@ def main() -> None:
     if not log.is_file():
         write_log(log, args.megabytes)
     print(f"log: {log} ({log.stat().st_size / 1e6:.0f} MB)")
+    grep, diagnose = ["grep", "-c", "error", str(log)], [sys.executable, "-m", "invoke", "diagnose", str(log)]
+    timed(grep), timed(diagnose)  # warm-up
     floor, ours = [], []
     for _ in range(args.rounds):
-        seconds, _ = timed(["grep", "-c", "error", str(log)])
+        seconds, _ = timed(grep)
         floor.append(seconds)
-        seconds, output = timed([sys.executable, "-m", "invoke", "diagnose", str(log)])
+        seconds, output = timed(diagnose)
         ours.append(seconds)
         if "C1060" not in output:
             sys.exit(f"diagnose did not report the planted error:\n{output[-2000:]}")
