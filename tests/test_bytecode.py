@@ -55,6 +55,8 @@ def test_the_package_keeps_its_bytecode(command: list[str], tmp_path: Path) -> N
     prefix = tmp_path / "pycache"
     run(command, prefix, tmp_path)
     assert lazily_imported(prefix) == list(LAZY)
+    # The parsed build_config/ follows the same choice and place (knowledge/config_files.py).
+    assert [path.name for path in prefix.rglob("parsed-config.json")] == ["parsed-config.json"]
 
 
 @pytest.mark.parametrize(
@@ -64,3 +66,4 @@ def test_the_users_no_bytecode_choice_is_kept(command: list[str], tmp_path: Path
     prefix = tmp_path / "pycache"
     run(command, prefix, tmp_path, PYTHONDONTWRITEBYTECODE="1")
     assert written(prefix) == set()
+    assert not list(prefix.rglob("parsed-config.json"))

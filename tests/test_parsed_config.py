@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytorch_winbuild.knowledge import config_files
-from pytorch_winbuild.knowledge.config_files import ParsedConfig, config_dir, load_toml
+from pytorch_winbuild.knowledge.config_files import ParsedConfig, config_dir, load_toml, parsed_config_file
 
 SHIPPED = sorted(path.name for path in config_dir().glob("*.toml"))
 
@@ -136,4 +136,12 @@ def test_nothing_is_written_when_bytecode_is_not(
 def test_the_real_cache_lives_beside_the_shipped_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where bytecode goes (ignored by git, skipped by the repo-unchanged checks), not the user's cache."""
     monkeypatch.setattr(config_files, "_parsed", None)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
     assert config_files._parsed_config().path == config_dir() / "__pycache__" / "parsed-config.json"
+
+
+def test_a_pycache_prefix_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYTHONPYCACHEPREFIX keeps every cache file out of the installed tree; this one too."""
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path))
+    folder = config_dir()
+    assert parsed_config_file() == tmp_path / folder.relative_to(folder.anchor) / "parsed-config.json"

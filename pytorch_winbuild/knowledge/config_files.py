@@ -5,7 +5,8 @@ goes through `load_toml` and the `require_*` helpers, so a broken file is report
 everywhere: "build_config/cuda.toml: cuda.9.0.msc_range: expected a list of 2 integers".
 
 The shipped files are parsed once and kept as JSON beside them, the way Python keeps bytecode
-(build_config/__pycache__/parsed-config.json, not written under -B or PYTHONDONTWRITEBYTECODE),
+(build_config/__pycache__/parsed-config.json, or under PYTHONPYCACHEPREFIX when one is set; not
+written under -B or PYTHONDONTWRITEBYTECODE),
 keyed by each file's size and modification time: Python's TOML parser takes 20-45 ms for all of
 build_config/ on every command, reading the JSON about 1 ms (scripts/bench_cli.py). An edited or
 upgraded file has a new key and is parsed again; a missing, broken or unwritable cache only means
@@ -95,10 +96,18 @@ class ParsedConfig:
 _parsed: ParsedConfig | None = None
 
 
+def parsed_config_file() -> Path:
+    """Where bytecode of a module in build_config/ would go (PEP 3147, or sys.pycache_prefix)."""
+    folder = config_dir()
+    if sys.pycache_prefix:
+        return Path(sys.pycache_prefix) / folder.relative_to(folder.anchor) / "parsed-config.json"
+    return folder / "__pycache__" / "parsed-config.json"
+
+
 def _parsed_config() -> ParsedConfig:
     global _parsed
     if _parsed is None:
-        _parsed = ParsedConfig(config_dir() / "__pycache__" / "parsed-config.json")
+        _parsed = ParsedConfig(parsed_config_file())
     return _parsed
 
 
