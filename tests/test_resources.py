@@ -21,6 +21,7 @@ from pytorch_winbuild.builder.preflight import (
     GIB,
     DiskNeed,
     check_disk,
+    checkout_needs,
     decide_disk,
     decide_memory,
     disk_needs,
@@ -168,6 +169,15 @@ def test_disk_needs_of_a_configuration(tmp_path: Path) -> None:
     (tmp_path / "src" / "build").mkdir(parents=True)  # a build folder to build on: no new one
     assert [n.what for n in disk_needs(plan, KNOWLEDGE, tmp_path / "src", cache_dir)] == [cache.what]
     assert folder_size(cache_dir) == 4096 and folder_size(tmp_path / "missing") == 0
+
+
+def test_a_clone_to_come_is_checked_before_it_starts(tmp_path: Path) -> None:
+    destination = tmp_path / "src" / "pytorch"
+    (need,) = checkout_needs(destination, KNOWLEDGE)
+    assert need.gib == FIGURES["disk"]["checkout"]["gib"] and need.estimate == FIGURES["disk"]["checkout"]["estimate"]
+    assert need.folder == destination  # its drive is the one checked: the clone's, not the cache's
+    destination.mkdir(parents=True)
+    assert checkout_needs(destination, KNOWLEDGE) == []  # an existing clone is fetched, not cloned again
 
 
 # ---------------------------------------------------------------- preflight: memory

@@ -75,6 +75,14 @@ def disk_needs(plan: Plan, knowledge: Knowledge, build_root: Path, cache_dir: Pa
     return needs
 
 
+def checkout_needs(destination: Path, knowledge: Knowledge) -> list[DiskNeed]:
+    """A recursive clone of PyTorch, when `destination` is not there yet (a clone that exists is fetched)."""
+    if destination.exists():
+        return []
+    figure = knowledge.resources.checkout
+    return [DiskNeed("a recursive clone of PyTorch", destination, figure.gib, figure.estimate, figure.source)]
+
+
 def check_disk(needs: list[DiskNeed]) -> list[str]:
     """Group the needs by drive and compare with its free space: ToolchainError when the documented
     needs do not fit, a warning when only the estimates do not."""

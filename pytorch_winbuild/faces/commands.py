@@ -332,6 +332,11 @@ def build(
 
         destination = clone_destination(repo, Path(source) if source else None, folder)
         if not dry_run:
+            from pytorch_winbuild.builder.preflight import check_disk, checkout_needs
+            from pytorch_winbuild.knowledge.model import load_knowledge
+
+            for warning in check_disk(checkout_needs(destination, load_knowledge())):  # before the clone starts
+                print(f"-- warning: {warning}", flush=True)
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
         source = (
             str(destination) if destination.is_dir() else None
