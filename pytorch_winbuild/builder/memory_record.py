@@ -27,13 +27,15 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytorch_winbuild.builder.memory_watch import MemorySummary
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.planning.jobs import arch_count
 from pytorch_winbuild.planning.plan import Plan
+
+if TYPE_CHECKING:  # a plan reads the record without the sampler (psutil) loaded
+    from pytorch_winbuild.builder.memory_watch import MemorySummary
 
 RECORD_FORMAT = 1
 LOCK_SECONDS = 30

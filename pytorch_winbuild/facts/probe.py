@@ -39,12 +39,11 @@ from pytorch_winbuild.facts.probe_common import (
     version_key,
 )
 from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader, read_nvml
-from pytorch_winbuild.facts.probe_windows import WindowsRegistry, probe_windows
 from pytorch_winbuild.facts.version_cache import VersionCache
 from pytorch_winbuild.paths import default_cache_dir
 from pytorch_winbuild.text.redact import redact_text
 
-__all__ = ["ProbeReport", "probe", "probe_linux", "probe_report", "probe_windows"]
+__all__ = ["ProbeReport", "probe", "probe_linux", "probe_report"]
 
 
 def linux_cuda_folders(environ: Mapping[str, str], usr_local: Path, notes: list[str]) -> list[CudaFolder]:
@@ -159,6 +158,8 @@ def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
     environ = os.environ if environ is None else environ
     versions = VersionCache(default_cache_dir() / "probe" / "versions.json")
     if sys.platform == "win32":
+        from pytorch_winbuild.facts.probe_windows import WindowsRegistry, probe_windows  # not needed on Linux
+
         report = probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml, run=versions)
     elif sys.platform.startswith("linux"):
         report = probe_linux(environ, nvml=read_nvml, run=versions)

@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -111,6 +110,19 @@ def _parsed_config() -> ParsedConfig:
     return _parsed
 
 
+def _parse(path: Path) -> dict[str, Any]:
+    """tomllib's reading, imported only when no parsed copy answers (a few ms a command)."""
+    import tomllib
+
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(
+            f"{path}: not valid TOML ({exc}).", fix="correct the syntax at the position shown."
+        ) from None
+
+
 def load_toml(path: Path | str) -> dict[str, Any]:
     """Parse a TOML file; a relative name is looked up in build_config/."""
     path = Path(path)
@@ -124,8 +136,7 @@ def load_toml(path: Path | str) -> dict[str, Any]:
             kept = _parsed_config().get(path.name, key)
             if kept is not None:
                 return kept
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
+        data = _parse(path)
         if shipped:
             _parsed_config().put(path.name, key, data)
         return data
@@ -133,10 +144,6 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         raise ConfigurationError(
             f"{path}: file not found.",
             fix="check the path, or reinstall pytorch-winbuild if it is one of its own build_config files.",
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigurationError(
-            f"{path}: not valid TOML ({exc}).", fix="correct the syntax at the position shown."
         ) from None
     except UnicodeDecodeError as exc:  # tomllib decodes the bytes itself; TOML is UTF-8 only
         raise ConfigurationError(
