@@ -19,6 +19,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -965,6 +966,41 @@ def test_probe_reports_this_linux_machine_honestly() -> None:
         json.loads(facts.to_json())
     )
     assert elapsed < 5.0, f"probing took {elapsed:.2f} s"
+
+
+GPU_QUESTION = (
+    "import sys; from pytorch_winbuild.facts.probe import probe; "
+    "facts = probe(gpus={ask}); print(facts.gpus, 'pynvml' in sys.modules, facts.memory_total_mib is not None)"
+)
+
+
+@pytest.mark.parametrize(("ask", "expected"), [(False, "None False True"), (True, "() True True")])
+def test_a_cpu_only_probe_does_not_ask_the_driver(ask: bool, expected: str) -> None:
+    """The interpreter's own module table says whether NVML's bindings were loaded to ask the driver.
+    This machine has no NVIDIA driver, so a real ask finds no GPUs: () rather than None ("not asked")."""
+    done = subprocess.run(
+        [sys.executable, "-c", GPU_QUESTION.format(ask=ask)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split("\n")[0] == expected
+
+
+def test_the_cuda_cpu_plan_path_probes_without_gpus(tmp_path: Path) -> None:
+    """`build --cuda cpu --dry-run` runs end to end without loading NVML's bindings."""
+    script = (
+        "import runpy, sys; sys.argv = ['invoke', 'build', '--cuda', 'cpu', '--dry-run', '--cache-dir', sys.argv[1]]\n"
+        "code = 0\n"
+        "try:\n    runpy.run_module('invoke', run_name='__main__')\n"
+        "except SystemExit as stop:\n    code = stop.code\n"
+        "print('EXIT', code, 'pynvml' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert "CPU-only build" in done.stdout and done.stdout.rstrip().endswith("EXIT 0 False"), done.stdout + done.stderr
 
 
 @pytest.mark.build

@@ -46,11 +46,12 @@ PLAN_FLAGS = (
 )
 
 
-def facts_for(host: str | None):
+def facts_for(host: str | None, *, gpus: bool = True):
+    """The --host file's facts, or this machine's (`gpus` False: a CPU-only plan does not ask the driver)."""
     from pytorch_winbuild.facts.model import load_facts
     from pytorch_winbuild.facts.probe import probe
 
-    return load_facts(host) if host else probe()
+    return load_facts(host) if host else probe(gpus=gpus)
 
 
 def this_os() -> str:
@@ -131,18 +132,18 @@ def plan_from_flags(
     `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch.
     `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that earlier runs of
     that task recorded in the cache for this machine and configuration (builder/memory_record.py)."""
-    from pytorch_winbuild.deps.cache import deps_dir, installed_path
     from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.plan import Options, make_plan
 
     knowledge = load_knowledge()
-    facts = facts_for(path_flag(host, "--host"))
-    source_dir = source_folder(source)
     flags = {name: arguments.get(name) for name in PLAN_FLAGS}
+    cuda = str(setting(c, "cuda", flags["cuda"]))
+    facts = facts_for(path_flag(host, "--host"), gpus=cuda != "cpu")
+    source_dir = source_folder(source)
     cache_dir, cache_note = plan_cache_dir(c, flags["cache_dir"], facts)
     options = Options(
-        cuda=str(setting(c, "cuda", flags["cuda"])),
+        cuda=cuda,
         vs=str(setting(c, "vs", flags["vs"])),
         toolset=setting(c, "toolset", flags["toolset"]),
         generator=str(setting(c, "generator", flags["generator"])),
@@ -167,6 +168,8 @@ def plan_from_flags(
     foreign = facts.os != this_os()
 
     def locate(archive: Any) -> tuple[str, bool]:
+        from pytorch_winbuild.deps.cache import deps_dir, installed_path  # only plans with MKL/MAGMA
+
         # Another machine's cache cannot be looked into from here: its archives count as missing.
         if foreign:
             return str(deps_dir(cache_dir, archive)), False

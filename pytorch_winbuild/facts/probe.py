@@ -94,10 +94,12 @@ def probe_linux(
     usr_local: Path = Path("/usr/local"),
     nvml: NvmlReader | None = None,
     memory: MemoryInfo | None = None,
+    gpus: bool = True,
 ) -> ProbeReport:
     """Facts of a Linux machine: Python, tools, CUDA and GPUs; no Visual Studio, no MSVC range.
 
-    `nvml` reads this machine's driver in-process, so only the real probe passes it.
+    `nvml` reads this machine's driver in-process, so only the real probe passes it. `gpus` False
+    leaves the GPUs unknown (None) without asking the driver.
     """
     environ = {name: redact_text(value) for name, value in environ.items()}  # no credential gets past this line
     notes: list[str] = []
@@ -109,7 +111,7 @@ def probe_linux(
             tool_paths[key] = Path(found)
     smi = shutil.which("nvidia-smi", path=search)
     with Commands(run) as commands:
-        gpu_probe = GpuProbe(nvml, Path(smi) if smi else None, commands)
+        gpu_probe = GpuProbe(nvml, Path(smi) if smi else None, commands, ask=gpus)
         start_tool_versions(tool_paths, commands)
         folders = linux_cuda_folders(environ, usr_local, notes)
         start_nvcc_versions(folders, commands)
@@ -129,7 +131,7 @@ def probe_linux(
                     )
                 )
         tools = collect_tools(tool_paths, commands, notes)
-        gpus = gpu_probe.result(notes)
+        gpu_facts = gpu_probe.result(notes)
     cuda_path = clean_env_path(environ.get("CUDA_PATH"))
     memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
@@ -143,15 +145,15 @@ def probe_linux(
         memory_total_mib=memory.total_mib,
         memory_available_mib=memory.available_mib,
         swap_total_mib=memory.swap_total_mib,
-        gpus=gpus.gpus,
-        driver_version=gpus.driver_version,
-        driver_cuda=gpus.driver_cuda,
+        gpus=gpu_facts.gpus,
+        driver_version=gpu_facts.driver_version,
+        driver_cuda=gpu_facts.driver_cuda,
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))
 
 
-def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
-    """Facts and notes for the machine this runs on.
+def probe_report(environ: Mapping[str, str] | None = None, *, gpus: bool = True) -> ProbeReport:
+    """Facts and notes for the machine this runs on; `gpus` False: the GPUs are not asked for.
 
     Tools' version answers are kept in the cache folder (version_cache.py): an unchanged cmake, ninja,
     git or nvcc is not started again."""
@@ -160,9 +162,9 @@ def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
     if sys.platform == "win32":
         from pytorch_winbuild.facts.probe_windows import WindowsRegistry, probe_windows  # not needed on Linux
 
-        report = probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml, run=versions)
+        report = probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml, run=versions, gpus=gpus)
     elif sys.platform.startswith("linux"):
-        report = probe_linux(environ, nvml=read_nvml, run=versions)
+        report = probe_linux(environ, nvml=read_nvml, run=versions, gpus=gpus)
     else:
         raise ToolchainError(
             f"pytorch-winbuild probes Windows and Linux machines, not {sys.platform}.",
@@ -172,6 +174,6 @@ def probe_report(environ: Mapping[str, str] | None = None) -> ProbeReport:
     return report
 
 
-def probe(environ: Mapping[str, str] | None = None) -> Facts:
+def probe(environ: Mapping[str, str] | None = None, *, gpus: bool = True) -> Facts:
     """What is installed on this machine, as plain data (see facts.py)."""
-    return probe_report(environ).facts
+    return probe_report(environ, gpus=gpus).facts

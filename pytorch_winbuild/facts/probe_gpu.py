@@ -30,10 +30,13 @@ _SMI_CUDA = re.compile(r"CUDA Version:\s*(\d+)\.(\d+)")
 
 @dataclass(frozen=True)
 class GpuFacts:
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[Gpu, ...] | None  # None: not asked (a plan without CUDA needs no GPU facts)
     driver_version: str | None = None
     driver_cuda: str | None = None  # "13.0"
-    source: str = ""  # "NVML", "nvidia-smi" or "none" (the probe notes say why)
+    source: str = ""  # "NVML", "nvidia-smi", "none" (the probe notes say why) or "not asked"
+
+
+NOT_ASKED = GpuFacts(None, source="not asked")
 
 
 class NvmlUnavailable(Exception):
@@ -138,12 +141,16 @@ class GpuProbe:
     """NVML at once (in-process, milliseconds); nvidia-smi started beside the other probe commands only if
     NVML failed."""
 
-    def __init__(self, nvml: NvmlReader | None, smi: Path | None, commands: Commands) -> None:
+    def __init__(self, nvml: NvmlReader | None, smi: Path | None, commands: Commands, ask: bool = True) -> None:
+        """`ask` False: neither NVML nor nvidia-smi is started (a CPU-only plan; NVML's bindings alone take
+        15 ms to import, and initialising NVML on Windows takes longer)."""
         self._smi = smi
         self._commands = commands
         self._nvml_problem = "NVML not asked"
         self._nvml_absent = True
-        self._answer: GpuFacts | None = None
+        self._answer: GpuFacts | None = None if ask else NOT_ASKED
+        if not ask:
+            return
         if nvml is not None:
             try:
                 self._answer = nvml()

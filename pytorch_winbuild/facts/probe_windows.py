@@ -459,18 +459,20 @@ def probe_windows(
     cpu_count: int | None = None,
     nvml: NvmlReader | None = None,
     memory: MemoryInfo | None = None,
+    gpus: bool = True,
 ) -> ProbeReport:
     """Facts of the Windows machine that `environ` and `registry` describe.
 
     `python` and `cpu_count` default to the running interpreter and machine; `nvml` reads this
-    machine's driver in-process, so only the real probe passes it.
+    machine's driver in-process, so only the real probe passes it. `gpus` False leaves the GPUs
+    unknown (None) without asking the driver.
     """
     notes: list[str] = []
     env = WindowsEnvironment(environ)
     vswhere = find_vswhere(env)
     tool_paths = windows_tools(env)
     with Commands(run) as commands:
-        gpu_probe = GpuProbe(nvml, nvidia_smi(env), commands)
+        gpu_probe = GpuProbe(nvml, nvidia_smi(env), commands, ask=gpus)
         if vswhere is not None:
             commands.start("vswhere", [str(vswhere), *VSWHERE_ARGS], VSWHERE_TIMEOUT)
         start_tool_versions(tool_paths, commands)
@@ -497,7 +499,7 @@ def probe_windows(
             )
         tools = collect_tools(tool_paths, commands, notes)
         instances = vswhere_instances(vswhere, commands.result("vswhere"), notes)
-        gpus = gpu_probe.result(notes)
+        gpu_facts = gpu_probe.result(notes)
 
     visual_studio = [vs2015] if vs2015 is not None else []
     known_lines = load_knowledge().products
@@ -528,8 +530,8 @@ def probe_windows(
         memory_total_mib=memory.total_mib,
         memory_available_mib=memory.available_mib,
         swap_total_mib=memory.swap_total_mib,
-        gpus=gpus.gpus,
-        driver_version=gpus.driver_version,
-        driver_cuda=gpus.driver_cuda,
+        gpus=gpu_facts.gpus,
+        driver_version=gpu_facts.driver_version,
+        driver_cuda=gpu_facts.driver_cuda,
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))
