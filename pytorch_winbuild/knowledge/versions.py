@@ -8,9 +8,12 @@ no whitespace or control character: it is printed into plans and scripts.
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 # Words that mean "the newest era" wherever a PyTorch version is asked for.
 NEWEST_WORDS = ("latest", "main", "master", "nightly")
@@ -23,6 +26,8 @@ def _shown(text: str) -> str:
 
 def parse_pytorch_version(text: str, where: str) -> Version:
     """'2.6', '2.6.0a0+git1234', 'v1.0.1' → Version; anything else is exit 2, naming `where`."""
+    from packaging.version import InvalidVersion, Version  # 6 ms to import: only when a version is given
+
     fix = "pass MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. --pytorch-version 1.0.1 or 2.6 (or latest)."
     if not text or any(not char.isprintable() or char.isspace() for char in text):
         raise ConfigurationError(

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from packaging.version import Version
+from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version, release_key
+
+if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
+    from packaging.version import Version
 
 
 @dataclass(frozen=True)
