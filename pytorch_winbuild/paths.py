@@ -23,3 +23,8 @@ def default_cache_dir() -> Path:
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return base / "pytorch-winbuild"
+
+
+def peaks_file(cache_dir: Path) -> Path:
+    """The compiler peaks that builds record for the next plan (builder/memory_record.py)."""
+    return cache_dir / "memory" / "peaks.json"

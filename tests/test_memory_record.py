@@ -23,7 +23,6 @@ from pytorch_winbuild.builder.memory_record import (
     facts_machine,
     measured_job,
     memory_diagnosis,
-    peaks_file,
     this_machine,
 )
 from pytorch_winbuild.builder.memory_watch import Job, LowMemory, MemorySummary, MemoryWatch, Sample, process_name
@@ -35,6 +34,7 @@ from pytorch_winbuild.diagnosis.rules import default_rules
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.plan import Options, Plan, make_plan
 
 KNOWLEDGE = load_knowledge()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.resources import WatchSettings
+from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.jobs import arch_count
 from pytorch_winbuild.planning.plan import Plan
 
@@ -40,10 +41,6 @@ if TYPE_CHECKING:  # a plan reads the record without the sampler (psutil) loaded
 RECORD_FORMAT = 1
 LOCK_SECONDS = 30
 MIB_PER_GIB = 1024
-
-
-def peaks_file(cache_dir: Path) -> Path:
-    return cache_dir / "memory" / "peaks.json"
 
 
 def machine_key(os_name: str, cpu_count: int | None, total_mib: int | None) -> str | None:

@@ -31,7 +31,6 @@ from pytorch_winbuild.builder.memory_record import (
     configuration_key,
     diagnosis_figure,
     memory_diagnosis,
-    peaks_file,
     this_machine,
 )
 from pytorch_winbuild.builder.memory_watch import MemoryWatch
@@ -43,6 +42,7 @@ from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
 from pytorch_winbuild.errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
+from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.plan import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 

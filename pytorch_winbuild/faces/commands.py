@@ -28,6 +28,7 @@ from pytorch_winbuild.faces.flags import (
     writable_folder,
     write_output,
 )
+from pytorch_winbuild.paths import peaks_file
 
 PLAN_FLAGS = (
     "cuda",
@@ -181,8 +182,8 @@ def plan_from_flags(
     plan = make_plan(
         options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_notes=notes
     )
-    if measured_for is None or foreign:
-        return plan
+    if measured_for is None or foreign or not peaks_file(Path(cache_dir)).exists():
+        return plan  # no record yet: nothing measured to plan with (and the record's code is not loaded)
     from pytorch_winbuild.builder.memory_record import measured_job
 
     # The record is keyed by the configuration, which the first plan decides (era, CUDA, architectures).
