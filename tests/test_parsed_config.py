@@ -76,6 +76,23 @@ def test_a_kept_answer_with_the_same_key_is_what_is_returned(
     assert load_toml(path) == before
 
 
+def test_a_file_replaced_by_another_is_parsed_again(
+    shipped_copy: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `git checkout` does: a new file renamed over the old one, here with the same size and time."""
+    folder, cache = shipped_copy
+    path = folder / "gpu.toml"
+    load_toml(path)
+    stat = path.stat()
+    replacement = folder / "gpu.toml.new"
+    replacement.write_bytes(b"x = 1\n" + b"#" * (stat.st_size - 6))
+    os.utime(replacement, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(replacement, path)
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    fresh_process_cache(cache, monkeypatch)
+    assert load_toml(path) == {"x": 1}
+
+
 def test_callers_get_their_own_copy(shipped_copy: tuple[Path, Path]) -> None:
     first = load_toml("eras.toml")
     first.clear()

@@ -7,7 +7,7 @@ everywhere: "build_config/cuda.toml: cuda.9.0.msc_range: expected a list of 2 in
 The shipped files are parsed once and kept as JSON beside them, the way Python keeps bytecode
 (build_config/__pycache__/parsed-config.json, or under PYTHONPYCACHEPREFIX when one is set; not
 written under -B or PYTHONDONTWRITEBYTECODE),
-keyed by each file's size and modification time: Python's TOML parser takes 20-45 ms for all of
+keyed by each file's size, modification time and inode: Python's TOML parser takes 20-45 ms for all of
 build_config/ on every command, reading the JSON about 1 ms (scripts/bench_cli.py). An edited or
 upgraded file has a new key and is parsed again; a missing, broken or unwritable cache only means
 the TOML is parsed. Files outside build_config/ (a nightly matrix, --rules) are always parsed.
@@ -132,7 +132,7 @@ def load_toml(path: Path | str) -> dict[str, Any]:
     try:
         if shipped:
             stat = path.stat()
-            key = f"{stat.st_size}|{stat.st_mtime_ns}"
+            key = f"{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"  # a file replaced (git checkout) is a new inode
             kept = _parsed_config().get(path.name, key)
             if kept is not None:
                 return kept
