@@ -22,6 +22,7 @@ from invoke.exceptions import Exit, ParseError
 from invoke.parser import ParserContext
 
 from pytorch_winbuild.errors import ConfigurationError, InternalError, InterruptedByUser, WinbuildError
+from pytorch_winbuild.faces import process_exit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -274,6 +275,16 @@ def _known_settings() -> tuple[str, ...]:
     return _KNOWN_SETTINGS
 
 
+def _execute(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def execute(self: Program) -> None:
+        original(self)
+        if _is_ours(self) and process_exit.owns_process(self):
+            process_exit.end_successful_process()
+
+    return execute
+
+
 def _is_ours(program: Program) -> bool:
     collection = getattr(program, "collection", None)
     tasks = getattr(collection, "tasks", None) or {}
@@ -281,7 +292,8 @@ def _is_ours(program: Program) -> bool:
 
 
 def install_command_line_checks(known_settings: Iterable[str]) -> None:
-    """Make Invoke's command-line and `-f` errors one paragraph with exit code 2.
+    """Make Invoke's command-line and `-f` errors one paragraph with exit code 2, and end the process
+    without Python's teardown once the tasks have succeeded (faces/process_exit.py).
 
     `python -m invoke` builds its own Program before this package is imported, so the checks are
     installed on Invoke's Program class when tasks.py is loaded; they act only for a Program whose
@@ -292,6 +304,8 @@ def install_command_line_checks(known_settings: Iterable[str]) -> None:
         return
     parse_tasks = _parse_tasks(Program.parse_tasks)
     update_config = _update_config(Program.update_config)
+    execute = _execute(Program.execute)
     parse_tasks._winbuild_checks = True  # type: ignore[attr-defined]
     Program.parse_tasks = parse_tasks  # type: ignore[method-assign]
     Program.update_config = update_config  # type: ignore[method-assign]
+    Program.execute = execute  # type: ignore[method-assign]

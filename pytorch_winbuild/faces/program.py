@@ -7,6 +7,7 @@ import sys
 from invoke import Program
 
 from pytorch_winbuild import __version__
+from pytorch_winbuild.faces import process_exit
 from pytorch_winbuild.faces.tasks import namespace
 
 
@@ -26,4 +27,8 @@ class WinbuildProgram(Program):
 
 
 def main() -> None:
-    WinbuildProgram(name="pytorch-winbuild", binary="pytorch-winbuild", version=__version__, namespace=namespace).run()
+    program = WinbuildProgram(
+        name="pytorch-winbuild", binary="pytorch-winbuild", version=__version__, namespace=namespace
+    )
+    process_exit.mark_process_program(program)
+    program.run()
