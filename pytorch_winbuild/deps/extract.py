@@ -37,6 +37,20 @@ _SPACE_MARGIN = 64 * 1024 * 1024  # headroom for file-system overhead
 _NO_SPACE = ("no space left on device", "not enough space on the disk", "disk full")
 _DANGEROUS_LINK = "ERROR: Dangerous link path was ignored : "  # 7-Zip 21+ (7zz), for any link target holding '..'
 _SUB_ITEM_ERRORS = re.compile(r"^Sub items Errors: (\d+)$", re.MULTILINE)
+_LISTING_SEPARATOR = "----------"
+_LISTING_LINE = re.compile(r"([A-Z][A-Za-z ]*?) =(?: (.*))?")  # 7-Zip writes "CRC = " for an empty value
+# The properties 7-Zip lists for entries of 7z archives (CPP/7zip/Archive/7z/7zHandler.cpp kProps, named by
+# CPP/7zip/UI/Console/List.cpp); any other makes the listing fall back to py7zr.
+_LISTED_PROPERTIES = frozenset(
+    {
+        "Path", "Folder", "Size", "Packed Size", "Modified", "Created", "Accessed", "Attributes", "CRC",
+        "Encrypted", "Method", "Block", "Anti", "Position", "Comment",
+    }
+)  # fmt: skip
+_SIZE = re.compile(r"[0-9]*")
+_WINDOWS_ATTRIBUTES = re.compile(r"[A-Za-z0-9_.]*")
+_UNIX_MODE = re.compile(r"[-0pc3d5b79lBsDEF][-rwxsStT]{9}")
+_HEX_BITS = re.compile(r"[0-9A-F]{8}")
 _SEVEN_ZIP_FIX = (
     "install 7-Zip (https://www.7-zip.org) so that `7z`, `7zz` or `7za` is on PATH or 7z.exe is in C:\\Program "
     "Files\\7-Zip, then run the command again."
@@ -79,8 +93,14 @@ def find_native_7zip(settings: ExtractSettings) -> str | None:
     return None
 
 
-def list_entries(archive_file: Path) -> list[Entry]:
-    """Read the archive's header (py7zr reads every 7z header, BCJ2 archives included)."""
+def list_entries(archive_file: Path, native: str | None = None) -> list[Entry]:
+    """Read the archive's header: with the native 7-Zip that will extract it when there is one (its
+    own reading of the names, and no py7zr to import), else or when its listing is not understood,
+    with py7zr (which reads every 7z header, BCJ2 archives included)."""
+    if native is not None:
+        listed = native_entries(native, archive_file)
+        if listed is not None:
+            return listed
     import py7zr
 
     try:
@@ -96,6 +116,85 @@ def list_entries(archive_file: Path) -> list[Entry]:
             ]
     except (py7zr.exceptions.ArchiveError, lzma.LZMAError, EOFError, ValueError) as exc:
         raise damaged(archive_file, f"{type(exc).__name__}: {exc}") from None
+
+
+def native_entries(program: str, archive_file: Path) -> list[Entry] | None:
+    """The entries `7z l -slt` lists, or None when it fails or prints anything parse_listing refuses."""
+    try:
+        listed = subprocess.run(
+            [program, "l", "-slt", "-sccUTF-8", "--", str(archive_file)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+    except OSError:
+        return None
+    # bytes, decoded here: text mode would turn a carriage return inside a name into a line break
+    return parse_listing(listed.stdout.decode("utf-8", "replace")) if listed.returncode == 0 else None
+
+
+def parse_listing(text: str) -> list[Entry] | None:
+    """Entries from `7z l -slt` of a 7z archive: after the `----------` line, one block of `Property = value`
+    lines per entry, Path first (7-Zip's CPP/7zip/UI/Console/List.cpp; the same from 7-Zip 9.20 to 26.02).
+
+    None (read the header with py7zr instead) for anything else: a line of another form, an unknown or
+    repeated property, a block without Path, Size and Attributes. A name may hold line breaks that an
+    old 7-Zip prints as they are (7-Zip 21+ prints them as '_'), so no property but Path may hold '/',
+    '\\' or '..': what follows a line break in a name cannot hide a path component from check_entries."""
+    head, separator, body = text.replace("\r\n", "\n").partition(f"\n{_LISTING_SEPARATOR}\n")
+    if not separator or "Type = 7z" not in head.split("\n"):
+        return None
+    blocks: list[dict[str, str]] = []
+    fields: dict[str, str] = {}
+    for line in body.split("\n"):
+        if not line:
+            if fields:
+                blocks.append(fields)
+                fields = {}
+            continue
+        match = _LISTING_LINE.fullmatch(line)
+        if match is None:
+            return None
+        key, value = match.group(1), match.group(2) or ""
+        if key not in _LISTED_PROPERTIES or key in fields or (key == "Path") == bool(fields):
+            return None
+        if key != "Path" and ("/" in value or "\\" in value or ".." in value):
+            return None
+        fields[key] = value
+    if fields:
+        blocks.append(fields)
+    entries = []
+    for block in blocks:
+        kinds = _attribute_kinds(block.get("Attributes"))
+        if "Path" not in block or kinds is None or not _SIZE.fullmatch(block.get("Size", "x")):
+            return None
+        is_dir, is_link = kinds
+        entries.append(
+            Entry(
+                name=block["Path"],
+                is_dir=is_dir or block.get("Folder") == "+",
+                is_link=is_link,
+                size=int(block["Size"] or 0),
+            )
+        )
+    return entries
+
+
+def _attribute_kinds(attributes: str | None) -> tuple[bool, bool] | None:
+    """(is a folder, is a link) from 7-Zip's Attributes text: Windows attribute letters (D folder, L reparse
+    point), then when the archive holds Unix modes, `ls`-style ones (l: symbolic link), each maybe
+    followed by leftover bits in hex (CPP/7zip/UI/Common/PropIDUtils.cpp, ConvertWinAttribToString).
+    Like py7zr: a Unix mode decides whether an entry is a link, else the reparse-point attribute."""
+    if attributes is None:
+        return None
+    windows, _, rest = attributes.partition(" ")
+    tokens = rest.split()
+    if not _WINDOWS_ATTRIBUTES.fullmatch(windows) or not all(
+        _UNIX_MODE.fullmatch(token) or _HEX_BITS.fullmatch(token) for token in tokens
+    ):
+        return None
+    modes = [token for token in tokens if _UNIX_MODE.fullmatch(token)]
+    is_link = modes[0].startswith("l") if modes else "L" in windows
+    return "D" in windows, is_link
 
 
 def unsafe_reason(name: str) -> str | None:
@@ -289,11 +388,11 @@ def extract_into(
     """Extract with the preferred tool into the empty folder `work`; return the tool's name.
 
     `links`: the names of the archive's link entries (as list_entries gives them)."""
-    import py7zr
-
     if prefer == "native" and native is not None:
         _extract_native(native, archive_file, work, links, log)
         return Path(native).name
+    import py7zr
+
     try:
         _extract_py7zr(archive_file, work)
         return "py7zr"
@@ -365,7 +464,7 @@ def install_archive(
     log: Callable[[str], None],
 ) -> str:
     """Extract `archive_file` to `target` all or nothing; return the tool that extracted it."""
-    entries = list_entries(archive_file)
+    entries = list_entries(archive_file, native if prefer == "native" else None)
     check_entries(archive_file, entries)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
