@@ -231,7 +231,8 @@ def _fetch_missing(
     catalog: Catalog | None,
     log: Callable[[str], None],
 ) -> dict[Archive, FetchedArchive]:
-    # Imported here: requests and py7zr cost ~0.25 s to import, and a warm run must not pay that.
+    # Imported here: requests costs ~0.1 s to import (py7zr as much, where no native 7-Zip reads the
+    # archives), and a warm run must not pay that.
     from pytorch_winbuild.deps.download import DownloadSettings
     from pytorch_winbuild.deps.extract import find_native_7zip
     from pytorch_winbuild.deps.pipeline import Pipeline
