@@ -9,16 +9,16 @@ data that compresses about 2.5×, tens to hundreds of MB), serves them from a re
   cold       python -m invoke fetch-deps --cuda 10.1 --mirror http://127.0.0.1:PORT/ (empty cache)
   warm       the same command again (everything cached), alternating with `invoke --version`
 
-and times py7zr against the native 7-Zip programs on the MKL archive, which is how
-build_config/deps.toml's `[extract] prefer` was chosen. It also prints the cold run less Invoke's
-own start-up against the floor: the extraction is the floor's own 7-Zip, so what separates the two
-is mostly the interpreter and Invoke starting, which no `invoke` command can avoid. Every command
-runs with bytecode caching on, as on a user's machine (PYTHONDONTWRITEBYTECODE is dropped).
-Targets (issue 13): cold ≤ 1.0 × floor; warm with zero bytes served and ≤ 1.5 × `invoke
---version`. The issue's "warm ≤ 0.2 s" cannot hold for any Invoke task on a machine where `invoke
---version` alone takes longer (0.27 s on the 2-core machine this was written on), so the warm run
-is measured against that floor, with the same goal as the dry run (scripts/bench_cli.py).
-Exits 1 when a target is missed.
+and times py7zr against the native 7-Zip programs on the MAGMA archive (the MKL one is BCJ2, as
+published, which py7zr cannot decode), which is how build_config/deps.toml's `[extract] prefer`
+was chosen. It also prints the cold run less Invoke's own start-up against the floor: the
+extraction is the floor's own 7-Zip, so what separates the two is mostly the interpreter and
+Invoke starting, which no `invoke` command can avoid. Every command runs with bytecode caching
+on, as on a user's machine (PYTHONDONTWRITEBYTECODE is dropped). Targets (issue 13): cold ≤ 1.0 ×
+floor; warm with zero bytes served and ≤ 1.5 × `invoke --version`. The issue's "warm ≤ 0.2 s"
+cannot hold for any Invoke task on a machine where `invoke --version` alone takes longer (0.27 s
+on the 2-core machine this was written on), so the warm run is measured against that floor, with
+the same goal as the dry run (scripts/bench_cli.py). Exits 1 when a target is missed.
 
     python scripts/bench_fetch.py [--mkl-mb 300] [--magma-mb 200] [--rounds 3] [--workdir DIR]
 
@@ -33,6 +33,7 @@ import os
 import random
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -56,11 +57,19 @@ FLOOR = [sys.executable, "-m", "invoke", "--version"]
 ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def library_like(size: int, rng: random.Random) -> bytes:
+def pe_dll_header() -> bytes:
+    """The start of a 64-bit Windows DLL: DOS stub pointing at a PE header (machine AMD64, DLL) and a
+    PE32+ optional header. This is what 7-Zip looks for before it puts BCJ2 on a file at -mx=9."""
+    dos = b"MZ" + bytes(0x3A) + struct.pack("<I", 0x80) + bytes(0x40)
+    file_header = struct.pack("<HHIIIHH", 0x8664, 1, 0, 0, 0, 0xF0, 0x2022)
+    return dos + b"PE\0\0" + file_header + struct.pack("<H", 0x20B) + bytes(0xEE)
+
+
+def library_like(size: int, rng: random.Random, header: bytes) -> bytes:
     """Bytes that compress like compiled libraries: recurring blocks (code and tables that repeat
     across object files) with small edits, mixed with incompressible ones (constants, relocations)."""
     pool = [rng.randbytes(BLOCK) for _ in range(4096)]
-    out = bytearray(b"MZ\x90\x00" + bytes(60))
+    out = bytearray(header)
     while len(out) < size:
         if rng.random() < 0.15:
             out += rng.randbytes(BLOCK)
@@ -84,23 +93,32 @@ def make_tree(root: Path, kind: str, megabytes: int, seed: int) -> None:
     total = megabytes * 1024 * 1024
     sizes = [total * share // 100 for share in (40, 25, 15, 10)]
     for index, size in enumerate(sizes):
-        (root / "lib" / f"{kind}_part{index}.lib").write_bytes(library_like(size, rng))
-    (root / "lib" / f"{kind}_rt.dll").write_bytes(library_like(total - sum(sizes), rng))
+        (root / "lib" / f"{kind}_part{index}.lib").write_bytes(library_like(size, rng, b"!<arch>\n"))
+    (root / "lib" / f"{kind}_rt.dll").write_bytes(library_like(total - sum(sizes), rng, pe_dll_header()))
 
 
 def make_archives(workdir: Path, mkl_mb: int, magma_mb: int) -> Path:
-    served = workdir / f"served-{mkl_mb}-{magma_mb}"
+    """MKL with 7-Zip's Ultra preset, which puts BCJ2 on its .dll as on the published MKL archives
+    (../shared/reference/windows-build-facts.md: py7zr cannot decode them); MAGMA with the default LZMA2."""
+    served = workdir / f"served-{mkl_mb}-{magma_mb}-bcj2"
     if (served / MKL).is_file() and (served / MAGMA).is_file():
         return served
     shutil.rmtree(served, ignore_errors=True)
     served.mkdir(parents=True)
-    for file_name, kind, megabytes, seed in ((MKL, "mkl", mkl_mb, 1), (MAGMA, "magma", magma_mb, 2)):
+    for file_name, kind, megabytes, seed, preset in (
+        (MKL, "mkl", mkl_mb, 1, "-mx=9"),
+        (MAGMA, "magma", magma_mb, 2, "-mx=5"),
+    ):
         tree = workdir / "tree"
         shutil.rmtree(tree, ignore_errors=True)
-        print(f"making {file_name} from {megabytes} MB of library-like data ...", flush=True)
+        print(f"making {file_name} ({preset}) from {megabytes} MB of library-like data ...", flush=True)
         make_tree(tree, kind, megabytes, seed)
-        subprocess.run(["7z", "a", "-bso0", "-bsp0", str(served / (file_name + ".tmp")), "."], cwd=tree, check=True)
-        (served / (file_name + ".tmp")).rename(served / file_name)
+        made = served / (file_name + ".tmp")
+        subprocess.run(["7z", "a", preset, "-bso0", "-bsp0", str(made), "."], cwd=tree, check=True)
+        listing = subprocess.run(["7z", "l", "-slt", str(made)], check=True, capture_output=True, text=True).stdout
+        if (file_name == MKL) != ("BCJ2" in listing):
+            raise SystemExit(f"{file_name}: 7-Zip's {preset} did not give the expected filters; see `7z l -slt {made}`")
+        made.rename(served / file_name)
         shutil.rmtree(tree)
     return served
 
@@ -230,7 +248,7 @@ def main() -> int:
             floor_times.append(timed(FLOOR))
             warm_times.append(fetch_deps(url, runs / "cache", runs / "deps.lock"))
         warm_bytes = CountingHandler.sent - before
-        extractors = compare_extractors(served / MKL, runs)
+        extractors = compare_extractors(served / MAGMA, runs)  # MKL is BCJ2: py7zr cannot decode it
     finally:
         server.shutdown()
         shutil.rmtree(runs, ignore_errors=True)
@@ -252,7 +270,7 @@ def main() -> int:
         f"{(statistics.median(cold_times) - floor) / statistics.median(base_times):.2f}× the floor (what the work "
         "itself costs: downloads, header reads, extraction with the floor's own 7-Zip, checks)"
     )
-    print("extracting " + MKL + ": " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in extractors.items()))
+    print("extracting " + MAGMA + ": " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in extractors.items()))
     return 0 if cold_ok and warm_ok else 1
 
 
