@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pstats
 import subprocess
 import sys
 import textwrap
@@ -47,16 +48,19 @@ def _events(tmp_path: Path) -> Path:
     return events
 
 
-def run_observed(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """`python -m invoke ARGS` from a folder whose tasks.py is our collection plus the observers."""
+def run_observed(
+    tmp_path: Path, *args: str, python_flags: list[str] | None = None, **env: str
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """`python [FLAGS] -m invoke ARGS` from a folder whose tasks.py is our collection plus the observers."""
     root = tmp_path / "root"
     root.mkdir()
     (root / "tasks.py").write_text(OBSERVERS + "\nfrom pytorch_winbuild.faces.tasks import namespace as ns\n")
     events = _events(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "invoke", "--search-root", str(root), *args],
+        [sys.executable, *(python_flags or []), "-m", "invoke", "--search-root", str(root), *args],
         cwd=REPO_ROOT,
         env={**os.environ, "EXIT_EVENTS": str(events), **env},
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=120,
@@ -84,6 +88,26 @@ def test_a_running_thread_is_waited_for(tmp_path: Path) -> None:
     done, events = run_observed(tmp_path, "build", "--cuda", "cpu", "--dry-run", SLOW_THREAD="1.5")
     assert done.returncode == 0, done.stderr
     assert events == {"thread", "atexit", "teardown"}
+
+
+@pytest.mark.parametrize(
+    "python_flags", [["-X", "dev"], ["-i"]], ids=["development mode", "interactive prompt afterwards"]
+)
+def test_a_process_being_examined_exits_the_usual_way(python_flags: list[str], tmp_path: Path) -> None:
+    done, events = run_observed(tmp_path, "build", "--cuda", "cpu", "--dry-run", python_flags=python_flags)
+    assert done.returncode == 0, done.stderr
+    assert events == {"atexit", "teardown"}
+
+
+def test_a_profiler_gets_its_report(tmp_path: Path) -> None:
+    """`python -m cProfile -o FILE -m invoke ...` writes FILE after the command returns."""
+    report = tmp_path / "profile.out"
+    done, events = run_observed(
+        tmp_path, "build", "--cuda", "cpu", "--dry-run", python_flags=["-m", "cProfile", "-o", str(report)]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "teardown" in events
+    assert any("build" in str(function) for function in pstats.Stats(str(report)).stats)  # type: ignore[attr-defined]
 
 
 def test_a_reader_that_goes_away_still_gives_exit_0() -> None:

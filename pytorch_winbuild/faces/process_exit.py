@@ -9,7 +9,10 @@ What a normal exit does that anyone could observe still happens, in the same ord
 have finished (if a non-daemon one still runs, the normal exit waits for it), the atexit handlers
 run, and stdout/stderr are flushed (if a flush fails, the normal exit reports it). Only a command
 that returned normally takes this path, and only in the process the command line started; errors,
-Ctrl-C and in-process callers such as the tests exit the usual way.
+Ctrl-C and in-process callers such as the tests exit the usual way. So does a process someone is
+looking into: a profiler or tracer attached (`python -m cProfile -m invoke ...`, coverage, pdb
+write or act after the command returns), `-X dev` (its ResourceWarnings come from the teardown),
+and `-i` / PYTHONINSPECT (the prompt comes after the command).
 """
 
 from __future__ import annotations
@@ -41,11 +44,19 @@ def _other_threads_running() -> bool:
     return any(thread is not current and thread.is_alive() and not thread.daemon for thread in threading.enumerate())
 
 
+def _being_examined() -> bool:
+    """A profiler, tracer or debugger, development mode or an interactive prompt wants the normal exit."""
+    return bool(
+        sys.getprofile() or sys.gettrace() or sys.flags.dev_mode or sys.flags.inspect or os.environ.get("PYTHONINSPECT")
+    )
+
+
 def end_successful_process() -> None:
     """Exit 0 now, as a normal exit would after the atexit handlers; return (for the normal exit)
-    when a non-daemon thread still runs, atexit cannot be run, or flushing the output fails."""
+    when the process is being examined, a non-daemon thread still runs, atexit cannot be run, or
+    flushing the output fails."""
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # what the interpreter calls at exit (CPython)
-    if run_exitfuncs is None or _other_threads_running():
+    if run_exitfuncs is None or _being_examined() or _other_threads_running():
         return
     run_exitfuncs()
     try:
