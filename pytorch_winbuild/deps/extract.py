@@ -39,8 +39,10 @@ _DANGEROUS_LINK = "ERROR: Dangerous link path was ignored : "  # 7-Zip 21+ (7zz)
 _SUB_ITEM_ERRORS = re.compile(r"^Sub items Errors: (\d+)$", re.MULTILINE)
 _LISTING_SEPARATOR = "----------"
 _LISTING_LINE = re.compile(r"([A-Z][A-Za-z ]*?) =(?: (.*))?")  # 7-Zip writes "CRC = " for an empty value
-# The properties 7-Zip lists for entries of 7z archives (CPP/7zip/Archive/7z/7zHandler.cpp kProps, named by
-# CPP/7zip/UI/Console/List.cpp); any other makes the listing fall back to py7zr.
+# The properties `7z l -slt` may print for an entry of a 7z archive: 7-Zip 26.02 prints Path, Size, Packed
+# Size, Modified, Attributes, CRC, Encrypted, Method and Block; the others are item properties of 7-Zip's
+# CPP/7zip/PropID.h (kpidIsDir, kpidCTime, kpidATime, kpidIsAnti, kpidPosition, kpidComment) that other
+# versions or archives may add. Any other property makes the listing fall back to py7zr.
 _LISTED_PROPERTIES = frozenset(
     {
         "Path", "Folder", "Size", "Packed Size", "Modified", "Created", "Accessed", "Attributes", "CRC",
