@@ -136,7 +136,7 @@ def native_entries(program: str, archive_file: Path) -> list[Entry] | None:
 
 def parse_listing(text: str) -> list[Entry] | None:
     """Entries from `7z l -slt` of a 7z archive: after the `----------` line, one block of `Property = value`
-    lines per entry, Path first (7-Zip's CPP/7zip/UI/Console/List.cpp; the same from 7-Zip 9.20 to 26.02).
+    lines per entry, Path first (the format of 7-Zip's CPP/7zip/UI/Console/List.cpp; tested on 7-Zip 26.02).
 
     None (read the header with py7zr instead) for anything else: a line of another form, an unknown or
     repeated property, a block without Path, Size and Attributes. A name may hold line breaks that an
