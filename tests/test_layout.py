@@ -10,12 +10,14 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytorch_winbuild"
 
-# What each layer may import besides itself (DESIGN.md "Shape: plan, then act"). `errors`, `paths`
-# and `text` (quoting, redaction, terminal-safe output) are the base every layer uses.
-BASE = {"errors", "paths", "text", "__init__"}
+# What each layer may import besides itself (DESIGN.md "Shape: plan, then act"). `errors`, `paths`,
+# `atomic_file` (files written whole or not at all) and `text` (quoting, redaction, terminal-safe
+# output) are the base every layer uses.
+BASE = {"errors", "paths", "atomic_file", "text", "__init__"}
 ALLOWED = {
     "errors": {"text"},
     "paths": set(),
+    "atomic_file": set(),
     "text": {"errors"},
     "knowledge": set(),
     "facts": {"knowledge"},

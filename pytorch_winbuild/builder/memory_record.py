@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
@@ -197,15 +197,7 @@ class PeakBook:
         return None
 
     def _write(self, data: dict[str, Any]) -> None:
-        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-        handle, temporary = tempfile.mkstemp(dir=self.file.parent, prefix=".peaks-", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-                stream.write(text)
-            os.replace(temporary, self.file)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        atomic_file.write_text(self.file, json.dumps(data, indent=2, ensure_ascii=False) + "\n", newline="\n")
 
 
 def measured_job(plan: Plan, kind: str, facts: Facts, cache_dir: Path, settings: WatchSettings) -> Measured:

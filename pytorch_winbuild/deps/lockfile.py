@@ -12,12 +12,11 @@ Two of them, with different standing:
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.deps.catalog import CATALOG_FILE, Archive
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, require
@@ -110,14 +109,7 @@ class LockFile:
         for name, item in self.entries.items():
             lines.append(f'\n[{_basic_string(name)}]\nsha256 = "{item.sha256}"\nsize = {item.size}\n')
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as tmp:
-                tmp.write("".join(lines))
-            os.replace(tmp_name, self.path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        atomic_file.write_text(self.path, "".join(lines), newline="\n")
 
 
 @dataclass(frozen=True)

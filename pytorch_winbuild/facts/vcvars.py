@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.text.quoting import refuse_control_characters
 from pytorch_winbuild.text.redact import redact_text
@@ -519,14 +520,7 @@ def _write_cache(file: Path, entry: dict[str, Any]) -> None:
     """Write through a temporary file and a rename, so a reader never sees half an entry."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp_name = tempfile.mkstemp(prefix=file.stem + ".", suffix=".tmp", dir=file.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(entry, stream, indent=1, ensure_ascii=False)
-            os.replace(temp_name, file)
-        except BaseException:
-            os.unlink(temp_name)
-            raise
+        atomic_file.write_text(file, json.dumps(entry, indent=1, ensure_ascii=False))
     except OSError as exc:
         log.warning("could not write the vcvars cache entry %s (%s); the next build captures again", file, exc)
 

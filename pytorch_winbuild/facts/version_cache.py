@@ -10,14 +10,12 @@ unwritable one only means the tools are asked, never an error.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.facts.probe_common import CommandResult, Runner, run_command
 
 VERSION_FLAGS = frozenset({"--version", "-version", "version", "-V"})
@@ -71,17 +69,8 @@ class VersionCache:
         if not self._changed:
             return
         text = json.dumps({"format": FORMAT, "answers": self._answers}, indent=1, sort_keys=True)
-        temp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".versions.", suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            os.replace(temp, self.path)
-            temp = None
+            atomic_file.write_text(self.path, text)
         except OSError:
             pass  # a read-only cache folder: the next run asks the tools again
-        finally:
-            if temp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
 
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -74,22 +73,13 @@ class ParsedConfig:
         if sys.dont_write_bytecode:
             return
         entries = self._read()
-        temp = None
         try:
             entries[name] = {"key": key, "json": json.dumps(data, separators=(",", ":"))}
             text = json.dumps({"format": PARSED_FORMAT, "files": entries}, separators=(",", ":"))
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".parsed-config.", suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            os.replace(temp, self.path)
-            temp = None
+            atomic_file.write_text(self.path, text)
         except (OSError, TypeError, ValueError):
             entries.pop(name, None)  # TOML dates are not JSON, an unwritable folder: parse next time
-        finally:
-            if temp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
 
 
 _parsed: ParsedConfig | None = None
