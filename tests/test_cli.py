@@ -132,7 +132,7 @@ def test_python_older_than_the_era(tmp_path: Path):
     _assert_one_paragraph(
         run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"),
         3,
-        "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8",
+        "PyTorch 2.9+ builds with Python 3.10 up to, not including, 3.15, and this Python is 3.6.8",
     )
 
 

@@ -120,7 +120,7 @@ def test_the_figure_is_the_largest_of_the_last_runs_of_that_machine_and_configur
     assert len(book.runs()[0]) == WATCH.keep_runs
     data = json.loads(peaks_file(tmp_path).read_text(encoding="utf-8"))
     assert list(data["machines"]) == ["windows, 16 cores, 32 GiB"]
-    assert list(data["machines"]["windows, 16 cores, 32 GiB"]) == ["build, era 2.5+, CPU, MSVC 14.44"]
+    assert list(data["machines"]["windows, 16 cores, 32 GiB"]) == ["build, era 2.9+, CPU, MSVC 14.44"]
 
 
 @pytest.mark.parametrize(

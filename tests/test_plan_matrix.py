@@ -14,7 +14,7 @@ from support import HOSTS_DIR
 
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
-from pytorch_winbuild.facts.model import facts_from_dict, load_facts
+from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import Options, Plan, make_plan
 
@@ -182,8 +182,30 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
             KNOWLEDGE,
         )
     text = error.value.paragraph()
-    assert "PyTorch 2.5+ builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8" in text
+    # v2.5.0 setup.py: python_min_version = (3, 9, 0)
+    assert "PyTorch 2.5-2.8 builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8" in text
     assert "--pytorch-version 1.10.2" in text  # the torch 1.11.0 wheel requires Python >= 3.7.0
+
+
+def _with_python(host: str, version: str) -> Facts:
+    data = json.loads((HOSTS_DIR / host).read_text(encoding="utf-8"))
+    data["python"]["version"] = version
+    return facts_from_dict(data)
+
+
+def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
+    """v2.9.0 setup.py stops with sys.exit(-1) below python_min_version = (3, 10, 0) (pytorch/pytorch#161167;
+    pytorch/vision#9239 'Update min version to 3.10 for release 2.9'); 2.8.0's minimum was 3.9."""
+    python_3_9 = _with_python("vs2019-vs2022-cuda12.json", "3.9.13")
+    with pytest.raises(ToolchainError) as error:
+        make_plan(Options(cuda="cpu", pytorch_version="2.9.0", cache_dir=CACHE), python_3_9, KNOWLEDGE)
+    assert "builds with Python 3.10 up to" in error.value.paragraph()
+    assert "--pytorch-version 2.8.0" in error.value.paragraph()
+    assert make_plan(Options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), python_3_9, KNOWLEDGE)
+    unpinned = make_plan(Options(cuda="cpu", cache_dir=CACHE), python_3_9, KNOWLEDGE)
+    assert (unpinned.era.name, unpinned.pytorch_version) == ("2.5-2.8", "2.8.0")
+    newest = make_plan(Options(cuda="cpu", cache_dir=CACHE), _with_python("vs2019-vs2022-cuda12.json", "3.10.11"), KNOWLEDGE)
+    assert (newest.era.name, newest.pytorch_version) == ("2.9+", "main")
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def this_machine(os_name: str) -> str | None:
 
 
 def configuration_key(plan: Plan, kind: str) -> str:
-    """What sizes a compile job, as "build, era 2.5+, CUDA 12.4, 2 architectures, MSVC 14.44"."""
+    """What sizes a compile job, as "build, era 2.9+, CUDA 12.4, 2 architectures, MSVC 14.44"."""
     parts = [kind, f"era {plan.era.name}"]
     if plan.cuda is not None:
         archs = arch_count(plan.final_env().get("TORCH_CUDA_ARCH_LIST"))

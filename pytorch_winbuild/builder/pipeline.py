@@ -80,7 +80,7 @@ def _python_command(arguments: tuple[str, ...] | list[str], python: str | None =
     return [python or sys.executable, *arguments]
 
 
-# `python -m pip install -v .` (the 2.5+ era's commands) indents every line of the build backend's
+# `python -m pip install -v .` (the 2.5+ eras' commands) indents every line of the build backend's
 # output by two spaces, so Ninja's "[n/m] " would reach the display as "  [n/m] ", which it rightly
 # takes for someone else's output. The display gets the build's lines as the build printed them.
 PIP_INDENT = "  "

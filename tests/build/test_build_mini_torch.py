@@ -1,7 +1,7 @@
 """`invoke build` on mini torch: a real CMake + Ninja build behind a setup.py that reads PyTorch's
 variables, run the way a user runs it (a subprocess from the repo root, no terminal).
 
-mini torch's version.txt says 2.13.0a0, so the plan picks the 2.5+ era, whose install command is
+mini torch's version.txt says 2.13.0a0, so the plan picks the 2.9+ era, whose install command is
 PyTorch's own since mid-2025: `python -m pip install --no-build-isolation -v .` (setup.py install
 and develop are deprecated there), and `pip wheel` for --mode wheel."""
 
@@ -87,14 +87,14 @@ def test_build_from_a_repository_end_to_end(venv_python: Path, tmp_path: Path) -
         "commit": commit,
     }
     assert git(clone, "rev-parse", "HEAD") == commit and git(clone, "remote", "get-url", "origin") == url
-    pip_install = ["-m", "pip", "install", "--no-build-isolation", "-v", "."]  # the 2.5+ era's install
+    pip_install = ["-m", "pip", "install", "--no-build-isolation", "-v", "."]  # the 2.9+ era's install
     assert report["command"] == [str(venv_python), *pip_install] and report["cwd"] == str(clone)
     phases = {"source", "prepare", "environment", "cache reset", "build", "cache stats", "verify"}
     assert phases <= set(report["phases"])
     # The plan read the clone's version, and its changes reached the build: CPU-only, Ninja, two
     # jobs, ccache in front of every compile; setup.py read them.
     plan = report["plan"]
-    assert plan["era"] == "2.5+" and plan["pytorch_version"] == "2.13.0a0" and plan["compiler_cache"] == "ccache"
+    assert plan["era"] == "2.9+" and plan["pytorch_version"] == "2.13.0a0" and plan["compiler_cache"] == "ccache"
     environment = report["environment"]
     assert environment["USE_CUDA"] == "0" and environment["CMAKE_GENERATOR"] == "Ninja"
     assert environment["MAX_JOBS"] == "2"

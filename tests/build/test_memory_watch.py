@@ -168,7 +168,7 @@ def test_build_ext_records_its_peaks_and_an_oom_failure_names_the_jobs_that_fit(
     ((machine, configurations),) = record["machines"].items()
     assert machine == f"linux, {os.cpu_count()} cores, {round(facts.memory_total_mib / 1024)} GiB"  # type: ignore[operator]
     ((configuration, runs),) = configurations.items()
-    assert configuration == "build-ext, era 2.5+, CPU"
+    assert configuration == "build-ext, era 2.9+, CPU"
     assert runs[0]["result"] == "failed" and runs[0]["peak_job_mib"] == memory["peak_job_mib"]
 
     figure = measured_job(plan, "build-ext", facts, cache, WATCH).gib

@@ -114,7 +114,7 @@ def test_one_failing_entry_never_stops_the_others(mini_repo: Path, tmp_path: Pat
             and report["verification"]["ok"] is True
             and report["command"][1:]
             == ["-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", "dist", "."]
-        )  # 2.5+: pip, not setup.py (eras.toml)
+        )  # 2.5+ eras: pip, not setup.py (eras.toml)
         assert Path(entry["log"]).parent == run_dir / name
         assert {"disk", "source", "plan", "deps", "cache", "build", "compile", "collect"} <= set(entry["stages"])
     # The entry's own variables reached its build, after the plan's.
