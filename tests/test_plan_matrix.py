@@ -204,7 +204,8 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     assert make_plan(Options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), python_3_9, KNOWLEDGE)
     unpinned = make_plan(Options(cuda="cpu", cache_dir=CACHE), python_3_9, KNOWLEDGE)
     assert (unpinned.era.name, unpinned.pytorch_version) == ("2.5-2.8", "2.8.0")
-    newest = make_plan(Options(cuda="cpu", cache_dir=CACHE), _with_python("vs2019-vs2022-cuda12.json", "3.10.11"), KNOWLEDGE)
+    python_3_10 = _with_python("vs2019-vs2022-cuda12.json", "3.10.11")
+    newest = make_plan(Options(cuda="cpu", cache_dir=CACHE), python_3_10, KNOWLEDGE)
     assert (newest.era.name, newest.pytorch_version) == ("2.9+", "main")
 
 
