@@ -282,6 +282,19 @@ def test_a_gpu_newer_than_the_cuda_gets_ptx_and_an_older_one_nothing():
     assert entries == () and "cannot be built by this CUDA" in notes[0]
 
 
+def test_a_desktop_gpu_newer_than_the_cuda_never_gets_a_tegra_cubin():
+    """CUDA 11.6 builds up to 8.7, which is Orin (Jetson). NVIDIA's CUDA C++ Programming Guide, "Binary
+    Compatibility": cubin compatibility holds for desktop GPUs only, not between desktop and Tegra. So an
+    RTX 4090 (8.9) gets 8.6+PTX, whose sm_86 cubin runs on it natively, not 8.7+PTX (PTX only: JIT at start)."""
+    entries, notes = default_for_gpus(["8.9"], KNOWLEDGE.cuda["11.6"].sm)
+    assert [str(e) for e in entries] == ["8.6+PTX"]
+    assert "runs on it natively" in notes[0]
+    entries, notes = default_for_gpus(["9.0"], KNOWLEDGE.cuda["11.6"].sm)  # no 9.x cubin: PTX it is
+    assert [str(e) for e in entries] == ["8.6+PTX"] and "compiled by the driver" in notes[0]
+    assert not Arch(8, 7).runs_on("8.9") and not Arch(5, 0).runs_on("5.3") and not Arch(8, 6).runs_on("8.7")
+    assert Arch(8, 7).runs_on("8.7") and Arch(8, 6).runs_on("8.9") and Arch(8, 7, ptx=True).runs_on("8.9")
+
+
 @pytest.mark.build
 def test_cuda_13_table_is_what_the_real_nvcc_lists():
     listed = subprocess.run([str(NVCC), "--list-gpu-code"], capture_output=True, text=True, check=True).stdout.split()

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import VerificationError
-from pytorch_winbuild.knowledge.arch_list import arch_list_flag, arch_runs_on, covering_archs, parse_cuda_arch
+from pytorch_winbuild.knowledge.arch_list import (
+    TEGRA_CAPABILITIES,
+    arch_list_flag,
+    arch_runs_on,
+    covering_archs,
+    parse_cuda_arch,
+)
 from pytorch_winbuild.text.redact import redact_text
 
 MARKER = "PYTORCH_WINBUILD_VERIFY "
@@ -44,8 +50,9 @@ SCRIPT_NAME = "pytorch_winbuild_verify.py"
 
 def _embedded():
     """The coverage functions' source, for VERIFY_SCRIPT (which has no access to this package)."""
+    functions = (parse_cuda_arch, arch_runs_on, covering_archs, arch_list_flag)
     return "\n\n".join(
-        inspect.getsource(function) for function in (parse_cuda_arch, arch_runs_on, covering_archs, arch_list_flag)
+        [f"TEGRA_CAPABILITIES = {TEGRA_CAPABILITIES!r}", *(inspect.getsource(function) for function in functions)]
     )
 
 

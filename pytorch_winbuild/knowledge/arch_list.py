@@ -97,22 +97,28 @@ def covers(entries: tuple[Arch, ...], capability: str) -> bool:
 def default_for_gpus(capabilities: list[str], buildable: tuple[str, ...]) -> tuple[tuple[Arch, ...], list[str]]:
     """The list for these GPUs with this CUDA, and the GPUs it can reach only through PTX or not at all.
 
-    A GPU the release builds for gets its own entry. One newer than the release's newest gets
-    the newest entry as PTX, which its driver compiles at first use (NVIDIA's PTX compatibility);
-    one older than the release's oldest cannot be reached (CUDA 13 dropped Maxwell to Volta).
+    A GPU the release builds for gets its own entry. One newer than the release's newest gets the
+    newest desktop entry as PTX, which its driver compiles at first use (NVIDIA's PTX
+    compatibility), and whose cubin runs on it natively when the major version is the same (8.6
+    on an 8.9 GPU); a Tegra capability (8.7, Orin) would give a cubin no desktop GPU runs. One older
+    than the release's oldest cannot be reached (CUDA 13 dropped Maxwell to Volta).
     """
     entries: list[Arch] = []
     notes: list[str] = []
     ordered = sorted(buildable, key=capability_key)
+    desktop = [c for c in ordered if capability_key(c) not in TEGRA_CAPABILITIES]
     for capability in sorted(set(capabilities), key=capability_key):
         if capability in buildable:
             entry = Arch(*capability_key(capability))
-        elif ordered and capability_key(capability) > capability_key(ordered[-1]):
-            entry = Arch(*capability_key(ordered[-1]), ptx=True)
-            notes.append(
-                f"{capability} is newer than anything this CUDA builds natively: {entry} (PTX, compiled by "
-                "the driver at first use)"
+        elif desktop and capability_key(capability) > capability_key(ordered[-1]):
+            entry = Arch(*capability_key(desktop[-1]), ptx=True)
+            native = Arch(entry.major, entry.minor).runs_on(capability)
+            how = (
+                f"its {entry.capability} code runs on it natively, same major version"
+                if native
+                else "PTX, compiled by the driver at first use"
             )
+            notes.append(f"{capability} is newer than anything this CUDA builds natively: {entry} ({how})")
         else:
             notes.append(
                 f"{capability} cannot be built by this CUDA (it builds {ordered[0]} to {ordered[-1]})"
@@ -129,6 +135,13 @@ def default_for_gpus(capabilities: list[str], buildable: tuple[str, ...]) -> tup
 # run on a device. verify.py embeds these functions as they are into the script it runs in the
 # build's Python (which may be as old as an era in build_config/eras.toml allows), so they stay
 # Python 3.5 code: no annotations, no f-strings. Arch.runs_on asks the same function.
+
+# The Tegra (Jetson) compute capabilities, which binary compatibility never reaches from or to a
+# desktop GPU. NVIDIA's CUDA GPUs page (developer.nvidia.com/cuda-gpus, "Jetson"): TK1 3.2, TX1 and
+# Nano 5.3, TX2 6.2, Xavier 7.2, Orin 8.7, Thor 11.0 (10.1 up to CUDA 12.9: the CUDA 13.0 release
+# notes renamed sm_101 to sm_110). PyTorch's named_arches agree ("Ampere+Tegra" = 8.7). It is the
+# one piece of data the functions below need, kept beside them because verify.py embeds them.
+TEGRA_CAPABILITIES = ((3, 2), (5, 3), (6, 2), (7, 2), (8, 7), (10, 1), (11, 0))
 
 
 def parse_cuda_arch(entry):
@@ -163,8 +176,9 @@ def arch_runs_on(entry, capability):
     - sm_XY, a cubin: binary compatibility holds from one minor revision to the next, never to a
       previous one nor across major revisions; "a cubin object generated for compute capability
       X.y will only execute on devices of compute capability X.z where z>=y". So sm_80 runs on
-      8.0, 8.6 and 8.9, not on 9.0; sm_86 not on 8.0. (The guide adds that this holds for
-      desktop GPUs, not across desktop and Tegra.)
+      8.0, 8.6 and 8.9, not on 9.0; sm_86 not on 8.0. The guide adds that this holds for
+      desktop GPUs only, not for Tegra nor between desktop and Tegra: a Tegra cubin (sm_87, Orin)
+      runs only on that exact capability, so not on an 8.9 GPU.
     - compute_XY, PTX: the driver JIT-compiles it for the device, for any compute capability
       equal to or higher than X.Y ("PTX code produced for some specific compute capability can
       always be compiled to binary code of greater or equal compute capability").
@@ -180,6 +194,8 @@ def arch_runs_on(entry, capability):
     kind, major, minor, suffix = parsed
     device = (int(capability[0]), int(capability[1]))
     if suffix == "a":
+        return device == (major, minor)
+    if kind == "sm" and not suffix and (device in TEGRA_CAPABILITIES or (major, minor) in TEGRA_CAPABILITIES):
         return device == (major, minor)
     if suffix == "f" or kind == "sm":
         return device[0] == major and device[1] >= minor
