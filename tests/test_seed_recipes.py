@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ntpath
 import re
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path, PureWindowsPath
@@ -22,6 +23,7 @@ import pytest
 from support import HOSTS_DIR
 
 from pytorch_winbuild.deps.cache import deps_dir
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.render import render_bat
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
@@ -76,10 +78,16 @@ def machine() -> Facts:
 
 
 def written_bat(cuda: str, generator: str = "auto") -> tuple[str, dict[str, str]]:
-    """The .bat `invoke env --host MACHINE --format bat` writes: its vcvars call line and its `set` values."""
+    """The .bat `invoke env --host MACHINE --format bat` writes: its vcvars call line and its `set` values.
+    With Ninja, the seed's clcache; the Visual Studio generator takes cl.exe from the toolset, never from CC."""
     facts = machine()
     plan = make_plan(
-        Options(cuda=cuda, pytorch_version="0.4.1", generator=generator, compiler_cache="clcache"),
+        Options(
+            cuda=cuda,
+            pytorch_version="0.4.1",
+            generator=generator,
+            compiler_cache="none" if generator == "vs" else "clcache",
+        ),
         facts,
         KNOWLEDGE,
         # fetch-deps' own cache layout, as `invoke env --host` uses it for another machine's cache
@@ -236,3 +244,28 @@ def test_log_excerpts_that_cite_a_seed_quote_it():
             continue
         lines = [case.trigger, *(line for line in case.text.splitlines() if len(line.strip()) > 15)]
         assert any(_quoted(line) in seeds[number] for line in lines), f"{case.name}: no line of it is in seed {number}"
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("module", ["CMakeDetermineCCompiler.cmake", "CMakeDetermineCXXCompiler.cmake"])
+def test_the_visual_studio_generator_reads_no_cc_so_the_seeds_clcache_needs_ninja(module: str):
+    """The seed's `set CC=clcache` reaches CMake only where CMake reads CC: the installed CMake's own module
+    shows the Visual Studio branch empty, ENV{CC}/ENV{CXX} read only in the branch of the other generators.
+    So a Visual Studio plan of the seed's era leaves clcache out, and asking for it is refused."""
+    root = subprocess.run(
+        ["cmake", "-P", "/dev/stdin"], input='message("${CMAKE_ROOT}")', capture_output=True, text=True, check=True
+    ).stderr.strip()
+    text = (Path(root) / "Modules" / module).read_text(encoding="utf-8")
+    visual_studio = re.search(
+        r'^if\(\$\{CMAKE_GENERATOR\} MATCHES "Visual Studio"\)\n(.*?)^(?:elseif|else)\b', text, re.S | re.M
+    )
+    assert visual_studio is not None and visual_studio.group(1).strip() == ""
+    assert text.index("$ENV{C") > visual_studio.end()
+    facts = machine()
+    plan = make_plan(Options(cuda="9.0", pytorch_version="0.4.1", generator="vs"), facts, KNOWLEDGE)
+    assert "clcache" in facts.tools and plan.compiler_cache == "none"
+    assert not {"CC", "CXX", "USE_CLCACHE"} & set(plan.final_env())
+    with pytest.raises(ConfigurationError, match=r"runs the toolset's cl\.exe whatever CC and CXX say"):
+        make_plan(
+            Options(cuda="9.0", pytorch_version="0.4.1", generator="vs", compiler_cache="clcache"), facts, KNOWLEDGE
+        )

@@ -500,8 +500,9 @@ def choose_compiler_cache(
             )
         if generator not in cache.generators:
             raise ConfigurationError(
-                f"{cache.name} works through CMake compiler launchers, which the Visual Studio generator ignores.",
-                fix="pass --generator ninja, or --compiler-cache clcache or none.",
+                f"{cache.name} cannot reach the compiles of the Visual Studio generator, which ignores compiler "
+                "launchers and runs the toolset's cl.exe whatever CC and CXX say.",
+                fix="pass --generator ninja (pip install ninja), or --compiler-cache none.",
             )
         if cache.name not in facts.tools:
             raise ToolchainError(
