@@ -155,7 +155,7 @@ def test_toolset_outside_the_cuda_range_is_a_configuration_error():
 
 
 def test_sccache_with_the_vs_generator_is_refused():
-    with pytest.raises(ConfigurationError, match="Visual Studio generator ignores"):
+    with pytest.raises(ConfigurationError, match="Visual Studio generator, which ignores compiler launchers"):
         plan_for("vs2019-vs2022-cuda12", "12.4", generator="vs", compiler_cache="sccache")
 
 

@@ -34,6 +34,7 @@ from pytorch_winbuild.text.redact import StreamRedactor, redact_text, remember_s
 CLONES_FOLDER = "src"
 CWRAP_SOURCE = Path("aten/src/ATen/common_with_cwrap.py")
 CWRAP_TARGET = Path("tools/shared/cwrap_common.py")
+_STUB_LIMIT = 4096  # a link target is a path, not a module
 REF_FIX = "pass a branch (e.g. main or release/2.6), a tag (e.g. v2.6.0) or a full 40-character commit SHA."
 # CSI (ESC [ ... final), OSC/DCS/PM/APC/SOS strings up to BEL or ST, two-character ESC sequences, and every
 # other C0/C1 control but tab, newline and carriage return (git's progress redraws its line with \r).
@@ -414,16 +415,46 @@ def existing_checkout(path: Path) -> SourceCheckout:
     return SourceCheckout(path, "existing checkout", None, None, commit, 0.0)
 
 
+def _link_stub_target(stub: Path, source_dir: Path) -> Path | None:
+    """The file a symbolic link that git checked out as text names: with core.symlinks=false (Git for
+    Windows' default) the file holds the link's target and nothing else, no line end. Only a
+    common_with_cwrap.py inside the (resolved) source tree counts."""
+    try:
+        if stub.is_symlink() or not stub.is_file() or stub.stat().st_size > _STUB_LIMIT:
+            return None
+        text = stub.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text or any(character in text for character in "\r\n\0"):
+        return None
+    named = (stub.parent / text).resolve()
+    if named.name != CWRAP_SOURCE.name or not named.is_relative_to(source_dir) or not named.is_file():
+        return None
+    return named
+
+
 def old_era_prep(source_dir: Path, era: Era) -> str | None:
-    """The seeds' prep step for 0.3/0.4 sources: copy common_with_cwrap.py where tools/ expects it."""
+    """The seeds' prep step (seed 002: `xcopy /Y aten\\src\\ATen\\common_with_cwrap.py tools\\shared\\cwrap_common.py`).
+
+    Before v0.4.0 tools/shared/cwrap_common.py is a symbolic link (to torch/lib/ATen/... in 0.3.x,
+    to aten/src/ATen/... in early-2018 trees), which a checkout without symlinks leaves as a text
+    stub; v0.4.0's setup.py writes the file itself (PR #6396), and a missing one gets the same copy.
+    A real file or a working link is left alone."""
     if not era.cwrap_prep:
         return None
-    source, target = source_dir / CWRAP_SOURCE, source_dir / CWRAP_TARGET
-    if not source.is_file() or target.exists():
+    root = source_dir.resolve()
+    target = source_dir / CWRAP_TARGET
+    if target.is_symlink() or not target.parent.resolve().is_relative_to(root):
+        return None  # a working link; or tools/shared leads out of the tree, where nothing is written
+    if target.exists():
+        named = _link_stub_target(target, root)
+    else:
+        named = (root / CWRAP_SOURCE) if (root / CWRAP_SOURCE).is_file() else None
+    if named is None:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(source, target)
+    shutil.copyfile(named, target)
     return (
-        f"Copied {CWRAP_SOURCE.as_posix()} to {CWRAP_TARGET.as_posix()} (PyTorch {era.name} sources need it "
-        "there, the seeds' prep step)."
+        f"Copied {named.relative_to(root).as_posix()} to {CWRAP_TARGET.as_posix()} (PyTorch {era.name} sources "
+        "need it there, the seeds' prep step)."
     )

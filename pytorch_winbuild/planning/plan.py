@@ -945,15 +945,6 @@ def _commands(
         )
     if vcvars:
         commands.append(Command(f"enter the compiler environment of {vcvars.instance}", vcvars.command))
-    if era.cwrap_prep:
-        copy = "copy /Y" if facts.os == "windows" else "cp"
-        source = PureWindowsPath if facts.os == "windows" else PurePosixPath
-        commands.append(
-            Command(
-                "the old-era prep step (only when the source has the first file and lacks the second)",
-                f"{copy} {source('aten/src/ATen/common_with_cwrap.py')} {source('tools/shared/cwrap_common.py')}",
-            )
-        )
     what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
     commands.append(Command(what, " ".join(["python", *build_arguments])))
     return commands
@@ -1018,6 +1009,12 @@ def make_plan(
     era = choice.era
     plan = _Builder(warnings=list(choice.warnings))
     plan.decisions.append(f"PyTorch {choice.pytorch_version} (from {choice.source}) → era {era.name}.")
+    if era.cwrap_prep:
+        plan.decisions.append(
+            "Source prep (seed 002, step 1): `invoke build` replaces a tools/shared/cwrap_common.py that git checked "
+            "out as the text of its symbolic link (core.symlinks=false) by the file the link names, and supplies "
+            "aten/src/ATen/common_with_cwrap.py there when the file is missing."
+        )
     plan.decisions.extend(caller_notes)
     build_arguments = _build_arguments(era, options)
     windows = facts.os == "windows"

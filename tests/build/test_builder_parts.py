@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,23 +129,62 @@ def test_clone_destination_defaults_to_the_cache() -> None:
     )
 
 
-def test_old_era_prep_copies_cwrap_common_only_when_needed(tmp_path: Path) -> None:
+def _checkout_without_symlinks(tmp_path: Path, name: str, real_file: str) -> Path:
+    """A repository whose tools/shared/cwrap_common.py is a symbolic link to `real_file`, as in pre-0.4.0
+    PyTorch, cloned by the real git with core.symlinks=false (Git for Windows' default)."""
+    origin = tmp_path / f"{name}-origin"
+    (origin / real_file).parent.mkdir(parents=True)
+    (origin / real_file).write_text("def parse_arguments(): ...\n")
+    (origin / "tools/shared").mkdir(parents=True)
+    (origin / "tools/shared/cwrap_common.py").symlink_to(Path("../..") / real_file)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", str(origin)], check=True)
+    subprocess.run([*git, "-C", str(origin), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(origin), "commit", "-qm", "tree"], check=True)
+    clone = tmp_path / name
+    subprocess.run(["git", "-c", "core.symlinks=false", "clone", "-q", str(origin), str(clone)], check=True)
+    return clone
+
+
+@pytest.mark.build
+@pytest.mark.parametrize(
+    ("layout", "real_file"),
+    [("0.3.x", "torch/lib/ATen/common_with_cwrap.py"), ("early 2018 master", "aten/src/ATen/common_with_cwrap.py")],
+)
+def test_old_era_prep_replaces_the_text_git_leaves_for_the_cwrap_link(tmp_path: Path, layout: str, real_file: str):
+    """pytorch/pytorch#6386: tools/shared/cwrap_common.py was a symlink that Windows checkouts get as text;
+    seed 002 step 1 copies the real file over it. Git itself makes the stub here."""
     eras = {era.name: era for era in load_knowledge().eras}
-    # v0.4.0's setup.py copies the file itself, so no shipped era sets cwrap_prep; the step is for
-    # pre-0.4 trees (seeds 002), tested on the 0.3-0.4 era with the switch on.
-    eras["0.3-0.4"] = replace(eras["0.3-0.4"], cwrap_prep=True)
+    source = _checkout_without_symlinks(tmp_path, "pytorch", real_file)
+    stub = source / "tools/shared/cwrap_common.py"
+    assert not stub.is_symlink() and stub.read_text() == f"../../{real_file}"  # what git wrote, as in the issue
+    assert old_era_prep(source, eras["2.9+"]) is None and stub.read_text() == f"../../{real_file}"
+    said = old_era_prep(source, eras["0.3-0.4"])
+    assert said == (
+        f"Copied {real_file} to tools/shared/cwrap_common.py (PyTorch 0.3-0.4 sources need it there, the seeds' "
+        "prep step)."
+    )
+    assert stub.read_text() == "def parse_arguments(): ...\n"
+    assert old_era_prep(source, eras["0.3-0.4"]) is None  # a real file now: left alone
+
+
+def test_old_era_prep_supplies_a_missing_file_and_leaves_everything_else(tmp_path: Path):
+    era = next(era for era in load_knowledge().eras if era.name == "0.3-0.4")
     source = tmp_path / "pytorch-0.4"
     (source / "aten/src/ATen").mkdir(parents=True)
     (source / "aten/src/ATen/common_with_cwrap.py").write_text("def parse_arguments(): ...\n")
-    assert old_era_prep(source, eras["2.9+"]) is None
-    assert not (source / "tools/shared/cwrap_common.py").exists()
-    said = old_era_prep(source, eras["0.3-0.4"])
-    assert said == (
-        "Copied aten/src/ATen/common_with_cwrap.py to tools/shared/cwrap_common.py (PyTorch 0.3-0.4 sources need "
-        "it there, the seeds' prep step)."
-    )
+    assert old_era_prep(source, era) is not None  # 0.4.0+: setup.py makes the same copy
     assert (source / "tools/shared/cwrap_common.py").read_text() == "def parse_arguments(): ...\n"
-    assert old_era_prep(source, eras["0.3-0.4"]) is None  # already there: left alone
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "common_with_cwrap.py").write_text("secret\n")
+    (source / "tools/shared/cwrap_common.py").write_text("../../../outside/common_with_cwrap.py")
+    assert old_era_prep(source, era) is None  # a stub naming a file outside the tree is not followed
+    assert (source / "tools/shared/cwrap_common.py").read_text() == "../../../outside/common_with_cwrap.py"
+    (source / "tools/shared/cwrap_common.py").unlink()
+    (source / "tools/shared").rmdir()
+    (source / "tools/shared").symlink_to(outside)
+    assert old_era_prep(source, era) is None and not (outside / "cwrap_common.py").exists()
 
 
 # ---------------------------------------------------------------------------------------------
