@@ -111,6 +111,47 @@ def test_every_format_refuses_control_characters_naming_the_variable(module, con
         module.comment(f"ok{control}echo INJECTED", "the reason given for X")
 
 
+# Unicode's bidirectional controls (UAX #9): an override or isolate makes an editor show a line in
+# another order than the interpreter reads it (Trojan Source, CVE-2021-42574).
+BIDI = [
+    "\u061c",
+    "\u200e",
+    "\u200f",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u202e",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+]
+
+
+@pytest.mark.parametrize("bidi", BIDI, ids=lambda char: f"U+{ord(char):04X}")
+@pytest.mark.parametrize("module", [bat, ps1, sh], ids=["bat", "ps1", "sh"])
+def test_every_format_refuses_bidi_controls_naming_the_variable(module, bidi: str) -> None:
+    expected = f"CUDA_PATH holds the bidirectional control character U+{ord(bidi):04X} at position 8,"
+    for line in (
+        lambda: module.set_line("CUDA_PATH", f"C:\\cuda{bidi}secret"),
+        lambda: module.prepend_line("CUDA_PATH", f"C:\\cuda{bidi}secret"),
+    ):
+        with pytest.raises(ConfigurationError) as caught:
+            line()
+        assert caught.value.exit_code == 2
+        assert caught.value.message.startswith(expected)
+        assert "secret" not in caught.value.message
+    with pytest.raises(ConfigurationError, match=r"^the reason given for X holds the bidirectional control"):
+        module.comment(f"ok{bidi} echo INJECTED", "the reason given for X")
+
+
+def test_the_build_runner_refuses_bidi_controls_as_the_scripts_do(tmp_path: Path) -> None:
+    plan = windows_plan((EnvChange("CUDA_PATH", "C:\\cuda\u202e", "set", "test"),))
+    with pytest.raises(ConfigurationError, match=r"^CUDA_PATH holds the bidirectional control character U[+]202E"):
+        build_environment(plan, tmp_path, (), base={})
+
+
 @pytest.mark.parametrize("module", [bat, ps1, sh], ids=["bat", "ps1", "sh"])
 @pytest.mark.parametrize("name", ["A B", "A=B", "1A", "A%B", "A!B", "A;B", "A$B", ""])
 def test_every_format_writes_only_plain_names(module, name: str) -> None:

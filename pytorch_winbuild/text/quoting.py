@@ -2,8 +2,10 @@
 
 Every format shares two rules, kept here: a value with a control character is refused, because a
 line break starts a new command in every one of these interpreters (and NUL, ESC, DEL and the
-rest never belong in a path or a setting); and only plain names are written as variable names,
-because a name is spliced into the script unquoted.
+rest never belong in a path or a setting), and so is one with a Unicode bidirectional control,
+because it makes an editor show the script in another order than the interpreter reads it
+(Trojan Source, CVE-2021-42574); and only plain names are written as variable names, because a
+name is spliced into the script unquoted.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import re
 import unicodedata
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.text.terminal_text import BIDI_CONTROLS
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+_REMOVE_IT = "remove it where the value comes from (the flag, the facts file, the config or matrix file)."
 
 
 def refuse_control_characters(text: str, what: str) -> str:
-    """`text` unchanged, or ConfigurationError (exit 2) naming `what` and the character.
+    """`text` unchanged, or ConfigurationError (exit 2) naming `what` and the control or bidirectional character.
 
     The message shows where the character is, never the text: the text may be a credential.
     """
@@ -26,8 +31,16 @@ def refuse_control_characters(text: str, what: str) -> str:
             raise ConfigurationError(
                 f"{what} holds the control character U+{ord(char):04X} at position {position + 1}, which no "
                 "script or command line carries unchanged (a line break would start a command of its own).",
-                fix="remove it where the value comes from (the flag, the facts file, the config or matrix file).",
+                fix=_REMOVE_IT,
             )
+    bidi = _BIDI.search(text)
+    if bidi:
+        raise ConfigurationError(
+            f"{what} holds the bidirectional control character U+{ord(bidi.group()):04X} at position "
+            f"{bidi.start() + 1}, which makes an editor show a script in another order than it runs "
+            "(Trojan Source, CVE-2021-42574).",
+            fix=_REMOVE_IT,
+        )
     return text
 
 

@@ -14,6 +14,9 @@ what came before, BEL rings. `terminal_safe` neutralises all of that, in two way
   LF, NUL, DEL, C1 controls) is shown as a visible ASCII escape such as ``\\x07``: nothing is
   lost silently, so text hidden by a backspace trick stays readable. ASCII, so a code-page
   console on Windows shows it as well (Unicode control pictures such as ␛ would print as '?').
+  The Unicode bidirectional controls (BIDI_CONTROLS) count as control characters too and are
+  shown as ``\\u202e``: an override or isolate reorders what follows it on screen, so a path or a
+  log line could read differently from what it holds (Trojan Source, CVE-2021-42574).
 
 A CR directly before LF (a Windows line end) is dropped when LF is kept and CR is not.
 
@@ -28,9 +31,13 @@ import json
 import re
 from typing import Any
 
-__all__ = ["DEFAULT_KEEP", "terminal_json", "terminal_safe"]
+__all__ = ["BIDI_CONTROLS", "DEFAULT_KEEP", "terminal_json", "terminal_safe"]
 
 DEFAULT_KEEP = "\t\n"
+
+# Unicode's bidirectional formatting characters (UAX #9, section 2): ALM, LRM, RLM, the
+# embeddings and overrides LRE RLE PDF LRO RLO, the isolates LRI RLI FSI PDI.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 
 # Bodies of string sequences: anything up to their terminator, never across a line end.
 _STRING_BODY = "[^\x07\x1b\x9c\n]*"
@@ -46,7 +53,7 @@ _SEQUENCE = (
     "|\x1b[ -/]+[0-~]"
     "|\x1b[0-OQ-WYZ\\\\`a-~]"
 )
-_CONTROLS = "\x00-\x1f\x7f-\x9f"
+_CONTROLS = "\x00-\x1f\x7f-\x9f" + BIDI_CONTROLS
 _ANY_CONTROL = re.compile(f"[{_CONTROLS}]")
 
 
@@ -63,7 +70,9 @@ def _pattern(keep: str, show_sequences: bool) -> re.Pattern[str]:
 
 def _replace(match: re.Match[str]) -> str:
     control = match.group("control")
-    return f"\\x{ord(control):02x}" if control else ""
+    if not control:
+        return ""
+    return f"\\x{ord(control):02x}" if ord(control) <= 0xFF else f"\\u{ord(control):04x}"
 
 
 def terminal_safe(text: str, *, keep: str = DEFAULT_KEEP, show_sequences: bool = False) -> str:
@@ -75,23 +84,23 @@ def terminal_safe(text: str, *, keep: str = DEFAULT_KEEP, show_sequences: bool =
     show_sequences: show escape sequences visibly (``\\x1b[2J``) instead of removing them,
     for a debugging view of the raw text.
 
-    The result holds no C0 control but those in `keep`, no DEL and no C1 control; applying the
-    function again changes nothing.
+    The result holds no C0 control but those in `keep`, no DEL, no C1 control and no bidirectional
+    control; applying the function again changes nothing.
     """
     if not _ANY_CONTROL.search(text):
         return text
     return _pattern(keep, show_sequences).sub(_replace, text)
 
 
-_JSON_UNESCAPED_CONTROLS = re.compile("[\x7f-\x9f]")
+_JSON_UNESCAPED_CONTROLS = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}]")
 
 
 def terminal_json(data: Any, **dumps_options: Any) -> str:
     """json.dumps(data, ensure_ascii=False, ...) that is also safe on a terminal.
 
     json.dumps escapes the C0 controls (U+0000-U+001F) but writes DEL and the C1 controls
-    (U+007F-U+009F, among them the 8-bit CSI U+009B) as they are; here they become \\u escapes
-    too. The JSON document is the same: json.loads gives back exactly `data`'s strings.
+    (U+007F-U+009F, among them the 8-bit CSI U+009B) and the bidirectional controls as they are;
+    here they become \\u escapes too. The JSON document is the same: json.loads gives back exactly `data`'s strings.
     """
     text = json.dumps(data, ensure_ascii=False, **dumps_options)
     return _JSON_UNESCAPED_CONTROLS.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
