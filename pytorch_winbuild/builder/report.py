@@ -21,6 +21,7 @@ from typing import Any
 
 from pytorch_winbuild.builder.memory_watch import MemorySummary
 from pytorch_winbuild.text.redact import redact_env, redact_text
+from pytorch_winbuild.text.terminal_text import terminal_line, terminal_lines
 
 REPORT_FORMAT = 1
 
@@ -79,9 +80,10 @@ class BuildRecord:
         self.environment = dict(sorted(redact_env(env).items()))
 
     def note(self, text: str) -> None:
-        """Something the runner did or decided that the user should know; printed as it happens."""
+        """Something the runner did or decided that the user should know; printed as it happens (made safe
+        for the terminal: notes quote paths), and kept as it is for the report."""
         self.notes.append(text)
-        print(f"-- {text}", flush=True)
+        print(terminal_line(f"-- {text}"), flush=True)
 
     def total_seconds(self) -> float:
         return time.monotonic() - self._clock_start
@@ -187,7 +189,7 @@ def gpu_lines(verification: dict[str, Any]) -> list[str]:
 
 
 def summary(record: BuildRecord) -> str:
-    """The few lines printed at the end of a run."""
+    """The few lines printed at the end of a run; they quote the log and git, so each stays one safe line."""
     title = {
         "success": "succeeded",
         "failed": "FAILED",
@@ -244,4 +246,4 @@ def summary(record: BuildRecord) -> str:
     rows.append(("report", str(record.report)))
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value}" for name, value in rows]
-    return redact_text("\n".join(lines))
+    return terminal_lines(redact_text(line) for line in lines)

@@ -28,6 +28,7 @@ from pytorch_winbuild.deps.records import (
     trust_of,
 )
 from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import terminal_lines
 
 if TYPE_CHECKING:
     from pytorch_winbuild.deps.download import DownloadSettings
@@ -63,7 +64,8 @@ def describe_fetch(
     """What `fetch-deps` would do, touching nothing: each archive, where it comes from, where it goes.
 
     `cache_dir` may be another machine's folder (a PureWindowsPath on Linux): then nothing here
-    can say whether it is already there."""
+    can say whether it is already there. Paths and URLs come from flags and the configuration, so the
+    lines pass terminal_lines."""
     source = resolve_source(mirror, from_dir)
     lines = []
     for archive in archives:
@@ -80,7 +82,7 @@ def describe_fetch(
         lines.append(f"{archive.description}: {origin}")
         lines.append(f"  download  {cache.download_path(cache_dir, archive)}")
         lines.append(f"  extract   {folder} ({state})")
-    return "\n".join(lines) + "\n"
+    return terminal_lines(lines, show_sequences=True) + "\n"
 
 
 def trust_text(item: FetchedArchive) -> str:
@@ -95,7 +97,8 @@ def trust_text(item: FetchedArchive) -> str:
 
 
 def format_summary(result: FetchResult) -> str:
-    """Where each archive is, whether it is verified, and the variables a build sets, as cmd.exe lines."""
+    """Where each archive is, whether it is verified, and the variables a build sets, as cmd.exe lines
+    (for a terminal: terminal_lines, as the cache folder comes from a flag or the configuration)."""
     lines = []
     for item in result.archives:
         done = (
@@ -122,7 +125,7 @@ def format_summary(result: FetchResult) -> str:
         for variable in variables:
             value = f"{variable.value};%{variable.name}%" if variable.prepend else variable.value
             lines.append(f'  set "{variable.name}={value}"')
-    return "\n".join(lines)
+    return terminal_lines(lines, show_sequences=True)
 
 
 def fetch_archives(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import terminal_line
 
 
 def human_size(size: float) -> str:
@@ -110,8 +111,9 @@ def make_progress(name: str, row: int, log: Callable[[str], None]) -> Progress:
 
 
 def log_line(message: str) -> None:
-    """A log line on stderr that does not break tqdm bars; credentials never reach it."""
-    text = redact_text(message)
+    """A log line on stderr that does not break tqdm bars; credentials never reach it, and neither does
+    what a server or a path put in the message (a status line's escape sequences, a line break)."""
+    text = terminal_line(redact_text(message))
     if sys.stderr.isatty():
         from tqdm import tqdm
 

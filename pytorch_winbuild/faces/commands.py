@@ -2,6 +2,9 @@
 
 tasks.py declares the tasks (flags, help, defaults) and hands every flag here by name. The heavy
 imports stay inside the functions, so `invoke --list` and `--dry-run` start fast.
+What a task prints for a person quotes paths from flags, facts files and the configuration, so it
+goes through terminal_text (the renderers' terminal_lines, terminal_line for single lines here);
+JSON and scripts are exact data and are printed as they are.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pytorch_winbuild.faces.flags import (
     write_output,
 )
 from pytorch_winbuild.paths import peaks_file
+from pytorch_winbuild.text.terminal_text import terminal_line
 
 PLAN_FLAGS = (
     "cuda",
@@ -340,7 +344,7 @@ def build(
             from pytorch_winbuild.knowledge.model import load_knowledge
 
             for warning in check_disk(checkout_needs(destination, load_knowledge())):  # before the clone starts
-                print(f"-- warning: {warning}", flush=True)
+                print(terminal_line(f"-- warning: {warning}"), flush=True)
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
         source = (
             str(destination) if destination.is_dir() else None
@@ -418,7 +422,10 @@ def fetch_deps(
         defaults = (
             ""
             if (mkl_version and (magma_version or no_magma or not cuda_given))
-            else f"Versions not given take PyTorch {choice.era.name}'s defaults (era from {choice.source}).\n"
+            else terminal_line(
+                f"Versions not given take PyTorch {choice.era.name}'s defaults (era from {choice.source})."
+            )
+            + "\n"
         )
         shown = PureWindowsPath(str(folder)) if other_machine else folder
         print(defaults + describe_fetch(archives, cache_dir=shown, mirror=source_mirror, from_dir=from_dir), end="")
@@ -464,9 +471,9 @@ def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> 
         writable_folder(folder, "--cache-dir")
     removed = clean_cache(folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line)
     for item in removed:
-        print(f"removed {item.path} ({human_size(item.bytes)})")
+        print(terminal_line(f"removed {item.path} ({human_size(item.bytes)})"))
     if not removed:
-        print(f"nothing to remove in {folder}")
+        print(terminal_line(f"nothing to remove in {folder}"))
 
 
 def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | None, **plan_flags: Any) -> None:

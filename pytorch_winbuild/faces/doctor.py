@@ -11,6 +11,7 @@ from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import terminal_lines
 
 Status = Literal["ok", "missing", "warning", "info"]
 _MARK = {"ok": "ok", "missing": "MISSING", "warning": "warn", "info": "info"}
@@ -302,7 +303,9 @@ def doctor_checks(facts: Facts, knowledge: Knowledge) -> list[Check]:
 
 
 def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()) -> str:
-    """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…)."""
+    """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…).
+
+    Its lines quote paths and names from a facts file or the machine: terminal_lines keeps each one line."""
     title = f"pytorch-winbuild doctor — {facts.os}" + (f" ({facts.description})" if facts.description else "")
     width = max(len(c.topic) for c in checks)
     lines = [title, ""]
@@ -318,4 +321,4 @@ def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()
         f"{len(missing)} missing, {sum(c.status == 'warning' for c in checks)} warnings."
         + (" Fix the MISSING lines before building." if missing else " Ready to plan: invoke build --dry-run"),
     ]
-    return redact_text("\n".join(lines)) + "\n"
+    return terminal_lines((redact_text(line) for line in lines), show_sequences=True) + "\n"

@@ -20,6 +20,7 @@ from invoke import Context
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.paths import default_cache_dir
+from pytorch_winbuild.text.terminal_text import terminal_line
 
 WINBUILD_DEFAULTS: dict[str, Any] = {
     "cuda": "auto",
@@ -169,7 +170,8 @@ def write_output(text: str, output: Path | None) -> None:
     """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run).
 
     The file is written whole or not at all: a temporary file next to it, renamed over it at the end,
-    so an error or Ctrl-C never leaves half a script that looks complete."""
+    so an error or Ctrl-C never leaves half a script that looks complete. The file gets `text` exactly;
+    only the "wrote" line for the terminal is made safe."""
     if output is None:
         sys.stdout.write(text)
         return
@@ -196,7 +198,7 @@ def write_output(text: str, output: Path | None) -> None:
         if temp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
-    print(f"wrote {output}", file=sys.stderr)
+    print(terminal_line(f"wrote {output}"), file=sys.stderr)
 
 
 def python_flag(python: str | None) -> str | None:

@@ -5,6 +5,8 @@ Scripts apply the plan in the order a build does: enter vcvars first, then the p
 value, name and remark in a script is written by quoting_bat, quoting_ps1 or quoting_sh, so the
 interpreter reads it back exactly, or the value is refused (exit 2).
 Secrets never appear: values of secret-looking variables are redacted in every format.
+The table is for a terminal: facts-file paths and names in it pass through terminal_text, so an
+escape sequence or a line break in one shows as an escape instead of acting or faking a line.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text import quoting_ps1 as ps1
 from pytorch_winbuild.text import quoting_sh as sh
 from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import terminal_lines, terminal_safe
 
 FORMATS = ("table", "json", "bat", "ps1", "sh")
 
@@ -30,8 +33,14 @@ def render_json(plan: Plan) -> str:
     return redact_text(json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False)) + "\n"
 
 
-def _wrap(text: str, indent: str = "  ", width: int = 100) -> str:
-    return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
+def _wrap(text: str, indent: str = "  ", width: int = 100) -> list[str]:
+    """The lines of one wrapped paragraph; its controls are shown first, so wrapping cannot split an escape."""
+    return textwrap.wrap(
+        terminal_safe(text, keep="", show_sequences=True),
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+    )
 
 
 def render_table(plan: Plan) -> str:
@@ -68,7 +77,9 @@ def render_table(plan: Plan) -> str:
         )
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value}" for name, value in rows]
-    lines += ["", "Why:"] + [_wrap("- " + d) for d in plan.decisions]
+    lines += ["", "Why:"]
+    for decision in plan.decisions:
+        lines += _wrap("- " + decision)
     lines += ["", "Environment (in this order" + (", after vcvars):" if plan.vcvars else "):")]
     name_width = max((len(c.name) for c in plan.changes), default=0)
     for change in plan.changes:
@@ -78,14 +89,16 @@ def render_table(plan: Plan) -> str:
             "unset": "(unset)",
         }[change.action]
         lines.append(f"  {change.name:<{name_width}} {shown}")
-        lines.append(_wrap(change.reason, indent=" " * (name_width + 5)))
+        lines += _wrap(change.reason, indent=" " * (name_width + 5))
     lines += ["", "Commands:"]
     for number, command in enumerate(plan.commands, 1):
         lines.append(f"  {number}. {command.command}")
-        lines.append(_wrap(command.what, indent="       "))
+        lines += _wrap(command.what, indent="       ")
     if plan.warnings:
-        lines += ["", "Warnings:"] + [_wrap("! " + w) for w in plan.warnings]
-    return redact_text("\n".join(lines)) + "\n"
+        lines += ["", "Warnings:"]
+        for warning in plan.warnings:
+            lines += _wrap("! " + warning)
+    return terminal_lines((redact_text(line) for line in lines), show_sequences=True) + "\n"
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
 from pytorch_winbuild.planning.plan import EnvChange, Plan, make_plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import terminal_line
 
 SOURCES_FOLDER = Path("nightly") / "src"  # under the cache folder: one clone per entry
 # The plan's fields that decide the wheel; decisions, warnings and whether archives are cached yet do not.
@@ -118,8 +119,9 @@ class EntryResult:
             self.stages[stage] = round(self.stages.get(stage, 0.0) + time.monotonic() - started, 3)
 
     def note(self, text: str) -> None:
+        """Kept as it is for the summary; printed safe for the terminal, as notes quote paths."""
         self.notes.append(text)
-        print(f"-- [{self.name}] {text}", flush=True)
+        print(terminal_line(f"-- [{self.name}] {text}"), flush=True)
 
     def hit_rate(self) -> float | None:
         cache = self.compiler_cache or {}

@@ -20,6 +20,12 @@ what came before, BEL rings. `terminal_safe` neutralises all of that, in two way
 
 A CR directly before LF (a Windows line end) is dropped when LF is kept and CR is not.
 
+`terminal_lines` is for text a face lays out in lines (the plan table, doctor, fetch listings):
+each line is made safe on its own with LF shown too, so a value holding a line break cannot
+print a line of its own that looks like the tool's. Where the lines quote paths and names rather
+than a program's output, escape sequences are shown (``show_sequences``), not removed: a path
+never holds a colour code, and the value shown must be the value there is.
+
 Every pattern here is linear: no nested quantifiers, and the string sequences stop at the next
 ESC, BEL, ST or newline, so no input can make the sanitiser slow.
 """
@@ -29,9 +35,10 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["BIDI_CONTROLS", "DEFAULT_KEEP", "terminal_json", "terminal_safe"]
+__all__ = ["BIDI_CONTROLS", "DEFAULT_KEEP", "terminal_json", "terminal_line", "terminal_lines", "terminal_safe"]
 
 DEFAULT_KEEP = "\t\n"
 
@@ -90,6 +97,20 @@ def terminal_safe(text: str, *, keep: str = DEFAULT_KEEP, show_sequences: bool =
     if not _ANY_CONTROL.search(text):
         return text
     return _pattern(keep, show_sequences).sub(_replace, text)
+
+
+def terminal_lines(lines: Iterable[str], *, show_sequences: bool = False) -> str:
+    """`lines` joined with LF, each made safe as one line (TAB kept): a line break inside one shows as ``\\x0a``.
+
+    show_sequences: as for terminal_safe; a face quoting paths and names passes True, since no path
+    holds a colour code and the user should see the value as it is.
+    """
+    return "\n".join(terminal_safe(line, keep="\t", show_sequences=show_sequences) for line in lines)
+
+
+def terminal_line(text: str) -> str:
+    """One line that quotes paths or names (a face's "wrote FILE", a download's retry), safe to print."""
+    return terminal_safe(text, keep="\t", show_sequences=True)
 
 
 _JSON_UNESCAPED_CONTROLS = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}]")
