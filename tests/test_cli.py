@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -196,6 +197,42 @@ def test_config_file_and_environment_give_defaults(tmp_path: Path):
         env={**env, "INVOKE_WINBUILD_CUDA": "10.0"},
     )
     assert json.loads(from_flag.stdout)["cuda"] is None
+
+
+def test_doctors_next_step_plans_the_machine_it_looked_at(tmp_path: Path):
+    """The last line of `doctor --host FILE` is a command; run by bash as printed, outside the repo through
+    the console script (where `invoke` finds no tasks.py), it plans that same facts file."""
+    host = tmp_path / "their machine's facts.json"
+    shutil.copy(HOSTS_DIR / "cpu-only.json", host)
+    script = shutil.which("pytorch-winbuild")
+    assert script, "pytorch-winbuild is installed by `pip install -e .` (see .ci/run)"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    doctor = subprocess.run([script, "doctor", "--host", str(host)], cwd=outside, capture_output=True, text=True)
+    assert doctor.returncode == 0, doctor.stderr
+    command = doctor.stdout.splitlines()[-1].split("Ready to plan: ", 1)[1]
+    assert command.startswith("pytorch-winbuild build --dry-run --host ")
+    planned = subprocess.run(["bash", "-c", command], cwd=outside, capture_output=True, text=True)
+    assert planned.returncode == 0, planned.stderr
+    assert "cpu-only" in planned.stdout or "CPU" in planned.stdout
+    in_repo = run_invoke("doctor", "--host", str(host))
+    printed = in_repo.stdout.splitlines()[-1].split("Ready to plan: ", 1)[1]
+    assert shlex.split(printed) == ["invoke", "build", "--dry-run", "--host", str(host)]
+
+
+def test_a_missing_rules_file_is_named_where_it_was_looked_for(tmp_path: Path):
+    (tmp_path / "build.log").write_text("a.cpp(1): error C2065: 'x': undeclared identifier\n", encoding="utf-8")
+    result = run_invoke("diagnose", str(tmp_path / "build.log"), "--rules", "my-rules.toml", cwd=tmp_path)
+    where = f"rules file 'my-rules.toml' not found: neither in the current folder ({tmp_path})"
+    _assert_one_paragraph(result, 2, where)
+    assert "reinstall" not in result.stderr
+    (tmp_path / "my-rules.toml").write_text(
+        '[[rule]]\nid = "mine"\nphase = "build"\ntitle = "mine"\npatterns = [\'error C2065\']\n'
+        'explanation = "x"\nfix = "y"\nsource = "this test"\n',
+        encoding="utf-8",
+    )
+    found = run_invoke("diagnose", str(tmp_path / "build.log"), "--rules", "my-rules.toml", cwd=tmp_path)
+    assert found.returncode != 2 and "mine" in found.stdout, found.stderr
 
 
 def test_console_script_runs_the_same_tasks(tmp_path: Path):

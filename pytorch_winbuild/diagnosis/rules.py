@@ -293,6 +293,13 @@ def load_rules(path: Path | str = RULES_FILE, *, linear: bool | None = None) -> 
     """
     resolved = Path(path)
     if not resolved.is_absolute() and not resolved.exists():
+        if not (config_dir() / resolved).exists():
+            raise ConfigurationError(
+                f"rules file {str(path)!r} not found: neither in the current folder ({Path.cwd()}) nor among "
+                f"pytorch-winbuild's own files ({config_dir()}).",
+                fix="pass the path of your rules file, e.g. a copy of build_config/diagnosis.toml with your rules "
+                "added (--rules ./my-rules.toml).",
+            )
         resolved = config_dir() / resolved
     if linear is None:
         linear = not _is_shipped(resolved)

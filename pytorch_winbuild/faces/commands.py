@@ -250,6 +250,16 @@ def installed_torch_version() -> str:
         ) from None
 
 
+def _plan_command(host: str | None) -> str:
+    """The command that plans the machine doctor just looked at, as this shell runs it: the console
+    script outside the repo (where `invoke` finds no tasks.py), the same facts file with --host."""
+    from pytorch_winbuild.planning.plan import quote_argument
+
+    program = "pytorch-winbuild" if Path(sys.argv[0]).stem == "pytorch-winbuild" else "invoke"
+    shell = "windows" if sys.platform == "win32" else "linux"
+    return f"{program} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
+
+
 def doctor(c: Context, *, host: str | None, json: bool) -> None:
     """The `doctor` task."""
     from pytorch_winbuild.faces.doctor import doctor_checks, render_doctor
@@ -269,7 +279,7 @@ def doctor(c: Context, *, host: str | None, json: bool) -> None:
         sys.stdout.write(facts.to_json())
         return
     checks = doctor_checks(facts, load_knowledge())
-    sys.stdout.write(render_doctor(facts, checks, notes))
+    sys.stdout.write(render_doctor(facts, checks, notes, next_step=_plan_command(host)))
     missing = [check.topic for check in checks if check.status == "missing"]
     if missing:
         raise ToolchainError(f"missing: {', '.join(missing)}.", fix="see the fix lines above.")
@@ -544,7 +554,7 @@ def nightly(
     mirror: str | None,
 ) -> None:
     """The `nightly` task."""
-    from pytorch_winbuild.nightly import NightlyOptions, run_nightly
+    from pytorch_winbuild.nightly.run import NightlyOptions, run_nightly
 
     for value, label in ((matrix, "--matrix"), (output_dir, "--output-dir"), (mirror, "--mirror")):
         path_flag(value, label)

@@ -302,8 +302,11 @@ def doctor_checks(facts: Facts, knowledge: Knowledge) -> list[Check]:
     return checks + _gpus(facts, knowledge) + _tools(facts, knowledge) + _paths(facts)
 
 
-def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()) -> str:
-    """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…).
+def render_doctor(
+    facts: Facts, checks: list[Check], notes: tuple[str, ...] = (), next_step: str = "invoke build --dry-run"
+) -> str:
+    """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…);
+    `next_step` the command that plans this machine.
 
     Its lines quote paths and names from a facts file or the machine: terminal_lines keeps each one line."""
     title = f"pytorch-winbuild doctor — {facts.os}" + (f" ({facts.description})" if facts.description else "")
@@ -319,6 +322,6 @@ def render_doctor(facts: Facts, checks: list[Check], notes: tuple[str, ...] = ()
     lines += [
         "",
         f"{len(missing)} missing, {sum(c.status == 'warning' for c in checks)} warnings."
-        + (" Fix the MISSING lines before building." if missing else " Ready to plan: invoke build --dry-run"),
+        + (" Fix the MISSING lines before building." if missing else f" Ready to plan: {next_step}"),
     ]
     return terminal_lines((redact_text(line) for line in lines), show_sequences=True) + "\n"

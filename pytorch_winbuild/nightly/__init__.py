@@ -6,8 +6,7 @@ cache, build_config/shared_cache.toml), `entry` (one entry's stages), `state` (l
 for skipping), `retention` (old outputs), `summary` (JSON, Markdown, GitHub) and `run` (the loop).
 Nightly is a loop of plans over a matrix, not a second build system: each build is `invoke
 build`'s runner in wheel mode.
+
+Nothing is imported here: `python -m pytorch_winbuild.nightly.site` would otherwise find its own
+module already imported (through run) and warn.
 """
-
-from pytorch_winbuild.nightly.run import NightlyOptions, run_nightly
-
-__all__ = ["NightlyOptions", "run_nightly"]

@@ -787,7 +787,8 @@ def _archive_changes(archives: list[PlannedArchive], facts: Facts, plan: _Builde
             plan.prepend(name, str(path_type(archive.folder) / sub_path), f"{label}: {sub_path} first")
         if not archive.present:
             plan.warnings.append(
-                f"{archive.file_name} is not in the cache yet: `invoke fetch-deps` (or `invoke build`) downloads it."
+                f"{archive.file_name} is not in the cache yet: the `invoke fetch-deps` line of Commands (step 1) "
+                "downloads exactly the plan's archives, or `invoke build` does."
             )
 
 
