@@ -235,6 +235,22 @@ def test_a_missing_rules_file_is_named_where_it_was_looked_for(tmp_path: Path):
     assert found.returncode != 2 and "mine" in found.stdout, found.stderr
 
 
+def test_an_environment_variable_naming_no_setting_is_refused_not_ignored():
+    """Invoke loads INVOKE_WINBUILD_<NAME> only for keys its configuration has; --host is not one, so the
+    plan would silently be for this machine instead of the file's."""
+    result = run_invoke(
+        "build", "--dry-run", env={"INVOKE_WINBUILD_HOST": str(HOSTS_DIR / "cpu-only.json")}, timeout=60
+    )
+    _assert_one_paragraph(result, 2, "environment variable(s) INVOKE_WINBUILD_HOST name no winbuild setting")
+    assert result.stdout == ""
+    assert (
+        run_invoke(
+            "build", "--dry-run", "--host", str(HOSTS_DIR / "cpu-only.json"), env={"INVOKE_WINBUILD_CUDA": "cpu"}
+        ).returncode
+        == 0
+    )
+
+
 def test_console_script_runs_the_same_tasks(tmp_path: Path):
     script = shutil.which("pytorch-winbuild")
     assert script, "pytorch-winbuild is installed by `pip install -e .` (see .ci/run)"

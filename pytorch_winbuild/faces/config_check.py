@@ -8,7 +8,7 @@ and exit code 2, and also catches misspelt `winbuild:` keys, which Invoke would 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,20 @@ def check_config_files(paths: Iterable[Path], known_keys: Iterable[str]) -> None
             )
         for name, value in section.items():
             check_setting(name, value, f"config file {path}: winbuild.{name}")
+
+
+def check_environment(environ: Mapping[str, str], known_keys: Iterable[str]) -> None:
+    """Raise ConfigurationError for an INVOKE_WINBUILD_<NAME> that names no setting: Invoke reads only
+    the variables of keys it already has, so INVOKE_WINBUILD_HOST would otherwise be ignored in silence."""
+    known = set(known_keys)
+    unknown = sorted(name for name in environ if name.startswith("INVOKE_WINBUILD_") and name[16:].lower() not in known)
+    if unknown:
+        raise ConfigurationError(
+            f"environment variable(s) {', '.join(unknown)} name no winbuild setting, so they would be ignored.",
+            fix="--host, --source and the other per-run flags go on the command line; the settings are "
+            + ", ".join(f"INVOKE_WINBUILD_{key.upper()}" for key in sorted(known))
+            + ".",
+        )
 
 
 def check_setting(name: str, value: Any, where: str) -> None:

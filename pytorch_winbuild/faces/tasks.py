@@ -17,6 +17,7 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,12 +43,14 @@ from pytorch_winbuild.faces.help import (
 
 
 def _check_config_files_or_exit() -> None:
-    """Invoke reads its config files after importing this module: check them first (see config_check)."""
-    from pytorch_winbuild.faces.config_check import check_config_files, invoke_config_files
+    """Invoke reads its config files and INVOKE_WINBUILD_* after importing this module: check them first
+    (see config_check)."""
+    from pytorch_winbuild.faces.config_check import check_config_files, check_environment, invoke_config_files
     from pytorch_winbuild.paths import REPO_ROOT
 
     try:
         check_config_files(invoke_config_files(REPO_ROOT, Path.home()), WINBUILD_DEFAULTS)
+        check_environment(os.environ, WINBUILD_DEFAULTS)
     except ConfigurationError as error:
         print(error.paragraph(), file=sys.stderr)
         raise SystemExit(error.exit_code) from None
