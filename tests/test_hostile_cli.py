@@ -233,6 +233,15 @@ def _cases(root: Path) -> dict[str, Case]:
         "nightly --keep-days 2.5": Case(
             ["nightly", *cache, "--keep-days", "2.5"], 2, "--keep-days '2.5' is not a whole number"
         ),
+        # a final newline passed the version checks ($ matches before it): exit 3 for --toolset, two lines for --cuda
+        "build --toolset 14.11<newline>": Case(
+            ["build", "--dry-run", "--host", VS2017, "--toolset", "14.11\n"],
+            2,
+            "--toolset '14.11\\n' is not an MSVC toolset version.",
+        ),
+        "build --cuda 9.0<newline>": Case(
+            ["build", "--dry-run", "--host", VS2017, "--cuda", "9.0\n"], 2, "--cuda '9.0\\n' is not X.Y"
+        ),
     }
 
 

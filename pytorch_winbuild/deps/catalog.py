@@ -18,8 +18,8 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
 
 CATALOG_FILE = "deps.toml"
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_CUDA_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CUDA_VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Catalog:
 
 def cuda_prefix(cuda: str) -> str:
     """'9.0' → 'cuda90', '12.4' → 'cuda124' (the MAGMA archives' naming)."""
-    match = _CUDA_VERSION.match(cuda)
+    match = _CUDA_VERSION.fullmatch(cuda)
     if not match:
         raise ConfigurationError(
             f"'{cuda}' is not a CUDA version.",
@@ -118,7 +118,7 @@ def _known(table: dict[str, Any], file_name: str, where: str) -> tuple[str | Non
     if not isinstance(entry, dict):
         raise ConfigurationError(f"{entry_where}: expected a table with sha256 and size.")
     sha256 = optional(entry, "sha256", str, entry_where, None)
-    if sha256 is not None and not _SHA256.match(sha256):
+    if sha256 is not None and not _SHA256.fullmatch(sha256):
         raise ConfigurationError(f"{entry_where}.sha256: expected 64 lowercase hex digits, got {sha256!r}.")
     size = optional(entry, "size", int, entry_where, None)
     if size is not None and size <= 0:
@@ -244,7 +244,7 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
             if variant not in ("release", "debug"):
                 raise ConfigurationError(f"{entry_where}.variants: expected 'release' or 'debug', got {variant!r}.")
         for prefix in string_list(entry, "cuda_prefixes", entry_where):
-            if not re.match(r"^cuda\d+$", prefix):
+            if not re.fullmatch(r"cuda\d+", prefix):
                 raise ConfigurationError(f"{entry_where}.cuda_prefixes: expected names like 'cuda90', got {prefix!r}.")
             for variant in variants:
                 file_name = magma_spec["file"].format(version=version, cuda_prefix=prefix, variant=variant)

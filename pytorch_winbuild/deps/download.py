@@ -33,7 +33,7 @@ from pytorch_winbuild.deps.progress import Progress
 from pytorch_winbuild.errors import DependencyError
 from pytorch_winbuild.text.redact import redact_text
 
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 # The defaults of build_config/deps.toml [download] (catalog.DownloadLimits holds them).
 DEFAULT_MAX_SIZE = DownloadLimits.max_size  # 4 GiB; the largest MAGMA archives are well under 1 GiB
@@ -271,7 +271,7 @@ def download(
                     )
                 total: int | None = None
                 if status == 206:
-                    match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
+                    match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", ""))
                     if match is None or int(match.group(1)) != have:
                         raise _Restart(
                             f"the server resumed at the wrong place ({response.headers.get('Content-Range')!r})"

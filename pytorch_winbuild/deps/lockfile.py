@@ -22,7 +22,7 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, require
 
 LOCK_FILE = "deps.lock"
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _HEADER = """\
 # SHA-256 and size of each MKL/MAGMA archive as this cache first received it (trust on first use),
 # written by `invoke fetch-deps` for archives that build_config/deps.lock does not pin. Later
@@ -89,7 +89,7 @@ class LockFile:
                 )
             sha256 = require(entry, "sha256", str, where)
             size = require(entry, "size", int, where)
-            if not _SHA256.match(sha256) or size <= 0:
+            if not _SHA256.fullmatch(sha256) or size <= 0:
                 raise ConfigurationError(
                     f"{where}: sha256 must be 64 lowercase hex digits and size a positive integer.",
                     fix="correct it, or delete the entry to record it again.",

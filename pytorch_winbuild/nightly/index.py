@@ -48,7 +48,7 @@ HASH_CACHE = ".wheel-hashes.json"
 PAGE_FILES = ("index.html", "index.json")  # the only files the writer ever replaces or removes
 REPOSITORY_VERSION = "1.1"  # PEP 629 (HTML) and PEP 700 (JSON: size, upload-time, versions)
 SHA256 = re.compile(r"[0-9a-f]{64}")
-ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the matrix's entry names
+ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the matrix's entry names
 METADATA_LIMIT = 1 << 20  # bytes of a wheel's METADATA read for Requires-Python
 CHUNK = 1 << 20
 REPLACE_RETRIES = (0.05, 0.1, 0.2, 0.4, 0.8, None)
@@ -349,7 +349,7 @@ def write_index(output_dir: Path) -> IndexResult:
     by_entry: dict[str, list[IndexedWheel]] = {}
     for wheel in wheels:
         result.projects.setdefault(wheel.project, []).append(wheel)
-        if ENTRY_NAME.match(wheel.entry):
+        if ENTRY_NAME.fullmatch(wheel.entry):
             by_entry.setdefault(wheel.entry, []).append(wheel)
         else:
             problems.append(f"{wheel.link}: the folder name {wheel.entry!r} is not an entry name; no entry index")

@@ -23,7 +23,7 @@ QUERY = (
     "sys.executable, platform.python_implementation()]))"
 )
 TIMEOUT_SECONDS = 60
-_VERSION = re.compile(r"^\d+\.\d+$")
+_VERSION = re.compile(r"\d+\.\d+")
 
 
 def _ask(command: list[str], spec: str) -> PythonInfo:
@@ -75,7 +75,7 @@ def resolve_python(spec: str) -> PythonInfo:
     """The interpreter an entry names: "current", "X.Y" (the running one when it is X.Y) or a path."""
     if spec == PYTHON_CURRENT:
         return python_info()
-    if _VERSION.match(spec):
+    if _VERSION.fullmatch(spec):
         if f"{sys.version_info.major}.{sys.version_info.minor}" == spec:
             return python_info()
         return _ask(_version_command(spec), spec)

@@ -24,8 +24,8 @@ from pytorch_winbuild.text.redact import is_secret_name, redact_text
 DEFAULT_MATRIX = "nightly.toml"
 MODES = ("wheel",)
 PYTHON_CURRENT = "current"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.
 PLAN_KEYS: dict[str, type[Any]] = {
     "vs": str,
@@ -160,8 +160,11 @@ def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, 
     variables = optional(table, key, dict, where, {})
     checked = []
     for name, value in variables.items():
-        if not _VARIABLE.match(name):
-            raise ConfigurationError(f"{where}.{key}.{name}: not a valid environment variable name.")
+        if not _VARIABLE.fullmatch(name):
+            raise ConfigurationError(
+                f"{where}.{key}: {name!r} is not a valid environment variable name (letters, digits and '_', "
+                "not starting with a digit)."
+            )
         if not isinstance(value, str):
             raise ConfigurationError(
                 f"{where}.{key}.{name}: expected a string, got {type(value).__name__} {value!r}.",
@@ -197,7 +200,7 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table ([[entry]]).")
     name = require(table, "name", str, where)
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ConfigurationError(
             f"{where}.name: {name!r} must be letters, digits, '.', '_' and '-' (it names the entry's folders)."
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytorch_winbuild.deps.cache import remove_tree
 
-DATE_FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DATE_FOLDER = re.compile(r"\d{4}-\d{2}-\d{2}")
 WHEEL_RECORD_SUFFIX = ".nightly.json"  # written next to each collected wheel: where it came from
 
 
@@ -41,7 +41,7 @@ def date_folders(output_dir: Path) -> list[tuple[date, Path]]:
     found = []
     if output_dir.is_dir():
         for child in output_dir.iterdir():
-            if child.is_dir() and DATE_FOLDER.match(child.name):
+            if child.is_dir() and DATE_FOLDER.fullmatch(child.name):
                 try:
                     found.append((date.fromisoformat(child.name), child))
                 except ValueError:

@@ -37,8 +37,8 @@ Action = Literal["set", "prepend", "unset"]
 CUDA_CHOICES_HELP = "X.Y (e.g. 9.0), 'cpu' or 'auto'"
 GENERATORS = ("ninja", "vs", "auto")
 MODES = ("install", "develop", "wheel")  # what each runs is the era's `commands` (build_config/eras.toml)
-_TOOLSET = re.compile(r"^14\.\d{1,2}$")
-_CUDA = re.compile(r"^\d+\.\d+$")
+_TOOLSET = re.compile(r"14\.\d{1,2}")
+_CUDA = re.compile(r"\d+\.\d+")
 # The variable that points a build at one CUDA toolkit, per OS (PyTorch reads CUDA_PATH on
 # Windows, where the NVIDIA installer sets it, and CUDA_HOME on Linux).
 CUDA_ROOT_VARIABLE = {"windows": "CUDA_PATH", "linux": "CUDA_HOME"}
@@ -68,7 +68,7 @@ class Options:
 
     def validate(self, knowledge: Knowledge) -> None:
         """Reject malformed values before any decision, naming the flag."""
-        if self.cuda not in ("auto", "cpu") and not _CUDA.match(self.cuda):
+        if self.cuda not in ("auto", "cpu") and not _CUDA.fullmatch(self.cuda):
             raise ConfigurationError(
                 f"--cuda {self.cuda!r} is not {CUDA_CHOICES_HELP}.",
                 fix="pass e.g. --cuda 9.0, --cuda cpu or --cuda auto.",
@@ -80,7 +80,7 @@ class Options:
                 f"--vs {self.vs!r} is not a Visual Studio product line.",
                 fix=f"pass one of {', '.join(knowledge.products)} or auto.",
             )
-        if self.toolset is not None and not _TOOLSET.match(self.toolset):
+        if self.toolset is not None and not _TOOLSET.fullmatch(self.toolset):
             raise ConfigurationError(
                 f"--toolset {self.toolset!r} is not an MSVC toolset version.",
                 fix="pass the short form, e.g. --toolset 14.11 or --toolset 14.29.",

@@ -106,7 +106,7 @@ _URL_USERINFO = re.compile(
     r"@(?=[^\s@\"'<>])"
 )
 _SSH_SCHEMES = frozenset({"ssh://", "git+ssh://", "ssh+git://", "sftp://", "scp://"})
-_HOST_LIKE = re.compile(r"^(localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:.]+\])$")
+_HOST_LIKE = re.compile(r"localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:.]+\]")
 
 # (pattern, replacement, needles): a pattern runs only on text holding one of its needles (in
 # lower case for the case-insensitive ones), so a plain compile line costs a few substring checks.

@@ -117,7 +117,7 @@ def test_overrides_from_flags() -> None:
         (
             [{**ENTRY, "env": {"BAD-NAME": "1"}}],
             {},
-            "matrix.toml: entry 'cpu'.env.BAD-NAME: not a valid environment variable name.",
+            "matrix.toml: entry 'cpu'.env: 'BAD-NAME' is not a valid environment variable name",
         ),
         (
             [{**ENTRY, "env": {"SCCACHE_REDIS_PASSWORD": "x"}}],
@@ -196,3 +196,27 @@ def test_the_cli_reports_a_broken_matrix_with_exit_2(tmp_path: Path) -> None:
         and "pass one of cpu-py311, cu124-py311." in unknown.stderr
     )
     assert not (tmp_path / "cache").exists()  # checked before the lock is taken
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('name = "cu124\\n"', "entry[0].name: 'cu124\\n' must be letters, digits, '.', '_' and '-'"),
+        (
+            'name = "cpu"\nenv = {"FOO\\n" = "bar"}',
+            "entry 'cpu'.env: 'FOO\\n' is not a valid environment variable name",
+        ),
+    ],
+)
+def test_the_cli_refuses_a_name_ending_in_a_newline(tmp_path: Path, entry: str, message: str) -> None:
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(
+        '[settings]\noutput_dir = "out"\nkeep_days = 7\nmin_free_gb = 1\n\n'
+        f'[[entry]]\n{entry}\nrepo = "https://github.com/pytorch/pytorch.git"\nref = "main"\ncuda = "cpu"\n',
+        encoding="utf-8",
+    )
+    done = run_nightly("--matrix", str(matrix), "--cache-dir", str(tmp_path / "cache"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"configuration error: {matrix}: {message}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one paragraph
+    assert not (tmp_path / "cache").exists()  # refused before the lock, the clone or any folder
