@@ -100,6 +100,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory):
         (home / ".invoke.yaml").write_text(text, encoding="utf-8")
     (root / "runtime-mapping.yaml").write_text("winbuild:\n  toolset: [14, 11]\n", encoding="utf-8")
     (root / "runtime-broken.yaml").write_text('winbuild:\n  cuda: "9.0\n', encoding="utf-8")
+    _write_facts(root, "cpu-count-negative.json", lambda d: d.update(cpu_count=-4))
+    _write_facts(root, "cpu-count-zero.json", lambda d: d.update(cpu_count=0))
     (root / "read-only").chmod(0o555)
     yield root
     (root / "read-only").chmod(0o755)
@@ -241,6 +243,16 @@ def _cases(root: Path) -> dict[str, Case]:
         ),
         "build --cuda 9.0<newline>": Case(
             ["build", "--dry-run", "--host", VS2017, "--cuda", "9.0\n"], 2, "--cuda '9.0\\n' is not X.Y"
+        ),
+        "facts: cpu_count -4": Case(
+            ["build", "--dry-run", "--host", str(root / "cpu-count-negative.json")],
+            2,
+            "cpu_count: expected a number of logical processors (1 or more), got -4.",
+        ),
+        "facts: cpu_count 0": Case(
+            ["env", "--host", str(root / "cpu-count-zero.json")],
+            2,
+            "cpu_count: expected a number of logical processors (1 or more), got 0.",
         ),
     }
 

@@ -300,6 +300,14 @@ def _mib(data: dict[str, Any], key: str, source: str) -> int | None:
     return value
 
 
+def _cpu_count(data: dict[str, Any], source: str) -> int | None:
+    """Logical processors: a machine has at least one (the job count is derived from it)."""
+    value = _get(data, "cpu_count", int, source, "", required=False)
+    if value is not None and value < 1:
+        raise _fail(source, "cpu_count", f"expected a number of logical processors (1 or more), got {value!r}")
+    return value
+
+
 def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[str] | None = None) -> Facts:
     """Validate a parsed facts document; every problem names the key path.
 
@@ -355,7 +363,7 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
         temp_dir=_path(data, "temp_dir", source, "", required=False),
         cache_dir=_path(data, "cache_dir", source, "", required=False),
         nvtoolsext=_path(data, "nvtoolsext", source, "", required=False),
-        cpu_count=_get(data, "cpu_count", int, source, "", required=False),
+        cpu_count=_cpu_count(data, source),
         memory_total_mib=_mib(data, "memory_total_mib", source),
         memory_available_mib=_mib(data, "memory_available_mib", source),
         swap_total_mib=_mib(data, "swap_total_mib", source),
