@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -100,6 +101,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory):
         (home / ".invoke.yaml").write_text(text, encoding="utf-8")
     (root / "runtime-mapping.yaml").write_text("winbuild:\n  toolset: [14, 11]\n", encoding="utf-8")
     (root / "runtime-broken.yaml").write_text('winbuild:\n  cuda: "9.0\n', encoding="utf-8")
+    outputs = root / "outputs"  # --output targets that must survive a refused run as they are
+    outputs.mkdir()
+    os.mkfifo(outputs / "fifo")
+    (outputs / "link-to-fifo").symlink_to("fifo")
     _write_facts(root, "cpu-count-negative.json", lambda d: d.update(cpu_count=-4))
     _write_facts(root, "cpu-count-zero.json", lambda d: d.update(cpu_count=0))
     (root / "read-only").chmod(0o555)
@@ -254,6 +259,17 @@ def _cases(root: Path) -> dict[str, Case]:
             2,
             "cpu_count: expected a number of logical processors (1 or more), got 0.",
         ),
+        # --output replaced a FIFO (or, as root, a device) with a regular file
+        "env --output <a FIFO>": Case(
+            ["env", *PLAN, "--format", "bat", "--output", str(root / "outputs" / "fifo")],
+            2,
+            "is not a regular file (a pipe, socket or device); nothing was written.",
+        ),
+        "env --output <a symlink to a FIFO>": Case(
+            ["env", *PLAN, "--format", "bat", "--output", str(root / "outputs" / "link-to-fifo")],
+            2,
+            "is not a regular file (a pipe, socket or device); nothing was written.",
+        ),
     }
 
 
@@ -306,6 +322,20 @@ def test_nothing_is_half_written(workspace: Path, results: dict):
     assert list((workspace / "read-only").iterdir()) == []  # neither env.bat nor a temporary file
     assert list((workspace / "a folder").iterdir()) == []
     assert not (workspace / "cache" / "nightly").exists()  # a rejected nightly flag starts nothing
+    outputs = workspace / "outputs"
+    assert sorted(p.name for p in outputs.iterdir()) == ["fifo", "link-to-fifo"]  # no temporary file
+    assert stat.S_ISFIFO((outputs / "fifo").lstat().st_mode)
+    assert (outputs / "link-to-fifo").is_symlink() and os.readlink(outputs / "link-to-fifo") == "fifo"
+
+
+def test_env_output_through_a_symlink_writes_the_file_it_points_to(tmp_path: Path):
+    real = tmp_path / "real.bat"
+    real.write_text("old contents\n", encoding="utf-8")
+    (tmp_path / "link.bat").symlink_to("real.bat")
+    result = _run(["env", *PLAN, "--format", "bat", "--output", str(tmp_path / "link.bat")])
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "link.bat").is_symlink() and os.readlink(tmp_path / "link.bat") == "real.bat"
+    assert 'set "CUDA_PATH=' in real.read_text(encoding="utf-8")
 
 
 def test_env_output_replaces_the_file_whole(tmp_path: Path):

@@ -163,7 +163,19 @@ def output_file(output: str | None) -> Path | None:
             f"--output {output}: the folder {folder} does not exist.",
             fix="create the folder first, or name a file in an existing one.",
         )
+    _refuse_special_file(target, given)
     return target
+
+
+def _refuse_special_file(target: Path, output: str | Path) -> None:
+    """--output replaces a regular file, never a pipe, socket or device that something else reads or writes
+    (a symlink counts as what it points to: its target is the file written)."""
+    if target.exists() and not target.is_file():
+        raise ConfigurationError(
+            f"--output {output} is not a regular file (a pipe, socket or device); nothing was written.",
+            fix="name a new file or an existing regular file, e.g. --output build_env.bat; to feed a pipe, leave "
+            "--output out and pipe the standard output.",
+        )
 
 
 def write_output(text: str, output: Path | None) -> None:
@@ -176,6 +188,7 @@ def write_output(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
         return
     target = Path(os.path.realpath(output)) if output.is_symlink() else output
+    _refuse_special_file(target, output)  # again: it may have appeared since output_file checked
     temp: str | None = None
     try:
         handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
