@@ -27,6 +27,7 @@ from support import HOSTS_DIR, REPO_ROOT, run_invoke
 VS2017 = str(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
 CPU_ONLY = str(HOSTS_DIR / "cpu-only.json")
 PLAN = ["--host", VS2017, "--cuda", "9.0", "--pytorch-version", "1.0.1"]
+KEPT = "rem the user's own script, which a refused run must leave as it is\n"
 
 
 def _drop_root_file_access() -> None:
@@ -65,6 +66,7 @@ class Case:
     text: str
     env: dict[str, str] = field(default_factory=dict)
     restricted: bool = False  # run without root's file-access override (read-only folders)
+    secret: str = ""  # a secret's value in `env`, which no output may show
 
 
 def _write_facts(folder: Path, name: str, change: Callable[[dict], None]) -> str:
@@ -105,6 +107,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory):
     outputs.mkdir()
     os.mkfifo(outputs / "fifo")
     (outputs / "link-to-fifo").symlink_to("fifo")
+    (outputs / "kept.bat").write_text(KEPT, encoding="utf-8")
     _write_facts(root, "cpu-count-negative.json", lambda d: d.update(cpu_count=-4))
     _write_facts(root, "cpu-count-zero.json", lambda d: d.update(cpu_count=0))
     (root / "read-only").chmod(0o555)
@@ -270,6 +273,21 @@ def _cases(root: Path) -> dict[str, Case]:
             2,
             "is not a regular file (a pipe, socket or device); nothing was written.",
         ),
+        # a secret's value inside a path was written into the script as *** (a script that sets another path)
+        "env --format bat, a password inside a path": Case(
+            ["env", *PLAN, "--format", "bat", "--output", str(root / "outputs" / "kept.bat")],
+            2,
+            "--format bat: the value of CLCACHE_DIR contains the value of SCCACHE_REDIS_PASSWORD, a secret,",
+            env={"SCCACHE_REDIS_PASSWORD": "builder"},  # the facts' user: C:\\Users\\builder\\AppData\\...
+            secret="builder",
+        ),
+        "build --dry-run --format ps1, a token inside a path": Case(
+            ["build", "--dry-run", *PLAN, "--format", "ps1"],
+            2,
+            "--format ps1: the value of CUDA_PATH contains the value of MY_TOKEN, a secret,",
+            env={"MY_TOKEN": "Files"},  # C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0
+            secret="Files",
+        ),
     }
 
 
@@ -316,6 +334,8 @@ def test_bad_input_is_one_paragraph_with_exit_2(name: str, workspace: Path, resu
             pytrace=False,
         )
     _assert_one_paragraph(results[name], case.code, case.text)
+    if case.secret:
+        assert case.secret not in results[name].stdout + results[name].stderr
 
 
 def test_nothing_is_half_written(workspace: Path, results: dict):
@@ -323,9 +343,10 @@ def test_nothing_is_half_written(workspace: Path, results: dict):
     assert list((workspace / "a folder").iterdir()) == []
     assert not (workspace / "cache" / "nightly").exists()  # a rejected nightly flag starts nothing
     outputs = workspace / "outputs"
-    assert sorted(p.name for p in outputs.iterdir()) == ["fifo", "link-to-fifo"]  # no temporary file
+    assert sorted(p.name for p in outputs.iterdir()) == ["fifo", "kept.bat", "link-to-fifo"]  # no temporary file
     assert stat.S_ISFIFO((outputs / "fifo").lstat().st_mode)
     assert (outputs / "link-to-fifo").is_symlink() and os.readlink(outputs / "link-to-fifo") == "fifo"
+    assert (outputs / "kept.bat").read_text(encoding="utf-8") == KEPT
 
 
 def test_env_output_through_a_symlink_writes_the_file_it_points_to(tmp_path: Path):

@@ -86,10 +86,27 @@ def test_secret_values_never_reach_any_format():
             EnvChange("MIRROR", leaked, "set", "test"),
         ),
     )
-    for fmt in ("table", "json", "bat", "ps1"):
+    for fmt in ("table", "json"):
         text = render(plan, fmt)
         assert "hunter2" not in text, fmt
         assert "builder:***@mirror.example" in text, fmt
+    for fmt in ("bat", "ps1"):  # a script with *** in the URL would fetch from another address: refused
+        with pytest.raises(ConfigurationError) as refused:
+            render(plan, fmt)
+        assert refused.value.message.startswith(f"--format {fmt}: the value of MIRROR contains a credential"), fmt
+        assert "hunter2" not in refused.value.paragraph()
+    secret_only = replace(plan, changes=plan.changes[:-1])  # the secret variable itself is written masked
+    assert 'set "SCCACHE_REDIS_PASSWORD=***"' in render(secret_only, "bat")
+
+
+def test_a_secret_in_a_script_line_that_is_no_value_is_refused(monkeypatch: pytest.MonkeyPatch):
+    """The vcvars call (the VS 2017 Build Tools folder, "...\\Microsoft Visual Studio\\2017\\...") is no plan value."""
+    monkeypatch.setenv("MY_TOKEN", "Visual Studio")
+    with pytest.raises(ConfigurationError) as refused:
+        render(_windows_plan(), "bat")
+    assert refused.value.message.startswith("--format bat: line "), refused.value.message
+    assert "contains the value of MY_TOKEN, a secret," in refused.value.message
+    assert refused.value.fix.startswith("unset MY_TOKEN for this command")
 
 
 def test_a_quote_in_a_value_is_kept_but_cannot_unbalance_a_prepended_list():

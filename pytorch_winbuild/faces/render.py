@@ -4,7 +4,9 @@ Scripts apply the plan in the order a build does: enter vcvars first, then the p
 (so CUDA's bin folder and MKL's lib folder end up in front of what vcvars put there). Every
 value, name and remark in a script is written by quoting_bat, quoting_ps1 or quoting_sh, so the
 interpreter reads it back exactly, or the value is refused (exit 2).
-Secrets never appear: values of secret-looking variables are redacted in every format.
+Secrets never appear: values of secret-looking variables are redacted in every format. A script
+must also hold every other value exactly, so one in which a secret would show (a path that happens
+to contain a password's value) is refused with exit 2 rather than written with `***` in the path.
 The table is for a terminal: facts-file paths and names in it pass through terminal_text, so an
 escape sequence or a line break in one shows as an escape instead of acting or faking a line.
 """
@@ -23,7 +25,7 @@ from pytorch_winbuild.planning.plan_record import plan_to_dict, shown_value
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text import quoting_ps1 as ps1
 from pytorch_winbuild.text import quoting_sh as sh
-from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.redact import is_secret_name, redact_text, secret_variables_in
 from pytorch_winbuild.text.terminal_text import terminal_lines, terminal_safe
 
 FORMATS = ("table", "json", "bat", "ps1", "sh")
@@ -179,9 +181,40 @@ def render_sh(plan: Plan) -> str:
 
 
 RENDERERS = {"table": render_table, "json": render_json, "bat": render_bat, "ps1": render_ps1, "sh": render_sh}
+SCRIPT_FORMATS = ("bat", "ps1", "sh")
 
 
 def render(plan: Plan, fmt: str) -> str:
     if fmt not in RENDERERS:
         raise ConfigurationError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}.")
-    return RENDERERS[fmt](plan)
+    text = RENDERERS[fmt](plan)
+    return _without_secrets(plan, fmt, text) if fmt in SCRIPT_FORMATS else text
+
+
+def _without_secrets(plan: Plan, fmt: str, script: str) -> str:
+    """The script, if no secret shows in it: masked, a value would name another path than the plan's, and
+    unmasked, the secret would be in the file; so a script that holds one is refused.
+
+    A secret-named variable the plan sets keeps its `***` (shown_value): writing that secret into a file
+    is never right. Every other value, remark and line must be free of secrets as they are."""
+    parts = [
+        (f"the value of {change.name}", change.value) for change in plan.changes if not is_secret_name(change.name)
+    ]
+    parts += [(f"line {number} of the script", line) for number, line in enumerate(script.splitlines(), 1)]
+    found = next(((where, text) for where, text in parts if redact_text(text) != text), None)
+    if found is None:
+        return script
+    where, text = found
+    holders = ", ".join(secret_variables_in(text))
+    secret = f"the value of {holders}, a secret," if holders else "a credential (a URL's password or a token)"
+    fix = (
+        f"unset {holders} for this command (the script does not use it), or give it a longer, random value that "
+        "no path or setting contains."
+        if holders
+        else "remove the credential from the setting or path that holds it."
+    )
+    raise ConfigurationError(
+        f"--format {fmt}: {where} contains {secret} and a script is written exactly or not at all, never with *** "
+        "in place of a secret; nothing was written.",
+        fix=fix,
+    )

@@ -177,7 +177,7 @@ def _is_port_and_path(match: re.Match[str]) -> bool:
     password = match.group("password")
     if password is None or "/" not in password:
         return False
-    return bool(_HOST_LIKE.match(match.group("user"))) and password.split("/", 1)[0].isdigit()
+    return bool(_HOST_LIKE.fullmatch(match.group("user"))) and password.split("/", 1)[0].isdigit()
 
 
 def _variants(value: str) -> set[str]:
@@ -400,3 +400,13 @@ def redact_env(env: dict[str, str]) -> dict[str, str]:
     """An environment fit to show; its secrets are remembered, so text quoting them is masked too."""
     remember_secrets(env)
     return {name: redact_value(name, value) for name, value in env.items()}
+
+
+def secret_variables_in(text: str) -> list[str]:
+    """The names of this process's environment variables whose secret `text` holds, so that an error can say
+    which secret it found without showing it."""
+    return sorted(
+        name
+        for name, value in os.environ.items()
+        if any(form in text for secret in secret_values({name: value}) for form in _variants(secret))
+    )
