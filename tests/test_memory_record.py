@@ -182,7 +182,8 @@ def test_low_memory_is_said_once_in_the_progress_and_kept_in_the_report(
     )
     log, report = run_paths(tmp_path, "build-ext", "low")
     record = BuildRecord("build-ext", log, report)
-    program = "import time\nfor n in (1, 2):\n    print(f'[{n}/2] step', flush=True)\n    time.sleep(0.4)\n"
+    # a second between lines: on a loaded 2-core machine the 0.05 s sampler still gets in before the last one
+    program = "import time\nfor n in (1, 2):\n    print(f'[{n}/2] step', flush=True)\n    time.sleep(1.0)\n"
     code = stream_command(record, [sys.executable, "-c", program], tmp_path, {}, load_settings(), watch)
     assert code == 0
     out = capsys.readouterr().out
