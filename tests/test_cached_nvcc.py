@@ -1,7 +1,7 @@
 """nvcc through the plan's compiler cache in extension builds, with the real nvcc, sccache and ccache.
 
-A .cu file is compiled twice by the command torch.utils.cpp_extension's Ninja rule runs
-($PYTORCH_NVCC pasted into a /bin/sh command line), with a fresh cache each time the test runs
+A .cu file is built twice by the installed torch's BuildExtension, whose Ninja rule runs
+$PYTORCH_NVCC pasted into a /bin/sh command line with torch's own flags, with a fresh cache each time the test runs
 (its own cache folder and, for sccache, its own server port): the cache's own statistics, read
 as the build runner reads them, must show a miss and then a hit for that file.
 """
@@ -9,6 +9,7 @@ as the build runner reads them, must show a miss and then a hit for that file.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -31,17 +32,8 @@ __global__ void scale(float* x, float a, int n) {
 }
 void launch_scale(float* x, float a, int n) { scale<<<(n + 255) / 256, 256>>>(x, a, n); }
 """
-# The flags torch 2.14.1 gives nvcc for an extension (less the include folders), for the oldest
-# GPU CUDA 13 still compiles for.
-TORCH_NVCC_FLAGS = [
-    "-D__CUDA_NO_HALF_OPERATORS__",
-    "-D__CUDA_NO_HALF_CONVERSIONS__",
-    "--expt-relaxed-constexpr",
-    "--compiler-options",
-    "'-fPIC'",
-    "-gencode=arch=compute_75,code=sm_75",
-    "-std=c++17",
-]
+# The oldest GPU CUDA 13 still compiles for: torch turns it into the -gencode flag itself.
+OLDEST_ARCH = "7.5"
 
 
 def _free_port() -> int:
@@ -50,21 +42,51 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _compile_like_torch(source: Path, env: dict[str, str]) -> None:
-    """torch's rule: `$nvcc -MD -MF $out.d $cuda_cflags -c $in -o $out $cuda_post_cflags`, run by /bin/sh.
+def _build_like_torch(source: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extension built by the installed torch's own setup.py path: BuildExtension (build_ext) on an
+    extension whose one source is the .cu file. torch writes build.ninja with its flags for nvcc
+    (COMMON_NVCC_FLAGS, `--compiler-options '-fPIC'`, the -gencode of TORCH_CUDA_ARCH_LIST, `-ccbin $CC`
+    as CC is set here to the cache's own wrapper, its -std) and runs the real ninja on its rule
+    `$nvcc -MD -MF $out.d $cuda_cflags -c $in -o $out $cuda_post_cflags`, $nvcc = $PYTORCH_NVCC pasted
+    as given into the command /bin/sh runs.
 
-    Its flags end with `-ccbin $CC` when CC is set, as it is here (the cache's own wrapper).
+    Two settings stand in for a CUDA wheel of torch, which cannot be installed here (CI and the project's
+    machines have the CPU wheel torch==2.13.0; a CUDA wheel is gigabytes): the CPU wheel leaves
+    cpp_extension.CUDA_HOME and torch.version.cuda None. CUDA_HOME is what torch's own _find_cuda_home
+    answers for this environment; torch.version.cuda is the real nvcc's release, as a matching wheel
+    would have it (with None, torch's rule would drop `-MD -MF $out.d`).
     """
-    target = source.with_suffix(".o")
-    target.unlink(missing_ok=True)
-    flags = [*TORCH_NVCC_FLAGS, "-ccbin", env["CC"]]
-    command = (
-        f"{env['PYTORCH_NVCC']} -MD -MF {shlex.quote(str(target))}.d -c {shlex.quote(str(source))} -o "
-        f"{shlex.quote(str(target))} {shlex.join(flags)}"
+    import torch
+    from setuptools import Distribution, Extension
+    from torch.utils import cpp_extension
+    from torch.utils.cpp_extension import BuildExtension
+
+    for name, value in env.items():  # torch and setuptools read the process environment
+        if os.environ.get(name) != value:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", OLDEST_ARCH)
+    cuda_home = cpp_extension._find_cuda_home()
+    assert cuda_home, "torch finds no CUDA for this environment"
+    banner = subprocess.run(
+        [str(Path(cuda_home) / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    release = re.search(r"release (\d+\.\d+),", banner)
+    assert release, banner
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", cuda_home)
+    monkeypatch.setattr(torch.version, "cuda", release.group(1))
+    build = source.parent / "build"
+    shutil.rmtree(build, ignore_errors=True)
+    (build / "lib").mkdir(parents=True)  # `setup.py build_ext` makes it before build_extensions runs
+    dist = Distribution(
+        {"name": "scale", "ext_modules": [Extension("scale", [str(source)])], "cmdclass": {"build_ext": BuildExtension}}
     )
-    done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert target.is_file()
+    command = dist.get_command_obj("build_ext")
+    command.build_temp, command.build_lib = str(build / "temp"), str(build / "lib")  # type: ignore[attr-defined]
+    command.ensure_finalized()
+    command.run()
+    ninja_file = (build / "temp" / "build.ninja").read_text(encoding="utf-8")
+    assert f"nvcc = {env['PYTORCH_NVCC']}\n" in ninja_file, ninja_file
+    assert list((build / "temp").rglob("scale.o")), "torch's ninja build left no object for the .cu file"
 
 
 def _cu_counts(stats: CacheStats) -> tuple[int | None, int | None]:
@@ -77,7 +99,9 @@ def _cu_counts(stats: CacheStats) -> tuple[int | None, int | None]:
 
 
 @pytest.mark.parametrize("cache", ["sccache", "ccache"])
-def test_cu_file_is_a_miss_then_a_hit_through_pytorch_nvcc(cache: str, tmp_path: Path) -> None:
+def test_cu_file_is_a_miss_then_a_hit_through_pytorch_nvcc(
+    cache: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = {
         **os.environ,
         "CCACHE_DIR": str(tmp_path / "ccache"),
@@ -89,10 +113,13 @@ def test_cu_file_is_a_miss_then_a_hit_through_pytorch_nvcc(cache: str, tmp_path:
     nvcc = find_nvcc(env, env.get("PATH"), SETTINGS.extension_cache.nvcc)
     if nvcc is None:
         pytest.fail("this test needs CUDA's nvcc (CUDA_HOME, nvcc on PATH or /usr/local/cuda).", pytrace=False)
-    # Folder names with spaces: PYTORCH_NVCC lands unquoted in a shell command line.
-    variables, how = extension_cache_env(cache, "linux", env, tmp_path / "build cache", SETTINGS.extension_cache)
-    wrapper = tmp_path / "build cache" / "launchers" / cache / "nvcc"
-    assert variables["PYTORCH_NVCC"] == shlex.quote(str(wrapper))
+    # A folder name with a space: PYTORCH_NVCC lands unquoted in a shell command line.
+    spaced, _ = extension_cache_env(cache, "linux", env, tmp_path / "spaced cache", SETTINGS.extension_cache)
+    assert spaced["PYTORCH_NVCC"] == shlex.quote(str(tmp_path / "spaced cache" / "launchers" / cache / "nvcc"))
+    # The build itself uses a cache folder without a space: torch's BuildExtension takes CXX from setuptools,
+    # which splits it at the space (_check_abi then runs ".../spaced"), so a spaced CC/CXX cannot build here.
+    variables, how = extension_cache_env(cache, "linux", env, tmp_path / "build-cache", SETTINGS.extension_cache)
+    assert variables["PYTORCH_NVCC"] == str(tmp_path / "build-cache" / "launchers" / cache / "nvcc")
     assert f"nvcc ({nvcc}) goes through {cache} too, as PYTORCH_NVCC=nvcc" in how
     source = tmp_path / "cuda ext" / "scale.cu"
     source.parent.mkdir()
@@ -103,7 +130,7 @@ def test_cu_file_is_a_miss_then_a_hit_through_pytorch_nvcc(cache: str, tmp_path:
     try:
         for _ in ("cold", "warm"):
             session.start()
-            _compile_like_torch(source, build_env)
+            _build_like_torch(source, build_env, monkeypatch)
             counts.append(_cu_counts(session.finish()))
     finally:
         for args in session.commands.after:  # never leave this test's sccache server behind
