@@ -14,9 +14,9 @@ from support import run_invoke
 # marker → the executables its tests drive for real
 TIER_TOOLS = {
     "cmd": ["wine"],
-    "network": ["7z"],
+    "network": ["7z", "7zz"],  # 7zz: Debian's 7zip (7-Zip 22+), 7z: p7zip-full
     "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache", "/usr/local/cuda/bin/nvcc"],
-    "services": ["redis-server"],
+    "services": ["redis-server", "memcached"],
     "browser": ["chromium", "chromedriver"],  # Debian's packages; Selenium drives them (tests/nightly)
 }
 

@@ -1,11 +1,10 @@
-"""The nightly's parts on real things: a real Redis and TCP endpoints, folders and files, interpreters, the disk."""
+"""The nightly's parts on real things: a real Redis, a real memcached and TCP endpoints, folders and files,
+interpreters, the disk."""
 
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -20,18 +19,6 @@ from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
 from pytorch_winbuild.planning.plan import EnvChange
 
 SOURCE = "/src/nightly/cpu"
-
-
-@pytest.fixture
-def listening() -> Iterator[int]:
-    """A real TCP listener on 127.0.0.1: what a reachable cache server looks like to a connect().
-
-    Kept double, for memcached only: memcached is not installed here or on CI (the Redis tests use a real Redis).
-    """
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        yield server.getsockname()[1]
 
 
 @pytest.mark.services
@@ -109,10 +96,11 @@ def test_cloud_backends_are_named_without_a_connection_check() -> None:
     assert off.backends == () and off.location == "SCCACHE_DIR=/c"
 
 
-def test_clcache_memcached_and_engines_without_backends(listening: int) -> None:
+@pytest.mark.services
+def test_clcache_memcached_and_engines_without_backends(memcached_server: int) -> None:
     clcache = shared_cache(
         "clcache",
-        {"CLCACHE_MEMCACHED": f"127.0.0.1:{listening}", "CLCACHE_DIR": "C:\\cache\\clcache"},
+        {"CLCACHE_MEMCACHED": f"127.0.0.1:{memcached_server}", "CLCACHE_DIR": "C:\\cache\\clcache"},
         (),
         "nightly.toml",
         "C:\\src",
