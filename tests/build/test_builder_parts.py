@@ -372,24 +372,47 @@ def test_older_tools_are_read_from_their_human_statistics(hello: Path, tmp_path:
     text = subprocess.run(["ccache", "-s"], env=env, check=True, capture_output=True, text=True).stdout
     assert SETTINGS.caches["ccache"].stats_fallback is not None
     assert parse_stats(text, SETTINGS.caches["ccache"].stats_fallback)[:2] == (1, 1)
+    # ccache 3.x cannot be installed beside the 4.x here: its `-s` text as ccache v3.7.12's stats_summary
+    # (src/stats.c) prints it: the three fixed lines, then each counter as printf("%-31s %8u\n") in
+    # stats_info order, the hit rate after "cache miss" ("%6.2f %%"), and "max cache size" (format_size).
+    counters = [("cache hit (direct)", 7), ("cache hit (preprocessed)", 2), ("cache miss", 4), ("called for link", 3)]
     ccache3 = (
         "cache directory                     /home/u/.ccache\n"
-        "cache hit (direct)                     7\n"
-        "cache hit (preprocessed)               2\n"
-        "cache miss                             4\n"
+        "primary config                      /home/u/.ccache/ccache.conf\n"
+        "secondary config      (readonly)    /etc/ccache.conf\n"
     )
+    for message, count in counters:
+        ccache3 += f"{message:<31} {count:>8}\n"
+        if message == "cache miss":
+            ccache3 += f"cache hit rate                    {100 * 9 / 13:6.2f} %\n"
+    ccache3 += "max cache size                  5.0 GB\n"
     assert parse_stats(ccache3, SETTINGS.caches["ccache"].stats_fallback)[:2] == (9, 4)
-    clcache = (
-        "clcache statistics:\n"
-        "  current cache dir         : C:\\cache\\clcache\n"
-        "  cache size                : 1,024 bytes\n"
-        "  maximum cache size        : 1,073,741,824 bytes\n"
-        "  cache entries             : 3\n"
-        "  cache hits                : 12\n"
-        "  cache misses\n"
-        "    total                      : 5\n"
-        "    evicted                    : 0\n"
-    )
+    # clcache is a Windows tool: its `-s` text is clcache 4.2.0's printStatistics (clcache/__main__.py,
+    # tag v4.2.0 of frerich/clcache), the template copied verbatim and filled as that function fills it
+    # (str(cache) of a disk cache is "Disk cache at <dir>"; sizes with "{:,}").
+    template = """
+clcache statistics:
+  current cache dir         : {}
+  cache size                : {:,} bytes
+  maximum cache size        : {:,} bytes
+  cache entries             : {}
+  cache hits                : {}
+  cache misses
+    total                      : {}
+    evicted                    : {}
+    header changed             : {}
+    source changed             : {}
+  passed to real compiler
+    called w/ invalid argument : {}
+    called for preprocessing   : {}
+    called for linking         : {}
+    called for external debug  : {}
+    called w/o source          : {}
+    called w/ multiple sources : {}
+    called w/ PCH              : {}""".strip()
+    # dir, size, maximum, entries, hits, misses (total, evicted, header, source), then the seven passed-on calls
+    filled = (1024, 1073741824, 3, 12, 5, 1, 2, 2, 0, 0, 4, 0, 0, 0, 0)
+    clcache = template.format("Disk cache at C:\\cache\\clcache", *filled)
     assert parse_stats(clcache, SETTINGS.caches["clcache"].stats)[:2] == (12, 5)
 
 
