@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.builder.settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
-from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.text import quoting_sh
 from pytorch_winbuild.text.redact import redact_text
 
@@ -265,6 +265,12 @@ def extension_cache_env(
             fix=f"install {cache} (or pass --compiler-cache none), then run again.",
         )
     folder = cache_dir / LAUNCHERS_FOLDER / cache
+    if any(character.isspace() for character in str(folder)):
+        raise ConfigurationError(
+            f"the compiler-cache wrappers would live in {folder}, and setuptools splits $CC and $CXX at blanks, so "
+            "the extension build would run the first word of that path as its compiler.",
+            fix="pass a --cache-dir whose path has no blanks (or --compiler-cache none).",
+        )
     folder.mkdir(parents=True, exist_ok=True)
     wrapped = []
     hosts: dict[str, str] = {}  # wrapper → the real compiler it runs

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -439,6 +440,32 @@ def test_extension_wrapper_runs_the_real_compiler_through_the_cache(hello: Path,
         "sccache does not reach extension builds on windows"
         in extension_cache_env("sccache", "windows", env, tmp_path, SETTINGS.extension_cache)[1]
     )
+
+
+def test_extension_wrappers_refuse_a_cache_folder_with_a_blank(tmp_path: Path) -> None:
+    """The real setuptools splits $CC at blanks: CC='/x/sp ace/gcc' makes build_ext run '/x/sp'. So the
+    wrappers are refused there, with nothing written, instead of a build that fails far from the cause."""
+    spaced = tmp_path / "sp ace"
+    spaced.mkdir()
+    (spaced / "gcc").symlink_to(shutil.which("gcc") or "gcc")
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup, Extension\nsetup(name='h', ext_modules=[Extension('h', ['h.c'])])\n"
+    )
+    (tmp_path / "h.c").write_text(
+        '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "h", 0, -1, 0};\n'
+        "PyMODINIT_FUNC PyInit_h(void) { return PyModule_Create(&m); }\n"
+    )
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext"],
+        cwd=tmp_path,
+        env={**os.environ, "CC": str(spaced / "gcc")},
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode != 0 and f"No such file or directory: '{tmp_path / 'sp'}'" in built.stdout + built.stderr
+    with pytest.raises(ConfigurationError, match="setuptools splits"):
+        extension_cache_env("ccache", "linux", dict(os.environ), spaced / "cache", SETTINGS.extension_cache)
+    assert not (spaced / "cache").exists()
 
 
 def test_runner_settings_are_checked_on_load() -> None:
