@@ -540,9 +540,10 @@ def test_nvtoolsext_with_cuda12(row: Upstream):
     if row.nvtoolsext_with_cuda12:
         with pytest.raises(ToolchainError) as error:
             make_plan(options, facts_from_dict(data), KNOWLEDGE)
-        assert (
-            "Failed to find nvToolsExt" in error.value.paragraph()
-            and "build PyTorch 2.5 or later" in error.value.paragraph()
+        assert "Failed to find nvToolsExt" in error.value.paragraph()
+        assert "--pytorch-version 2.8.0" in (error.value.fix or "")  # 2.5 moved to header-only NVTX3
+        assert make_plan(
+            Options(cuda="12.4", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
         )
         with_lib = make_plan(
             options,

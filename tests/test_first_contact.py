@@ -84,13 +84,10 @@ def test_readme_examples_run_as_printed(command: str, extra: list[str], tmp_path
         (["--pytorch-version", "1"], 2, "needs MAJOR.MINOR"),
         (["--pytorch-version", "2.x"], 2, "is not a PyTorch version (PEP 440)"),
         (["--pytorch-version", "1.2.3.4.5"], 2, "at most MAJOR.MINOR.PATCH"),
-        (
-            ["--pytorch-version", "2.6", "--cuda", "9.0"],
-            3,
-            "CUDA 9.0 is built by PyTorch 0.3-0.4 (--pytorch-version 0.4.1), 1.0 (--pytorch-version 1.0.1), 1.1",
-        ),
+        # 1.1 is the newest era that builds CUDA 9.0 and fits Python 3.6 and VS 2017 (build_config/eras.toml)
+        (["--pytorch-version", "2.6", "--cuda", "9.0"], 3, "Fix: pass --pytorch-version 1.1.0 (PyTorch 1.1)."),
         (["--pytorch-version", "1.0.1", "--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
-        (["--pytorch-version", "2.6"], 3, "the newest PyTorch that plans is 1.7-1.10 (--pytorch-version 1.10.2)"),
+        (["--pytorch-version", "2.6"], 3, "pass --pytorch-version 1.10.2 (PyTorch 1.7-1.10)"),
     ],
 )
 def test_conflicts_and_bad_versions_exit_with_one_paragraph(args: list[str], code: int, text: str):

@@ -7,6 +7,7 @@ build_config/hosts/README.md) and the PyTorch sources of each era (tests/test_co
 from __future__ import annotations
 
 import json
+import re
 from pathlib import PureWindowsPath
 
 import pytest
@@ -247,3 +248,132 @@ def test_old_cmake_is_refused():
     del data["tools"]["cmake"]
     plan = make_plan(Options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
     assert any("CMake was not found; PyTorch 2.13.0 needs CMake 3.27 or newer" in w for w in plan.warnings)
+
+
+# The era solver's Fix (planning/era_choice.py): every way it names must lead to a plan, never back to a refusal.
+FIX_FLAG = re.compile(r"--(pytorch-version|cuda|vs) (\S+)")
+FLAG_OPTION = {"pytorch-version": "pytorch_version", "cuda": "cuda", "vs": "vs"}
+LINUX = {
+    "schema": 3,
+    "os": "linux",
+    "python": {"version": "3.11.7", "bits": 64, "executable": "/usr/bin/python3"},
+    "tools": {
+        "ninja": {"path": "/usr/bin/ninja", "version": "1.11.1"},
+        "cmake": {"path": "/usr/bin/cmake", "version": "3.28.3"},
+    },
+}
+
+
+def _ways(fix: str) -> list[str]:
+    """The Fix's alternatives: one paragraph, ways joined by '; or '."""
+    return fix.rstrip(".").split("; or ")
+
+
+def _flag_choices(fix: str) -> list[dict[str, str]]:
+    """The flag changes the Fix says plan with what is installed (the ways that install or check out nothing)."""
+    return [
+        {FLAG_OPTION[flag]: value for flag, value in FIX_FLAG.findall(choice)}
+        for way in _ways(fix)
+        if "install" not in way and "check out" not in way
+        for choice in way.split(" or ")
+        if FIX_FLAG.search(choice)
+    ]
+
+
+def _installed(data: dict, way: str) -> Facts:
+    """The machine after following an install way: the Python it names, and a Visual Studio and CUDA taken from the
+    shipped facts files that have them (real installs, not made-up entries; a Linux CUDA needs only its folder)."""
+    data = json.loads(json.dumps(data))
+    python = re.search(r"install Python (\d+\.\d+)", way)
+    if python:
+        data["python"]["version"] = f"{python.group(1)}.0"
+    shipped = [json.loads(host.read_text(encoding="utf-8")) for host in sorted(HOSTS_DIR.glob("*.json"))]
+    line = re.search(r"Visual Studio (\d{4})", way)
+    if line:
+        data["visual_studio"].append(
+            next(vs for host in shipped for vs in host["visual_studio"] if vs["product_line"] == line.group(1))
+        )
+    for version in re.findall(r"(?:install|and) CUDA (\d+\.\d+)", way):
+        if data["os"] == "linux":
+            data.setdefault("cuda", []).append({"version": version, "path": f"/usr/local/cuda-{version}"})
+        else:  # a CUDA installer brings its display driver: the machine that has it has a driver that runs it
+            source = next(host for host in shipped if any(c["version"] == version for c in host["cuda"]))
+            data["cuda"].append(next(c for c in source["cuda"] if c["version"] == version))
+            data["driver_version"], data["driver_cuda"] = source["driver_version"], source["driver_cuda"]
+    return facts_from_dict(data)
+
+
+def _refusal(facts: Facts, **options) -> ConfigurationError | ToolchainError | None:
+    try:
+        make_plan(Options(cache_dir=CACHE, **options), facts, KNOWLEDGE)
+    except (ConfigurationError, ToolchainError) as error:
+        return error
+    return None
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS_DIR.glob("*.json")), ids=lambda host: host.stem)
+def test_every_flag_the_era_fix_names_plans(host):
+    """Each shipped machine × --cuda × --pytorch-version × --vs: when a plan is refused, each flag change its Fix
+    offers (the others kept) plans, and none is the choice just refused."""
+    facts = load_facts(host)
+    versions = [None, *(era.newest for era in KNOWLEDGE.eras)]
+    for cuda in ["auto", "cpu", "8.0", "9.0", "10.0", "11.8", "12.4", "13.0"]:
+        for version in versions:
+            for vs in ["auto", "2015", "2017", "2019", "2022"]:
+                asked = {"cuda": cuda, "pytorch_version": version, "vs": vs}
+                error = _refusal(facts, **asked)
+                if error is None or not error.fix:
+                    continue
+                for flags in _flag_choices(error.fix):
+                    assert all(asked[name] != value for name, value in flags.items()), (asked, error.fix)
+                    again = _refusal(facts, **{**asked, **flags})
+                    assert again is None, f"{host.name} {asked} → {flags}: {error.paragraph()} → {again.paragraph()}"
+
+
+def test_cuda_90_with_python_311_says_which_python_to_install():
+    """README walkthrough: on Linux with Python 3.11, CUDA 9.0 is built only by eras whose Python ends before 3.8
+    (build_config/eras.toml), so no --pytorch-version helps: the Fix names the Python to install."""
+    linux = facts_from_dict(LINUX)
+    for version in [None, "0.4.1"]:
+        error = _refusal(linux, cuda="9.0", pytorch_version=version)
+        assert error is not None and error.exit_code == 3
+        assert "install Python 3.7 (and run pytorch-winbuild with it)" in error.fix
+        assert "--pytorch-version" not in error.fix  # every era that builds CUDA 9.0 needs Python < 3.8
+        install = next(way for way in _ways(error.fix) if "install Python" in way)
+        assert _refusal(_installed(LINUX, install), cuda="9.0", pytorch_version=version) is None
+    error = _refusal(linux, cuda="9.0", pytorch_version="main")  # the options conflict: exit 2
+    assert error is not None and error.exit_code == 2 and "--pytorch-version main" not in error.fix
+    assert {"cuda": "cpu"} in _flag_choices(error.fix) and "install CUDA 13.0 and pass --cuda 13.0" in error.fix
+    install = next(way for way in _ways(error.fix) if "install Python" in way)
+    assert "--pytorch-version 1.1.0" in install  # the newest era that builds CUDA 9.0
+    assert _refusal(_installed(LINUX, install), cuda="9.0", pytorch_version="1.1.0") is None
+
+
+def test_cuda_100_on_a_vs2015_machine_says_to_install_vs2017():
+    """CUDA 10.0 accepts _MSC_VER 1700-1916 (VS 2017 only) and is built by eras whose build knows VS 2017 or 2019:
+    on the VS 2015 machine the Fix names VS 2017 (and CUDA 10.0, which is not installed there)."""
+    data = json.loads((HOSTS_DIR / "vs2015-cuda80.json").read_text(encoding="utf-8"))
+    for version in [None, "1.0.1"]:
+        error = _refusal(facts_from_dict(data), cuda="10.0", pytorch_version=version)
+        assert error is not None and error.exit_code == 3
+        install = next(way for way in _ways(error.fix) if "Visual Studio" in way)
+        assert "Visual Studio 2017 Build Tools" in install and "2019" not in install and "CUDA 10.0" in install
+        assert _refusal(_installed(data, install), cuda="10.0", pytorch_version=version) is None
+        assert {"cuda": "8.0"} in _flag_choices(error.fix) or version == "1.0.1"
+
+
+def test_a_source_tree_pins_the_version_so_the_fix_changes_the_machine_or_the_checkout(tmp_path):
+    """A tree's version.txt wins over --pytorch-version, so the Fix never offers that flag: it says what to install,
+    or which release to check out instead."""
+    source = ("1.0.1", str(tmp_path / "version.txt"))
+    linux = facts_from_dict(LINUX)
+    with pytest.raises(ToolchainError) as error:
+        make_plan(Options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)
+    fix = error.value.fix or ""
+    assert "--pytorch-version" not in fix and "install Python 3.7" in fix
+    checkout = re.search(r"check out v(\S+) in the source tree", fix)
+    assert checkout is not None
+    plan = make_plan(Options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=(checkout.group(1), "x"))
+    assert plan.pytorch_version == checkout.group(1)
+    with pytest.raises(ConfigurationError, match="--pytorch-version main contradicts the source tree"):
+        make_plan(Options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)

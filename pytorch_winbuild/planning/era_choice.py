@@ -3,7 +3,9 @@
 Precedence (issue 9): the source tree's own version > --pytorch-version > the newest era that fits
 everything else that was asked for or is installed: --cuda, --vs, the host's Python and Visual
 Studio, and (with --cuda auto) an installed CUDA that the era builds with. A pinned version whose
-era conflicts with the rest is an error that names the conflict and the nearest choices that work.
+era conflicts with the rest is an error that names the conflict, the nearest choices that work (each
+checked with the same test, the other choices kept) and what to install to keep what was asked.
+A newest word (main, latest) pins the newest era, so it contradicts an older source tree.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version, release_key
 
 if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
@@ -31,15 +34,19 @@ class EraChoice:
 
 @dataclass(frozen=True)
 class Obstacle:
-    """Why an era cannot be planned here. `host` obstacles are facts of the machine (exit 3);
-    the others are the user's own options conflicting with each other (exit 2)."""
+    """Why an era cannot be planned here. An obstacle with an `install` step is a fact of the machine (exit 3)
+    that installing removes; the others are the user's own options conflicting with each other (exit 2)."""
 
     text: str
-    host: bool
+    install: str | None = None
+
+    @property
+    def host(self) -> bool:
+        return self.install is not None
 
 
-# An era → whether an installed CUDA can be used by it (the plan's own test, passed in).
-CudaUsable = Callable[[Era], bool]
+# An era → the installed CUDA releases it can use, newest first (the plan's own test, passed in).
+UsableCuda = Callable[[Era], tuple[str, ...]]
 
 
 def era_of(knowledge: Knowledge, version: Version) -> tuple[Era, str | None]:
@@ -62,15 +69,39 @@ def era_of(knowledge: Knowledge, version: Version) -> tuple[Era, str | None]:
     )
 
 
+def _newest_python(era: Era) -> str:
+    """The newest Python minor release the era builds with (its range's end is exclusive)."""
+    major, minor = version_tuple(era.python[1])[:2]
+    return f"{major}.{minor - 1}" if minor else era.python[0]
+
+
+def _lines_for(knowledge: Knowledge, era: Era, cuda: str) -> list[str]:
+    """The Visual Studio lines the era knows that have a toolset `cuda` accepts (any line without CUDA)."""
+    release = knowledge.cuda.get(cuda)
+    return [
+        line
+        for line in era.visual_studio
+        if release is None
+        or any(
+            t.product_line == line and release.msc_range[0] <= t.msc_ver < release.msc_range[1]
+            for t in knowledge.toolsets
+        )
+    ]
+
+
+def _visual_studio(knowledge: Knowledge, lines: list[str]) -> str:
+    """What to install for one of these Visual Studio lines, as the installer names it, with its C++ tools."""
+    installers = [knowledge.products[line].installer for line in lines]
+    return " or ".join(installers) + ("" if "C++" in installers[-1] else " with the C++ build tools")
+
+
 def obstacles(era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs: str) -> list[Obstacle]:
     """What stops `era` from being planned with these options on this machine (on any machine
     when `facts` is None: fetch-deps needs no compiler, so only the options count)."""
     found = []
     if cuda not in ("auto", "cpu") and cuda not in era.cuda:
         found.append(
-            Obstacle(
-                f"PyTorch {era.name} does not build with CUDA {cuda} (it builds with {', '.join(era.cuda)})", host=False
-            )
+            Obstacle(f"PyTorch {era.name} does not build with CUDA {cuda} (it builds with {', '.join(era.cuda)})")
         )
     if facts is None:
         return found
@@ -80,67 +111,196 @@ def obstacles(era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs
             Obstacle(
                 f"PyTorch {era.name} builds with Python {era.python[0]} up to, not including, "
                 f"{era.python[1]}, and this Python is {facts.python.version}",
-                host=True,
+                install=f"Python {_newest_python(era)} (and run pytorch-winbuild with it)",
             )
         )
     if facts.os == "windows":
-        if vs != "auto" and vs not in era.visual_studio:
+        release = knowledge.cuda.get(cuda)
+        if (
+            era.nvtoolsext == "always"
+            and release
+            and not release.needs_nvtx
+            and cuda in era.cuda
+            and not facts.nvtoolsext
+        ):
             found.append(
                 Obstacle(
-                    f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, not {vs}",
-                    host=False,
+                    f"PyTorch {era.name} links NvToolsExt even with CUDA {cuda}, whose NVTX is header-only (its CMake "
+                    "stops with 'Failed to find nvToolsExt'), and this machine has no NvToolsExt",
+                    install="NvToolsExt (the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x "
+                    "installer)",
                 )
             )
-        installed = sorted({v.product_line for v in facts.visual_studio if vs in ("auto", v.product_line)})
-        if installed and not set(installed) & set(era.visual_studio):
+        installed = sorted({v.product_line for v in facts.visual_studio})
+        if vs != "auto" and vs not in era.visual_studio:
+            found.append(
+                Obstacle(f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, not {vs}")
+            )
+        elif vs != "auto" and installed and vs not in installed:
+            found.append(
+                Obstacle(
+                    f"Visual Studio {vs} (--vs) is not installed (this machine has {', '.join(installed)})",
+                    install=_visual_studio(knowledge, [vs]),
+                )
+            )
+        elif installed and not set(installed) & set(era.visual_studio):
+            lines = _lines_for(knowledge, era, cuda) or list(era.visual_studio)
             found.append(
                 Obstacle(
                     f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, and "
                     f"this machine has {', '.join(installed)}",
-                    host=True,
+                    install=_visual_studio(knowledge, lines),
                 )
             )
     return found
 
 
-def _eras_for_cuda(knowledge: Knowledge, cuda: str) -> str:
-    eras = [era for era in knowledge.eras if cuda in era.cuda]
-    return ", ".join(f"{era.name} (--pytorch-version {era.newest})" for era in eras) or "none"
+def _installs(found: list[Obstacle]) -> list[str]:
+    """What to install against the machine's obstacles (every one of `found` has an install step)."""
+    return [o.install for o in found if o.install is not None]
 
 
-def _nearest(knowledge: Knowledge, facts: Facts | None, cuda: str, vs: str, era: Era) -> str:
-    """The choices closest to what was asked that do plan: other versions, other CUDA releases."""
-    hints = []
-    if cuda not in ("auto", "cpu"):
-        hints.append(f"CUDA {cuda} is built by PyTorch {_eras_for_cuda(knowledge, cuda)}")
-    if facts is None:
-        hints.append(f"PyTorch {era.name} builds with CUDA {', '.join(era.cuda)}")
-        return "; ".join(hints) + "."
-        installed = [c.version for c in facts.cuda if c.version in era.cuda]
-        if installed:
-            hints.append(
-                f"PyTorch {era.name} builds with the installed CUDA {', '.join(installed)} (--cuda {installed[-1]})"
-            )
-    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, "auto", vs)]
-    if fitting:
-        newest = fitting[-1]
-        hints.append(
-            f"with this machine's Python {facts.python.version}"
-            + (" and Visual Studio" if facts.os == "windows" else "")
-            + f" the newest PyTorch that plans is {newest.name} (--pytorch-version {newest.newest})"
+def _toolset_fits(knowledge: Knowledge, facts: Facts, line: str, cuda: str) -> bool:
+    """Whether an installed toolset of this Visual Studio line is one `cuda` accepts (any, for a CPU build)."""
+    release = knowledge.cuda.get(cuda)
+    if release is None:
+        return True
+    installed = facts.cuda_by_version(cuda)
+    low, high = installed.msc_range if installed and installed.msc_range else release.msc_range
+    return any(
+        low <= toolset_msc_ver(toolset) < high
+        for vs in facts.visual_studio
+        if vs.product_line == line
+        for toolset in vs.toolsets
+    )
+
+
+def _checkout(era: Era) -> str:
+    """The git ref of the era's newest release: its tag, or the main branch for the newest era."""
+    return era.newest if era.newest == "main" else f"v{era.newest}"
+
+
+def _closest(knowledge: Knowledge, era: Era, candidates: list[Era]) -> list[Era]:
+    """Of `candidates`, the nearest older and the nearest newer than `era`, so the message names two, not all."""
+    order = knowledge.eras.index(era)
+    older = [e for e in candidates if knowledge.eras.index(e) < order]
+    newer = [e for e in candidates if knowledge.eras.index(e) > order]
+    return older[-1:] + newer[:1]
+
+
+def _fix(
+    knowledge: Knowledge,
+    facts: Facts | None,
+    cuda: str,
+    vs: str,
+    asked: tuple[Era, str] | None,
+    tree: bool,
+    usable_cuda: UsableCuda | None,
+) -> str:
+    """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
+    here: what to install to keep what was asked, then the flags that plan with what is installed. `asked` is the
+    pinned era and the version shown; `tree` says the source tree pins it (so --pytorch-version cannot change it)."""
+    specific_cuda = cuda not in ("auto", "cpu")
+    missing_cuda = [f"CUDA {cuda}"] if specific_cuda and facts and facts.cuda_by_version(cuda) is None else []
+    ways: list[str] = []
+    if asked is not None and facts is not None:
+        era, shown = asked
+        found = obstacles(era, knowledge, facts, cuda, vs)
+        if all(o.host for o in found):
+            ways.append(f"to build PyTorch {shown} here, install {' and '.join([*_installs(found), *missing_cuda])}")
+    if specific_cuda and facts is not None and not tree and (asked is None or cuda not in asked[0].cuda):
+        for era in reversed(knowledge.eras):
+            found = obstacles(era, knowledge, facts, cuda, vs)
+            if found and all(o.host for o in found):
+                ways.append(
+                    f"to build with CUDA {cuda}, install {' and '.join([*_installs(found), *missing_cuda])}"
+                    + (f" and pass --pytorch-version {era.newest}" if asked is not None else "")
+                    + f" (PyTorch {era.name} is the newest release that builds with CUDA {cuda})"
+                )
+                break
+            if not found:
+                break  # it plans as it is: a --pytorch-version below names it
+
+    kept: list[str] = []  # flags that keep the asked CUDA, which may still have to be installed
+    flags: list[str] = []
+    if asked is not None:
+        era = asked[0]
+        fitting = _closest(
+            knowledge, era, [e for e in knowledge.eras if e is not era and not obstacles(e, knowledge, facts, cuda, vs)]
         )
+        if tree:
+            ways += [
+                f"check out {_checkout(e)} in the source tree (--ref {_checkout(e)} with --repo)"
+                + (f" and install CUDA {cuda}" if missing_cuda else "")
+                + f": PyTorch {e.name} plans here"
+                for e in fitting
+            ]
+        elif vs == "auto" or facts is None or _toolset_fits(knowledge, facts, vs, cuda):  # --vs's toolsets stay
+            kept += [f"--pytorch-version {e.newest} (PyTorch {e.name})" for e in fitting]
+    if vs != "auto" and facts is not None and facts.os == "windows":
+        eras = [asked[0]] if asked is not None else list(knowledge.eras)
+        lines = sorted({v.product_line for v in facts.visual_studio} - {vs})
+        kept += [
+            f"--vs {line}"
+            for line in lines
+            if _toolset_fits(knowledge, facts, line, cuda)
+            and any(not obstacles(e, knowledge, facts, cuda, line) for e in eras)
+        ]
+    if kept and missing_cuda:
+        ways.append(f"install CUDA {cuda} and pass {' or '.join(kept)}")
     else:
-        hints.append(
-            f"no known PyTorch builds with Python {facts.python.version}"
-            + (" and the installed Visual Studio" if facts.os == "windows" else "")
-            + f"; PyTorch {era.name} needs Python {era.python[0]} up to, not including, {era.python[1]}"
-        )
-    return "; ".join(hints) + "."
+        flags += kept
+    if specific_cuda:
+        eras = [asked[0]] if asked is not None else list(knowledge.eras)
+        fits = [e for e in eras if not obstacles(e, knowledge, facts, "cpu", vs)]
+        if facts is None:
+            versions = list(reversed(fits[0].cuda)) if fits else []
+        else:
+            usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
+            versions = sorted(usable, key=version_tuple, reverse=True)
+            to_install = [v for e in fits for v in e.cuda if not obstacles(e, knowledge, facts, v, vs)]
+            if to_install and not versions:
+                newest = max(to_install, key=version_tuple)
+                ways.append(f"install CUDA {newest} and pass --cuda {newest}")
+        flags += [f"--cuda {v}" for v in versions] + (["--cuda cpu"] if fits else [])
+    if flags:
+        ways.append(("with what this machine has, pass " if ways else "pass ") + " or ".join(flags))
+    if not ways and facts is not None:
+        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree)
+    return "; or ".join(ways) + "."
+
+
+def _without_conflicts(
+    knowledge: Knowledge, facts: Facts, cuda: str, vs: str, asked: tuple[Era, str] | None, tree: bool
+) -> list[str]:
+    """When no single flag helps (--vs and the version both conflict): what to install for the asked era with --vs
+    left out, and the nearest era that plans with what is installed, as one set of flags."""
+    ways = []
+    if asked is not None:
+        found = obstacles(asked[0], knowledge, facts, cuda, "auto")
+        missing_cuda = [f"CUDA {cuda}"] if cuda in knowledge.cuda and facts.cuda_by_version(cuda) is None else []
+        if found and all(o.host for o in found):
+            ways.append(
+                f"to build PyTorch {asked[1]} here, leave --vs out and install "
+                + " and ".join([*_installs(found), *missing_cuda])
+            )
+    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, "cpu", "auto")]
+    if asked is not None and asked[0] in fitting:
+        era: Era | None = asked[0]
+    else:
+        era = next(iter((_closest(knowledge, asked[0], fitting) if asked is not None else fitting)[-1:]), None)
+    if era is not None and not (tree and asked is not None and era is not asked[0]):
+        changes = [] if asked is not None and era is asked[0] else [f"--pytorch-version {era.newest}"]
+        changes += [
+            f"--{name} {value}" for name, value, given in (("cuda", "cpu", cuda), ("vs", "auto", vs)) if given != value
+        ]
+        ways.append(f"with what this machine has, pass {' '.join(changes)}")
+    return ways
 
 
 def _refuse(what: str, found: list[Obstacle], fix: str) -> ConfigurationError | ToolchainError:
     error = ToolchainError if any(o.host for o in found) else ConfigurationError
-    return error(f"{what}: {'; '.join(o.text for o in found)}.", fix=fix)
+    return error(f"{what}: {'; '.join(dict.fromkeys(o.text for o in found))}.", fix=fix)
 
 
 def resolve_era(
@@ -151,7 +311,7 @@ def resolve_era(
     vs: str = "auto",
     pytorch_version: str | None,
     source_version: tuple[str, str] | None,
-    cuda_usable: CudaUsable | None = None,
+    usable_cuda: UsableCuda | None = None,
 ) -> EraChoice:
     """The era of the plan and why, or an error naming the conflict and the nearest working choices.
     `facts` None: no machine to fit (fetch-deps), only the options and the source tree count."""
@@ -159,12 +319,15 @@ def resolve_era(
     if source_version is not None:
         text, where = source_version
         pinned = parse_pytorch_version(text, where), where
-        if pytorch_version and pytorch_version not in NEWEST_WORDS:
-            asked_version = parse_pytorch_version(pytorch_version, "--pytorch-version")
-            if era_of(knowledge, asked_version)[0] is not era_of(knowledge, pinned[0])[0]:
+        if pytorch_version:
+            if pytorch_version in NEWEST_WORDS:
+                flag, flag_era = pytorch_version, knowledge.eras[-1]
+            else:
+                flag_version = parse_pytorch_version(pytorch_version, "--pytorch-version")
+                flag, flag_era = str(flag_version), era_of(knowledge, flag_version)[0]
+            if flag_era is not era_of(knowledge, pinned[0])[0]:
                 raise ConfigurationError(
-                    f"--pytorch-version {asked_version} contradicts the source tree, which is PyTorch "
-                    f"{pinned[0]} ({where}).",
+                    f"--pytorch-version {flag} contradicts the source tree, which is PyTorch {pinned[0]} ({where}).",
                     fix="leave --pytorch-version out (the source tree says what is built), or check out the "
                     "version you want.",
                 )
@@ -182,13 +345,12 @@ def resolve_era(
             raise _refuse(
                 f"PyTorch {shown} (from {where}) cannot be planned here",
                 found,
-                _nearest(knowledge, facts, cuda, vs, era),
+                _fix(knowledge, facts, cuda, vs, (era, shown), source_version is not None, usable_cuda),
             )
         return EraChoice(era, shown, where, (warning,) if warning else ())
 
     fitting = [era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs)]
     if not fitting:
-        newest = knowledge.eras[-1]
         asked = [f"CUDA {cuda}"] if cuda not in ("auto", "cpu") else []
         found = [
             o
@@ -199,7 +361,7 @@ def resolve_era(
         raise _refuse(
             "no PyTorch era fits " + (" and ".join(asked) or "this machine"),
             found,
-            _nearest(knowledge, facts, cuda, vs, newest),
+            _fix(knowledge, facts, cuda, vs, None, False, usable_cuda),
         )
     constraints = [f"CUDA {cuda} (--cuda)"] if cuda not in ("auto", "cpu") else []
     if facts is not None:
@@ -208,8 +370,8 @@ def resolve_era(
             constraints.append("the installed Visual Studio" if vs == "auto" else f"Visual Studio {vs} (--vs)")
     if not constraints:
         return EraChoice(fitting[0], fitting[0].newest, "the newest era (nothing asked for or installed narrows it)")
-    if facts is not None and cuda_usable is not None and cuda == "auto" and facts.cuda:
-        with_cuda = [era for era in fitting if cuda_usable(era)]
+    if facts is not None and usable_cuda is not None and cuda == "auto" and facts.cuda:
+        with_cuda = [era for era in fitting if usable_cuda(era)]
         if with_cuda:
             era = with_cuda[0]
             return EraChoice(

@@ -389,6 +389,10 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
             return problem
     if facts.os != "windows":
         return None
+    if (release.needs_nvtx or era.nvtoolsext == "always") and not (
+        cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
+    ):
+        return f"PyTorch {era.name} links NvToolsExt with CUDA {cuda.version}, and no NvToolsExt was found"
     msc_range, _ = _cuda_range(cuda, release)
     if not any(
         msc_range[0] <= c.msc_ver < msc_range[1]
@@ -1005,7 +1009,11 @@ def make_plan(
         vs=options.vs,
         pytorch_version=options.pytorch_version,
         source_version=source_version,
-        cuda_usable=lambda era: any(_usable_cuda(knowledge, era, facts, options, cuda) is None for cuda in facts.cuda),
+        usable_cuda=lambda era: tuple(
+            cuda.version
+            for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True)
+            if _usable_cuda(knowledge, era, facts, options, cuda) is None
+        ),
     )
     era = choice.era
     plan = _Builder(warnings=list(choice.warnings))
