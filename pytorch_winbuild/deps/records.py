@@ -5,15 +5,16 @@ neither imports the other's module for them.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 from urllib.request import url2pathname
 
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.lockfile import Pin
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.redact import redact_text, userinfo_secrets
 
 # How far an archive is trusted (FetchedArchive.trust).
 VERIFIED = "verified"  # matches a published checksum: deps.toml [known] or the shipped build_config/deps.lock
@@ -31,7 +32,43 @@ class Source:
     from_dir: bool = False
 
 
-def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
+def mirror_url(mirror: str, label: str) -> ParseResult:
+    """The mirror URL parsed, or ConfigurationError naming `label` (--mirror, winbuild.mirror). A URL
+    whose user name and password cannot be read one way only is refused without being shown: the
+    masking that keeps credentials out of messages reads them the same way."""
+    if any(char.isspace() or unicodedata.category(char) == "Cc" for char in mirror):
+        raise ConfigurationError(
+            f"{label} holds a space, a tab or a control character, which a URL never holds (not shown here: it "
+            "may hold a password).",
+            fix="percent-encode it (a space is %20), in the user name and password too.",
+        )
+    try:
+        parsed = urlparse(mirror)
+        parsed.port  # noqa: B018 -- a port that is not a number raises here, not halfway through a download
+    except ValueError:
+        raise ConfigurationError(
+            f"{label} {redact_text(mirror)} is not a well-formed URL (its host or port cannot be read).",
+            fix="pass the base URL of a flat folder holding the archives, e.g. https://mirror.example.com/ossci-windows/.",
+        ) from None
+    userinfo = parsed.netloc.rpartition("@")[0]
+    if parsed.scheme == "file" and userinfo:
+        raise ConfigurationError(
+            f"{label} is a file:// URL with a user name or password (not shown here), which a Windows share does "
+            "not take from a URL.",
+            fix="connect to the share first (net use \\\\host\\share /user:NAME), then pass file://host/share/ "
+            "without the user name and password.",
+        )
+    if set(userinfo_secrets(mirror)) - {parsed.username, parsed.password}:
+        raise ConfigurationError(
+            f"{label} holds a user name or password with / ? or # before its @, so where it ends can be read two "
+            "ways (not shown here: it may hold a password).",
+            fix="percent-encode those characters in the user name and password (/ is %2F, ? is %3F, # is %23, "
+            "@ is %40).",
+        )
+    return parsed
+
+
+def resolve_source(mirror: str | None, from_dir: str | Path | None, mirror_label: str = "--mirror") -> Source:
     """Validate --mirror / --from-dir and say where files come from."""
     if mirror and from_dir:
         raise ConfigurationError(
@@ -48,7 +85,7 @@ def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
         return Source(folder=folder, from_dir=True)
     if not mirror:
         return Source()
-    parsed = urlparse(mirror)
+    parsed = mirror_url(mirror, mirror_label)
     if parsed.scheme == "file":
         path = url2pathname(parsed.path)
         if parsed.netloc and parsed.netloc != "localhost":
@@ -56,14 +93,14 @@ def resolve_source(mirror: str | None, from_dir: str | Path | None) -> Source:
         folder = Path(path)
         if not folder.is_dir():
             raise ConfigurationError(
-                f"--mirror {redact_text(mirror)}: the folder {folder} does not exist.",
+                f"{mirror_label} {redact_text(mirror)}: the folder {folder} does not exist.",
                 fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.",
             )
         return Source(folder=folder)
     if parsed.scheme in ("http", "https") and parsed.netloc:
         return Source(base_url=mirror.rstrip("/") + "/")
     raise ConfigurationError(
-        f"--mirror {redact_text(mirror)} is not an http://, https:// or file:// URL.",
+        f"{mirror_label} {redact_text(mirror)} is not an http://, https:// or file:// URL.",
         fix="pass the base URL of a flat folder holding the archives, e.g. https://mirror.example.com/ossci-windows/ or file:///D:/mirror/.",
     )
 

@@ -340,6 +340,7 @@ def build(
         if ref:
             check_ref(ref)
     folder = cache_folder(c, plan_flags["cache_dir"])
+    mirror = None if dry_run else checked_mirror(c, None)  # before the clone: where missing MKL/MAGMA come from
     if not dry_run:
         writable_folder(folder, "--cache-dir")
         if log_dir:
@@ -379,9 +380,18 @@ def build(
         libtorch=libtorch,
         clean=clean,
         verify=not no_verify,
-        mirror=setting(c, "mirror", None),
+        mirror=mirror,
     )
     run_build(plan, request)
+
+
+def checked_mirror(c: Context, flag: str | None) -> str | None:
+    """--mirror, else winbuild.mirror, checked now, so an unusable one is named by where it came from."""
+    from pytorch_winbuild.deps.records import resolve_source
+
+    mirror = setting(c, "mirror", flag)
+    resolve_source(mirror, None, flag_label("mirror", flag))
+    return mirror
 
 
 def fetch_deps(
@@ -423,9 +433,7 @@ def fetch_deps(
         magma_debug=magma_debug,
         no_magma=no_magma,
     )
-    source_mirror = mirror or (
-        None if from_dir else setting(c, "mirror", None)
-    )  # a configured mirror gives way to --from-dir
+    source_mirror = mirror if from_dir else checked_mirror(c, mirror)  # a configured mirror gives way to --from-dir
     folder = cache_folder(c, cache_dir)
     other_machine = os.name != "nt" and PureWindowsPath(str(folder)).drive  # a Windows plan's command, read on Linux
     if dry_run:
@@ -576,6 +584,6 @@ def nightly(
         output_dir=Path(output_dir) if output_dir else None,
         keep_days=keep,
         min_free_gb=min_free,
-        mirror=mirror or setting(c, "mirror", None),
+        mirror=checked_mirror(c, mirror),
     )
     run_nightly(options)

@@ -105,6 +105,12 @@ _URL_USERINFO = re.compile(
     r"(?::(?P<password>[^\s@\"'<>]*(?:@[^\s@/\"'<>]*)*))?"
     r"@(?=[^\s@\"'<>])"
 )
+# A whole value that is one URL whose userinfo holds a space or a tab (`https://user:s3cret PW@host/`),
+# which _URL_USERINFO, made for free text where a space ends a URL, cannot see: the password runs to
+# the last `@`, after which the host and path hold no space.
+_SPACED_USERINFO = re.compile(
+    r"\s*[a-zA-Z][a-zA-Z0-9+.-]{0,31}://(?P<user>[^/?#@:]*)(?::(?P<password>.*))?@(?P<host>[^\s@]*)\s*", re.DOTALL
+)
 _SSH_SCHEMES = frozenset({"ssh://", "git+ssh://", "ssh+git://", "sftp://", "scp://"})
 _HOST_LIKE = re.compile(r"localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:.]+\]")
 
@@ -160,7 +166,7 @@ def _is_maskable(value: str) -> bool:
     return len(value) >= MIN_SECRET_LENGTH and value.lower() not in NOT_SECRET_VALUES and bool(value.strip(REDACTED))
 
 
-def _userinfo_secrets(text: str) -> Iterable[str]:
+def userinfo_secrets(text: str) -> Iterable[str]:
     """The password (or the lone user, a token) of every URL with userinfo in `text`."""
     for match in _URL_USERINFO.finditer(text):
         if _is_port_and_path(match):
@@ -170,6 +176,9 @@ def _userinfo_secrets(text: str) -> Iterable[str]:
             yield password
         elif match.group("scheme").lower() not in _SSH_SCHEMES:
             yield match.group("user")
+    spaced = _SPACED_USERINFO.fullmatch(text)
+    if spaced and any(char.isspace() for char in text[spaced.start("user") : spaced.start("host")]):
+        yield spaced.group("password") if spaced.group("password") is not None else spaced.group("user")
 
 
 def _is_port_and_path(match: re.Match[str]) -> bool:
@@ -202,7 +211,7 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
             continue
         if is_secret_name(name):
             found.add(value)
-        found.update(_userinfo_secrets(value))
+        found.update(userinfo_secrets(value))
         match = re.fullmatch(r"GIT_CONFIG_KEY_(\d+)", name.upper())
         if match and re.search(r"extraheader|token|password|secret", value, re.IGNORECASE):
             paired = env.get(f"GIT_CONFIG_VALUE_{match.group(1)}")
@@ -223,7 +232,7 @@ def _config_values(data: Any, secret: bool = False) -> Iterable[str]:
     elif isinstance(data, str):
         if secret:
             yield data
-        yield from _userinfo_secrets(data)
+        yield from userinfo_secrets(data)
 
 
 def _environ_snapshot() -> dict[Any, Any]:
