@@ -32,6 +32,7 @@ FORMATS = ("table", "json", "bat", "ps1", "sh")
 
 
 def render_json(plan: Plan) -> str:
+    plan.check_printable()
     return redact_text(json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False)) + "\n"
 
 
@@ -47,6 +48,7 @@ def _wrap(text: str, indent: str = "  ", width: int = 100) -> list[str]:
 
 def render_table(plan: Plan) -> str:
     """One screen for people: the choices, every variable with its reason, the commands, the warnings."""
+    plan.check_printable()
     lines = [f"Plan for PyTorch {plan.pytorch_version} (era {plan.era.name}) on {plan.os}", ""]
     rows = [("Python", plan.python)]
     if plan.compiler:
@@ -60,7 +62,7 @@ def render_table(plan: Plan) -> str:
                 )
             )
     if plan.vcvars:
-        rows.append(("vcvars", plan.vcvars.command))
+        rows.append(("vcvars", plan.vcvars.command))  # printable: checked above
     if plan.cuda:
         accepted = (
             f", accepts _MSC_VER {plan.cuda_msc_range[0]}–{plan.cuda_msc_range[1] - 1}" if plan.cuda_msc_range else ""

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
@@ -31,6 +30,8 @@ from pytorch_winbuild.planning.gpu_plan import (
     plan_arch_list,
 )
 from pytorch_winbuild.planning.jobs import arch_count, default_jobs, job_memory
+from pytorch_winbuild.text import quoting_bat as bat
+from pytorch_winbuild.text.quoting import refuse_control_characters
 
 Action = Literal["set", "prepend", "unset"]
 
@@ -119,7 +120,8 @@ class VcvarsCall:
 
     @property
     def command(self) -> str:
-        return " ".join([f'call "{self.script}"', *self.args])
+        """The call to paste at a cmd prompt or into a .bat; refused (exit 2) when no quoting keeps the path."""
+        return bat.printed_call(self.script, self.args)
 
 
 @dataclass(frozen=True)
@@ -152,8 +154,20 @@ class PlannedArchive:
 
 @dataclass(frozen=True)
 class Command:
+    """A command the plan prints for people to paste into its shell (cmd on Windows, sh on Linux)."""
+
     what: str
-    command: str
+    command: str | None  # None when no quoting keeps one of its values literal there: `refused` says why
+    refused: ConfigurationError | None = field(default=None, compare=False)
+
+    @classmethod
+    def quoted(cls, what: str, line: Callable[[], str]) -> Command:
+        """The command `line()` writes, or its refusal, kept for the formats that show commands: a build,
+        or a .bat that sets the environment, does not need them."""
+        try:
+            return cls(what, line())
+        except ConfigurationError as error:
+            return cls(what, None, error)
 
 
 @dataclass(frozen=True)
@@ -178,6 +192,12 @@ class Plan:
     decisions: tuple[str, ...]
     warnings: tuple[str, ...]
     path_separator: str = field(default=";")
+
+    def check_printable(self) -> None:
+        """ConfigurationError (exit 2) when a command the plan shows cannot be written to work when pasted."""
+        for command in self.commands:
+            if command.refused is not None:
+                raise command.refused
 
     def final_env(self) -> dict[str, str]:
         """The variables the plan touches, after its changes, on top of an unknown environment.
@@ -909,11 +929,23 @@ def _build_arguments(era: Era, options: Options) -> tuple[str, ...]:
     return era.commands["libtorch"]
 
 
-def quote_argument(os_name: str, value: str) -> str:
-    """One argument as the plan's shell reads it: cmd/PowerShell rules on Windows, POSIX sh on Linux."""
+_ARGUMENT_FIX = (
+    'use a value without it: for the cache folder, one whose path has none of " % ! nor control characters '
+    "(--cache-dir, winbuild.cache_dir or the facts file's cache_dir)."
+)
+
+
+def quote_argument(os_name: str, value: str, what: str = "the argument") -> str:
+    """One argument as the plan's shell reads it: cmd (a prompt or a .bat) on Windows, POSIX sh on Linux.
+    A value no quoting keeps literal there is refused (ConfigurationError), never printed changed."""
     if os_name == "windows":
-        return subprocess.list2cmdline([value])
-    return shlex.quote(value)
+        return bat.command_argument(value, what, _ARGUMENT_FIX)
+    return shlex.quote(refuse_control_characters(value, what))
+
+
+def command_line(os_name: str, words: Sequence[str]) -> str:
+    """A command the plan prints, every word quoted for the plan's shell, so it works when pasted."""
+    return " ".join(quote_argument(os_name, word) for word in words)
 
 
 def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
@@ -926,9 +958,10 @@ def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, arch
             words.append("--magma-debug")
     if cuda is not None and not any(a.name == "magma" for a in archives):
         words.append("--no-magma")
+    line = command_line(os_name, words)
     if options.cache_dir_given:
-        words += ["--cache-dir", options.cache_dir]
-    return " ".join(words[:2] + [quote_argument(os_name, word) for word in words[2:]])
+        line += " --cache-dir " + quote_argument(os_name, options.cache_dir, "the cache folder")
+    return line
 
 
 def _commands(
@@ -943,15 +976,15 @@ def _commands(
     commands = []
     if any(not a.present for a in archives):
         commands.append(
-            Command(
+            Command.quoted(
                 "download and extract exactly these MKL/MAGMA archives into the cache",
-                fetch_command(facts.os, options, cuda, archives),
+                lambda: fetch_command(facts.os, options, cuda, archives),
             )
         )
     if vcvars:
-        commands.append(Command(f"enter the compiler environment of {vcvars.instance}", vcvars.command))
+        commands.append(Command.quoted(f"enter the compiler environment of {vcvars.instance}", lambda: vcvars.command))
     what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
-    commands.append(Command(what, " ".join(["python", *build_arguments])))
+    commands.append(Command.quoted(what, lambda: command_line(facts.os, ["python", *build_arguments])))
     return commands
 
 

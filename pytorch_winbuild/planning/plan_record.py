@@ -5,16 +5,32 @@ Values of secret-looking variables are redacted here, so no report or JSON outpu
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
-from pytorch_winbuild.planning.plan import EnvChange, Plan
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.planning.plan import Command, EnvChange, Plan
 from pytorch_winbuild.text.redact import redact_value
 
 
 def shown_value(change: EnvChange) -> str:
     """A change's value as any output shows it: redacted when the variable looks secret."""
     return redact_value(change.name, change.value)
+
+
+def _command(command: Command) -> dict[str, Any]:
+    """A printed command; a report keeps why one could not be written (`--format json` refuses it first)."""
+    entry: dict[str, Any] = {"what": command.what, "command": command.command}
+    if command.refused is not None:
+        entry["refused"] = command.refused.message
+    return entry
+
+
+def _vcvars_command(plan: Plan) -> str | None:
+    """The vcvars call as printed, or None when it cannot be (its entry in `commands` says why)."""
+    try:
+        return plan.vcvars.command if plan.vcvars else None
+    except ConfigurationError:
+        return None
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -39,7 +55,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "cuda_host_toolset": None if plan.cuda_host_compiler is None else plan.cuda_host_compiler.toolset,
         "vcvars": None
         if plan.vcvars is None
-        else {"script": plan.vcvars.script, "args": list(plan.vcvars.args), "command": plan.vcvars.command},
+        else {"script": plan.vcvars.script, "args": list(plan.vcvars.args), "command": _vcvars_command(plan)},
         "cuda": None
         if plan.cuda is None
         else {
@@ -59,7 +75,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "changes": [
             {"name": c.name, "value": shown_value(c), "action": c.action, "reason": c.reason} for c in plan.changes
         ],
-        "commands": [asdict(command) for command in plan.commands],
+        "commands": [_command(command) for command in plan.commands],
         "decisions": list(plan.decisions),
         "warnings": list(plan.warnings),
     }

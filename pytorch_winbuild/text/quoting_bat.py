@@ -95,6 +95,37 @@ def comment(text: str, what: str) -> str:
     return f"rem {text} " if text.endswith("^") else f"rem {text}"
 
 
+# What no quoting keeps literal in a command pasted at a cmd prompt or into a .bat, under /v:off and /v:on.
+_NOT_PASTABLE = {
+    '"': "a double quote, which would end the quotes that keep the rest literal",
+    "%": "a percent sign, which cmd expands (%NAME%) even inside quotes, and differently at a prompt and in a .bat",
+    "!": "an exclamation mark, which cmd drops or expands (!NAME!) where delayed expansion is on",
+}
+
+
+def _refuse_for_prompt(text: str, what: str, fix: str) -> None:
+    """ConfigurationError (exit 2) when `text` cannot stand in a printed command, as the .bat lines refuse."""
+    refuse_control_characters(text, what)
+    for char, why in _NOT_PASTABLE.items():
+        if char in text:
+            raise ConfigurationError(
+                f"{what} {text} holds {why}, so the plan cannot print a command naming it that works when pasted "
+                "at a cmd prompt or into a .bat.",
+                fix=fix,
+            )
+
+
+def command_argument(text: str, what: str, fix: str) -> str:
+    """One argument of a command the plan prints for cmd (a prompt or a .bat, /v:off or /v:on): bare
+    when plain, else in double quotes, inside which spaces and & | < > ^ ( ) are literal. Trailing
+    backslashes are doubled, because a program's argument parser reads `\\"` as a quote."""
+    _refuse_for_prompt(text, what, fix)
+    if _BARE_ARGUMENT.fullmatch(text):
+        return text
+    body = text.rstrip("\\")
+    return '"' + body + "\\" * (2 * (len(text) - len(body))) + '"'
+
+
 def _call(script: str, args: Sequence[str], escape: Callable[[str], str]) -> str:
     """`call "script" args`. CALL expands `%` a second time and doubles every `^`, even inside
     quotes, so neither can reach the called script unchanged; nor can a `"` inside the quotes."""
@@ -112,6 +143,14 @@ def _call(script: str, args: Sequence[str], escape: Callable[[str], str]) -> str
         # vcvarsall.bat compares some arguments textually (-vcvars_ver=14.11): no quotes unless needed
         words.append(text if position and _BARE_ARGUMENT.fullmatch(text) else f'"{escape(text)}"')
     return "call " + " ".join(words)
+
+
+def printed_call(script: str, args: Sequence[str]) -> str:
+    """The vcvars call as a plan prints it, to paste at a cmd prompt or into a .bat run with /v:off
+    or /v:on: CALL's rules, and no `!`, which delayed expansion would drop."""
+    for text, what in [(script, "the vcvars script path"), *((arg, "the vcvars argument") for arg in args)]:
+        _refuse_for_prompt(text, what, 'install to (or copy the script into) a folder whose name has none of " % ^ !.')
+    return _call(script, args, str)
 
 
 def call_line(script: str, args: Sequence[str]) -> str:

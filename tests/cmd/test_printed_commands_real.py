@@ -1,0 +1,89 @@
+"""The commands a Windows plan prints, pasted into a .bat and run by Wine's cmd with delayed expansion
+off (/v:off) and on (/v:on): every argument arrives as planned and nothing runs that was not planned.
+
+The programs are stand-ins on PATH: `invoke.bat` and `python.bat` hand their arguments to a JScript
+file that cscript runs, which prints them one a line as Windows' argument parser (CommandLineToArgvW)
+splits them; the vcvars script prints what CALL gave it. A stand-in .bat reads its arguments through
+cmd once more, which changes nothing of what the plan prints: no `%` or `!`, and every `^` and
+operator inside double quotes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from test_printed_commands import host_data, plan_for, with_vcvars
+
+from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
+
+if TYPE_CHECKING:
+    from conftest import WinePrefix
+
+pytestmark = pytest.mark.cmd
+
+ARGV_JS = """var a = WScript.Arguments;
+for (var i = 0; i < a.length; i++) WScript.Echo("ARG:" + a(i));
+"""
+VCVARS_FOLDER = "wb (x86) & a;b=c,d"  # under C:\
+VCVARSALL = "@echo VCVARS:%*\r\n"
+HOSTILE_CACHE_DIRS = [
+    "C:\\c&md;C:\\vs\\PWNDIR&rem",
+    "C:\\c&&mkdir C:\\vs\\PWNDIR",
+    "C:\\a b (x86)\\^x|y<z>w\\",
+    "C:\\c)&mkdir C:\\vs\\PWNDIR&(",
+]
+
+
+@pytest.fixture(scope="module")
+def stand_ins(wine_prefix: WinePrefix, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of invoke.bat and python.bat; the stand-in vcvarsall.bat under C:\\<VCVARS_FOLDER>."""
+    folder = tmp_path_factory.mktemp("standins")
+    (folder / "argv.js").write_text(ARGV_JS, encoding="ascii")
+    for name in ("invoke", "python"):
+        line = f'@cscript.exe //nologo "{to_wine_path(folder / "argv.js")}" %*\r\n'
+        (folder / f"{name}.bat").write_text(line, encoding="ascii")
+    vcvars = wine_prefix.path / "drive_c" / VCVARS_FOLDER
+    vcvars.mkdir(exist_ok=True)
+    (vcvars / "vcvarsall.bat").write_text(VCVARSALL, encoding="ascii")
+    return folder
+
+
+def run_pasted(wine_prefix: WinePrefix, stand_ins: Path, command: str, mode: str) -> list[str]:
+    """The lines a .bat holding `command` printed, run by cmd /v:<mode> with the stand-ins first on PATH."""
+    script = stand_ins / f"pasted-{len(list(stand_ins.iterdir()))}.bat"
+    script.write_text(f"@echo off\r\n{command}\r\n", encoding="ascii")
+    env = wine_prefix.windows_env(PATH=f"{to_wine_path(stand_ins)};C:\\windows\\system32;C:\\windows")
+    completed = run_command_line(f'/d /v:{mode} /s /c "{to_wine_path(script)}"', env=env, launcher=["wine", "cmd"])
+    assert not (wine_prefix.path / "drive_c" / "vs" / "PWNDIR").exists(), "an injected command ran"
+    return decode_output(completed.stdout).splitlines()
+
+
+@pytest.mark.parametrize("mode", ["off", "on"])
+@pytest.mark.parametrize("cache_dir", HOSTILE_CACHE_DIRS)
+def test_fetch_command_gives_invoke_the_planned_cache_folder(wine_prefix, stand_ins, cache_dir: str, mode: str) -> None:
+    plan = plan_for(host_data(), cache_dir)
+    fetch = plan.commands[0].command
+    assert fetch.startswith("invoke fetch-deps ")
+    printed = run_pasted(wine_prefix, stand_ins, fetch, mode)
+    assert printed == [
+        "ARG:fetch-deps",
+        "ARG:--cuda",
+        "ARG:9.0",
+        "ARG:--mkl-version",
+        "ARG:2018.2.185",
+        "ARG:--magma-version",
+        "ARG:2.5.0",
+        "ARG:--cache-dir",
+        f"ARG:{cache_dir}",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["off", "on"])
+def test_vcvars_and_build_commands_run_as_planned(wine_prefix, stand_ins, mode: str) -> None:
+    plan = plan_for(host_data(with_vcvars(f"C:\\{VCVARS_FOLDER}\\vcvarsall.bat")))
+    vcvars, build = plan.commands[1].command, plan.commands[2].command
+    assert vcvars.startswith("call ")
+    assert run_pasted(wine_prefix, stand_ins, vcvars, mode) == ["VCVARS:x64 -vcvars_ver=14.11"]
+    assert run_pasted(wine_prefix, stand_ins, build, mode) == ["ARG:setup.py", "ARG:install"]

@@ -1,0 +1,102 @@
+"""The commands a plan prints (fetch-deps, vcvars, the prep copy, the build) are quoted for the plan's
+shell, or the plan is refused where it shows them (exit 2, naming the value) when no quoting keeps a
+value literal there.
+
+What cmd makes of the Windows commands is proven by Wine's cmd in tests/cmd/test_printed_commands_real.py;
+the Linux commands run here in real bash.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import HOSTS_DIR, run_invoke
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.faces.render import render_bat, render_json, render_table
+from pytorch_winbuild.facts.model import facts_from_dict
+from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.plan import Options, Plan, command_line, make_plan
+from pytorch_winbuild.planning.plan_record import plan_to_dict
+
+KNOWLEDGE = load_knowledge()
+VS2017 = HOSTS_DIR / "vs2017-cuda90-cuda100.json"
+
+
+def host_data(change: Callable[[dict[str, Any]], None] = lambda data: None) -> dict[str, Any]:
+    data = json.loads(VS2017.read_text(encoding="utf-8"))
+    change(data)
+    return data
+
+
+def plan_for(data: dict[str, Any], cache_dir: str = "C:\\c") -> Plan:
+    """A CUDA 9.0 plan whose MKL/MAGMA are not fetched yet, so it prints the fetch-deps command too."""
+    options = Options(cuda="9.0", cache_dir=cache_dir, cache_dir_given=True)
+    return make_plan(options, facts_from_dict(data, str(VS2017)), KNOWLEDGE, locate_archive=lambda a: ("C:\\d", False))
+
+
+def with_vcvars(path: str) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["visual_studio"][0]["vcvars"]["vcvarsall.bat"] = path
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("cache_dir", "char"),
+    [("C:\\c%PATH%", "a percent sign"), ("C:\\c!x!", "an exclamation mark"), ('C:\\c" & echo x', "a double quote")],
+)
+def test_a_cache_folder_no_quoting_keeps_is_refused(cache_dir: str, char: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        plan_for(host_data(), cache_dir).check_printable()
+    assert error.value.message.startswith(f"the cache folder {cache_dir} holds {char}")
+
+
+@pytest.mark.parametrize(
+    ("char", "said"), [("!", "an exclamation mark"), ("%", "a percent sign"), ("^", "'^'"), ('"', "a double quote")]
+)
+def test_a_vcvars_path_no_quoting_keeps_is_refused(char: str, said: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        plan_for(host_data(with_vcvars(f"C:\\VS{char}x\\vcvarsall.bat"))).check_printable()
+    assert error.value.message.startswith("the vcvars script path ")
+    assert f"holds {said}" in error.value.message
+
+
+def test_only_the_formats_that_show_commands_refuse_them() -> None:
+    """A .bat that sets the environment, a build and its report need no printed command."""
+    plan = plan_for(host_data(), "C:\\R&D 100%")
+    assert "R&D 100%%" in render_bat(plan)
+    assert plan_to_dict(plan)["commands"][0]["command"] is None
+    with pytest.raises(ConfigurationError):
+        render_table(plan)
+    with pytest.raises(ConfigurationError):
+        render_json(plan)
+
+
+def test_trailing_backslashes_are_doubled_inside_quotes() -> None:
+    """A program's argument parser reads `\\"` as a quote: `"C:\\a b\\\\"` is `C:\\a b\\`."""
+    plan = plan_for(host_data(), "C:\\a b\\")
+    assert plan.commands[0].command.endswith(' --cache-dir "C:\\a b\\\\"')
+
+
+def test_cli_refuses_a_facts_cache_folder_with_a_percent_sign(tmp_path: Path) -> None:
+    facts = tmp_path / "host.json"
+    facts.write_text(json.dumps(host_data(lambda data: data.update(cache_dir="C:\\c%TEMP%x"))), encoding="utf-8")
+    result = run_invoke("build", "--dry-run", "--host", str(facts), "--cuda", "9.0")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.startswith("configuration error: the cache folder C:\\c%TEMP%x holds a percent sign")
+
+
+@pytest.mark.parametrize("value", ["/tmp/c;touch PWNED #", "/tmp/c $(touch PWNED) `touch PWNED` 'q' \\ \"x\" %P% !x"])
+def test_linux_commands_pasted_into_bash_get_the_values_planned(tmp_path: Path, value: str) -> None:
+    line = command_line("linux", ["invoke", "fetch-deps", "--cache-dir", value])
+    stand_in = 'invoke() { printf "[%s]" "$@"; }\n'
+    run = subprocess.run(["bash", "-c", stand_in + line], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert run.stdout == f"[fetch-deps][--cache-dir][{value}]"
+    assert not (tmp_path / "PWNED").exists()
