@@ -1,6 +1,6 @@
 """The commands a plan prints (fetch-deps, vcvars, the prep copy, the build) are quoted for the plan's
-shell, or the plan is refused where it shows them (exit 2, naming the value) when no quoting keeps a
-value literal there.
+shell, or the table that shows them is refused (exit 2, naming the value) when no quoting keeps a
+value literal there; JSON shows such a command as null, with the reason.
 
 What cmd makes of the Windows commands is proven by Wine's cmd in tests/cmd/test_printed_commands_real.py;
 the Linux commands run here in real bash.
@@ -68,14 +68,16 @@ def test_a_vcvars_path_no_quoting_keeps_is_refused(char: str, said: str) -> None
 
 
 def test_only_the_formats_that_show_commands_refuse_them() -> None:
-    """A .bat that sets the environment, a build and its report need no printed command."""
+    """A .bat that sets the environment, JSON, a build and its report need no command to paste."""
     plan = plan_for(host_data(), "C:\\R&D 100%")
     assert "R&D 100%%" in render_bat(plan)
+    fetch = json.loads(render_json(plan))["commands"][0]
+    assert fetch["command"] is None and fetch["refused"].startswith(
+        "the cache folder C:\\R&D 100% holds a percent sign"
+    )
     assert plan_to_dict(plan)["commands"][0]["command"] is None
     with pytest.raises(ConfigurationError):
         render_table(plan)
-    with pytest.raises(ConfigurationError):
-        render_json(plan)
 
 
 def test_trailing_backslashes_are_doubled_inside_quotes() -> None:

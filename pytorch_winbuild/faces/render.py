@@ -32,7 +32,7 @@ FORMATS = ("table", "json", "bat", "ps1", "sh")
 
 
 def render_json(plan: Plan) -> str:
-    plan.check_printable()
+    """The plan as data; a command that cannot be written for its shell is null, with the reason."""
     return redact_text(json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False)) + "\n"
 
 

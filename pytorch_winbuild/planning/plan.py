@@ -162,8 +162,8 @@ class Command:
 
     @classmethod
     def quoted(cls, what: str, line: Callable[[], str]) -> Command:
-        """The command `line()` writes, or its refusal, kept for the formats that show commands: a build,
-        or a .bat that sets the environment, does not need them."""
+        """The command `line()` writes, or its refusal, kept for the table, which shows commands to paste:
+        a build, its report, JSON and a .bat that sets the environment do without them."""
         try:
             return cls(what, line())
         except ConfigurationError as error:
@@ -194,7 +194,7 @@ class Plan:
     path_separator: str = field(default=";")
 
     def check_printable(self) -> None:
-        """ConfigurationError (exit 2) when a command the plan shows cannot be written to work when pasted."""
+        """ConfigurationError (exit 2) when a command the table shows cannot be written to work when pasted."""
         for command in self.commands:
             if command.refused is not None:
                 raise command.refused

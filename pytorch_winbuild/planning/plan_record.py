@@ -18,7 +18,7 @@ def shown_value(change: EnvChange) -> str:
 
 
 def _command(command: Command) -> dict[str, Any]:
-    """A printed command; a report keeps why one could not be written (`--format json` refuses it first)."""
+    """A printed command, or null and why it cannot be written to work when pasted (JSON, reports)."""
     entry: dict[str, Any] = {"what": command.what, "command": command.command}
     if command.refused is not None:
         entry["refused"] = command.refused.message
