@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import socket
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 
 from pytorch_winbuild.builder.compiler_cache import CacheSession, CacheStats, extension_cache_env, find_nvcc
 from pytorch_winbuild.builder.settings import load_settings
+from pytorch_winbuild.errors import ConfigurationError
 
 pytestmark = pytest.mark.build
 
@@ -113,11 +113,10 @@ def test_cu_file_is_a_miss_then_a_hit_through_pytorch_nvcc(
     nvcc = find_nvcc(env, env.get("PATH"), SETTINGS.extension_cache.nvcc)
     if nvcc is None:
         pytest.fail("this test needs CUDA's nvcc (CUDA_HOME, nvcc on PATH or /usr/local/cuda).", pytrace=False)
-    # A folder name with a space: PYTORCH_NVCC lands unquoted in a shell command line.
-    spaced, _ = extension_cache_env(cache, "linux", env, tmp_path / "spaced cache", SETTINGS.extension_cache)
-    assert spaced["PYTORCH_NVCC"] == shlex.quote(str(tmp_path / "spaced cache" / "launchers" / cache / "nvcc"))
-    # The build itself uses a cache folder without a space: torch's BuildExtension takes CXX from setuptools,
-    # which splits it at the space (_check_abi then runs ".../spaced"), so a spaced CC/CXX cannot build here.
+    # A cache folder with a space is refused: torch's BuildExtension takes CXX from setuptools, which splits it
+    # at the space (_check_abi then runs ".../spaced"), so no wrapper there could build.
+    with pytest.raises(ConfigurationError, match="setuptools splits"):
+        extension_cache_env(cache, "linux", env, tmp_path / "spaced cache", SETTINGS.extension_cache)
     variables, how = extension_cache_env(cache, "linux", env, tmp_path / "build-cache", SETTINGS.extension_cache)
     assert variables["PYTORCH_NVCC"] == str(tmp_path / "build-cache" / "launchers" / cache / "nvcc")
     assert f"nvcc ({nvcc}) goes through {cache} too, as PYTORCH_NVCC=nvcc" in how

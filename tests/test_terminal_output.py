@@ -89,25 +89,39 @@ def assert_safe(done: subprocess.CompletedProcess[str]) -> str:
     return output
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["doctor"],
-        ["build", "--dry-run", "--cuda", "9.0"],
-        ["env", "--cuda", "9.0"],
-        ["env", "--cuda", "9.0", "--format", "table"],
-    ],
-    ids=["doctor", "build-dry-run", "env", "env-table"],
-)
-def test_hostile_facts_are_shown_escaped(hostile_facts: str, args: list[str]) -> None:
-    done = run_invoke(*args, "--host", hostile_facts)
+def test_hostile_facts_are_shown_escaped_by_doctor(hostile_facts: str) -> None:
+    done = run_invoke("doctor", "--host", hostile_facts)
     assert done.returncode == 0, done.stderr
     output = assert_safe(done)
     assert NEWLINE_SHOWN in output and RLO_SHOWN in output
-    if args[0] == "doctor":
-        assert f"BuildTools{ESCAPES_SHOWN}" in output and f"1080 Ti{ESCAPES_SHOWN}{RLO_SHOWN}" in output
-    else:
-        assert f"BuildTools{ESCAPES_SHOWN})" in output and f"pytorch-winbuild{ESCAPES_SHOWN}{RLO_SHOWN}" in output
+    assert f"BuildTools{ESCAPES_SHOWN}" in output and f"1080 Ti{ESCAPES_SHOWN}{RLO_SHOWN}" in output
+
+
+@pytest.fixture(scope="module")
+def hostile_plan_facts(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Hostile values only where a plan shows them but prints no command with them (a command with a
+    control character is refused: see test_printed_commands.py)."""
+    data = json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))
+    data["cuda"][0]["path"] += NEWLINE
+    data["python"]["executable"] += NEWLINE + RLO
+    data["gpus"][0]["name"] += ESCAPES + RLO
+    path = tmp_path_factory.mktemp("facts") / "hostile-plan.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["build", "--dry-run", "--cuda", "9.0"], ["env", "--cuda", "9.0"], ["env", "--cuda", "9.0", "--format", "table"]],
+    ids=["build-dry-run", "env", "env-table"],
+)
+def test_hostile_facts_are_shown_escaped_in_plans(hostile_plan_facts: str, hostile_facts: str, args: list[str]) -> None:
+    done = run_invoke(*args, "--host", hostile_plan_facts)
+    assert done.returncode == 0, done.stderr
+    output = assert_safe(done)
+    assert NEWLINE_SHOWN in output and RLO_SHOWN in output
+    refused = run_invoke(*args, "--host", hostile_facts)  # the cache folder and VS path reach printed commands
+    assert refused.returncode == 2 and "control character U+001B" in assert_safe(refused)
 
 
 @pytest.mark.parametrize(
@@ -122,11 +136,11 @@ def test_json_keeps_the_exact_values(hostile_facts: str, args: list[str]) -> Non
     assert json.dumps(NEWLINE, ensure_ascii=False)[1:-1] in text
 
 
-def test_a_hostile_cache_dir_flag_is_shown_escaped() -> None:
+def test_a_hostile_cache_dir_flag_is_refused_and_said_safely() -> None:
     host = str(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
     done = run_invoke("build", "--dry-run", "--cuda", "cpu", "--host", host, "--cache-dir", "C:\\x\x1b]0;T\x07")
-    assert done.returncode == 0, done.stderr
-    assert "C:\\x\\x1b]0;T\\x07\\deps" in assert_safe(done)
+    assert done.returncode == 2  # it would reach the printed fetch-deps command: refused, and said safely
+    assert "the cache folder holds the control character U+001B" in assert_safe(done)
 
 
 def test_the_wrote_line_shows_a_hostile_file_name_escaped(tmp_path: Path) -> None:
