@@ -216,8 +216,9 @@ def test_bat_without_special_values_has_no_prologue_and_ascii_remarks() -> None:
     )
     text = render_bat(plan)
     assert text.isascii()  # the plan's own "→" in a remark is written "->"
-    assert "__WINBUILD_" not in text and "chcp" not in text
-    assert "x64 -vcvars_ver=14.11\r\nif errorlevel 1 exit /b 1\r\n" in text and text.endswith("\r\nexit /b 0\r\n")
+    assert "__WINBUILD_BANG" not in text and "__WINBUILD_CODE_PAGE" not in text and "chcp" not in text
+    assert 'x64 -vcvars_ver=14.11 >"%__WINBUILD_VCVARS_LOG%" 2>&1\r\nif errorlevel 1 (\r\n' in text
+    assert text.endswith("\r\nexit /b 0\r\n")
 
 
 # A model of real cmd's parsing of `set` lines, written from the documented phases (percent

@@ -50,8 +50,8 @@ def test_bat_doubles_percent_and_quotes_the_whole_assignment():
     assert '\r\nset "PATH=C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;%PATH%"\r\n' in text
     assert (
         '\r\ncall "C:\\Program Files (x86)\\Microsoft Visual '
-        'Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.11\r\nif errorlevel 1 '
-        "exit /b 1\r\n" in text
+        'Studio\\2017\\BuildTools\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.11 '
+        '>"%__WINBUILD_VCVARS_LOG%" 2>&1\r\nif errorlevel 1 (\r\n' in text
     )
 
 

@@ -94,7 +94,7 @@ def written_bat(cuda: str, generator: str = "auto") -> tuple[str, dict[str, str]
         locate_archive=lambda archive: (str(deps_dir(PureWindowsPath(facts.cache_dir), archive)), False),
     )
     text = render_bat(plan)
-    (call,) = [line for line in text.splitlines() if line.startswith("call ")]
+    (call,) = [line[: line.index(" >")] for line in text.splitlines() if line.startswith("call ")]
     values = {}
     for line in text.splitlines():
         match = re.fullmatch(r'set "([^=]+)=(.*)"', line)

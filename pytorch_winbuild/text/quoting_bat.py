@@ -42,7 +42,7 @@ _CODE_PAGE = "__WINBUILD_CODE_PAGE"
 _PROBE = "__WINBUILD_PROBE"
 _OPERATORS = "^&|<>()"
 _BARE_ARGUMENT = re.compile(r"[A-Za-z0-9_.:=+/\\-]+")
-_STOP = "if errorlevel 1 exit /b 1"
+_VCVARS_LOG = "__WINBUILD_VCVARS_LOG"
 
 
 def _escaped(value: str) -> str:
@@ -247,16 +247,47 @@ def _prologue(needs: _Needs) -> tuple[list[str], list[str]]:
     return lines, cleanup
 
 
+def _checked_call(call: Sequence[str], cleanup: list[str]) -> list[str]:
+    """The vcvars lines (the `call` last), its output kept in a log and shown, then the checks: the
+    script stops when the call fails, or when it printed an `[ERROR:` line, which VS 2017+ vcvars does
+    for a missing toolset while still exiting 0. FIND sets errorlevel 0 when it finds the text (Microsoft's
+    `find` documentation). The messages avoid ( ) & | < > ^ % !, which would end or split their block."""
+    log = f'"%{_VCVARS_LOG}%"'
+    cleanup = [f"del {log} 2>nul", f'set "{_VCVARS_LOG}="', *cleanup]
+    return [
+        *call[:-1],
+        f'set "{_VCVARS_LOG}=%TEMP%\\pytorch-winbuild-vcvars-%RANDOM%.log"',
+        f"{call[-1]} >{log} 2>&1",
+        "if errorlevel 1 (",
+        f"  type {log}",
+        *_exit_block(
+            cleanup,
+            "pytorch-winbuild: the Visual Studio environment script failed, see its output above. "
+            "Check that this Visual Studio is still installed: invoke doctor, then plan again.",
+        ),
+        f"type {log}",
+        f'find "[ERROR:" {log} >nul',
+        "if not errorlevel 1 (",
+        *_exit_block(
+            cleanup,
+            "pytorch-winbuild: vcvars reported the [ERROR:...] lines above and did not set up the compiler. "
+            "Install what they name in the Visual Studio Installer, such as that MSVC toolset, then run this again.",
+        ),
+        f"del {log}",
+        f'set "{_VCVARS_LOG}="',
+    ]
+
+
 def script(header: Sequence[str], call: Sequence[str], body: Sequence[str]) -> str:
-    """The whole .bat: `header` remarks, then `call` (the vcvars lines; the script stops when they
-    fail), then `body`. The helpers and the code page switch come just before the first line that
-    needs them, so a plain vcvars call keeps its plain exit."""
+    """The whole .bat: `header` remarks, then `call` (the vcvars lines, the `call` last; the script stops
+    when it fails or reports an error), then `body`. The helpers and the code page switch come just
+    before the first line that needs them."""
     needs = _Needs.of([*call, *body])
     prologue, cleanup = _prologue(needs)
     if call and _Needs.of(call):
-        before, after = ["@echo off", *header], [*prologue, *call, "if errorlevel 1 (", *_exit_block(cleanup), *body]
+        before, after = ["@echo off", *header], [*prologue, *_checked_call(call, cleanup), *body]
     else:
-        before, after = ["@echo off", *header, *call, *([_STOP] if call else [])], [*prologue, *body]
+        before, after = ["@echo off", *header, *(_checked_call(call, []) if call else [])], [*prologue, *body]
     lines = [*map(_ascii_remark, before), *(after if needs.utf8 else map(_ascii_remark, after))]
     if cleanup:
         lines += ["", "rem Leave no helper variables behind.", *cleanup]

@@ -211,7 +211,9 @@ def test_invoke_env_bat_end_to_end(run_bat, tmp_path: Path) -> None:
 
     run = run_bat(text, "utf8", "off")
     assert run.exit_code == 0, run.stderr
-    assert (run.env["STANDIN_SCRIPT"], run.env["STANDIN_ARGS"]) == (
+    # cmd keeps the blank before the call's log redirection in `%*`; vcvarsall splits its arguments at
+    # blanks, so that blank is no argument.
+    assert (run.env["STANDIN_SCRIPT"], run.env["STANDIN_ARGS"].rstrip(" ")) == (
         to_wine_path(build_dir / "vcvarsall.bat"),
         "x64 -vcvars_ver=14.11",
     )
