@@ -436,10 +436,17 @@ def fetch_deps(
     source_mirror = mirror if from_dir else checked_mirror(c, mirror)  # a configured mirror gives way to --from-dir
     folder = cache_folder(c, cache_dir)
     other_machine = os.name != "nt" and PureWindowsPath(str(folder)).drive  # a Windows plan's command, read on Linux
+    needs_magma = cuda_given and cuda_value != "cpu" and not no_magma
+    magma_note = (
+        "\nMAGMA was not fetched: which one depends on the CUDA version. Pass --cuda X.Y (e.g. --cuda 10.1) "
+        "for a CUDA build, or --cuda cpu to say the build has no CUDA."
+        if not cuda_given and not no_magma
+        else ""
+    )
     if dry_run:
         defaults = (
             ""
-            if (mkl_version and (magma_version or no_magma or not cuda_given))
+            if mkl_version and (magma_version or not needs_magma)
             else terminal_line(
                 f"Versions not given take PyTorch {choice.era.name}'s defaults (era from {choice.source})."
             )
@@ -447,6 +454,8 @@ def fetch_deps(
         )
         shown = PureWindowsPath(str(folder)) if other_machine else folder
         print(defaults + describe_fetch(archives, cache_dir=shown, mirror=source_mirror, from_dir=from_dir), end="")
+        if magma_note:
+            print(magma_note.replace("was not fetched", "would not be fetched"))
         return
     if other_machine:
         raise ConfigurationError(
@@ -467,11 +476,8 @@ def fetch_deps(
         jobs=downloads,
     )
     print(format_summary(result))
-    if not cuda_given and not no_magma:
-        print(
-            "\nMAGMA was not fetched: which one depends on the CUDA version. Pass --cuda X.Y (e.g. --cuda 10.1) "
-            "for a CUDA build, or --cuda cpu to say the build has no CUDA."
-        )
+    if magma_note:
+        print(magma_note)
 
 
 def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> None:

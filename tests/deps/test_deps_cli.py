@@ -67,6 +67,10 @@ def test_without_cuda_only_mkl_and_a_note_that_magma_needs_it(server: FaultServe
     assert [r.name for r in server.requests] == [MKL]
     cpu = fetch_deps(tmp_path, "--cuda", "cpu", "--mirror", server.url)
     assert cpu.returncode == 0 and "MAGMA" not in cpu.stdout
+    dry = run_cli("fetch-deps", "--dry-run", "--cache-dir", str(tmp_path / "dry"))  # the README: "the output says so"
+    assert dry.returncode == 0 and "MAGMA would not be fetched" in dry.stdout and "--cuda X.Y" in dry.stdout
+    pinned = run_cli("fetch-deps", "--dry-run", "--cuda", "cpu", "--mkl-version", "2018.2.185")
+    assert pinned.returncode == 0 and "defaults" not in pinned.stdout and "MAGMA" not in pinned.stdout
 
 
 def test_mirror_from_invoke_configuration_environment(
