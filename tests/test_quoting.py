@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import HOSTS_DIR, run_invoke
+from support import BIDI, HOSTS_DIR, run_invoke
 
 from pytorch_winbuild.builder.environment import build_environment
 from pytorch_winbuild.builder.settings import RunEnv
@@ -111,25 +111,11 @@ def test_every_format_refuses_control_characters_naming_the_variable(module, con
         module.comment(f"ok{control}echo INJECTED", "the reason given for X")
 
 
-# Unicode's bidirectional controls (UAX #9): an override or isolate makes an editor show a line in
-# another order than the interpreter reads it (Trojan Source, CVE-2021-42574).
-BIDI = [
-    "\u061c",
-    "\u200e",
-    "\u200f",
-    "\u202a",
-    "\u202b",
-    "\u202c",
-    "\u202d",
-    "\u202e",
-    "\u2066",
-    "\u2067",
-    "\u2068",
-    "\u2069",
-]
+# Unicode's bidirectional controls (support.BIDI, UAX #9): an override or isolate makes an editor show a
+# line in another order than the interpreter reads it (Trojan Source, CVE-2021-42574).
 
 
-@pytest.mark.parametrize("bidi", BIDI, ids=lambda char: f"U+{ord(char):04X}")
+@pytest.mark.parametrize("bidi", list(BIDI), ids=lambda char: f"U+{ord(char):04X}")
 @pytest.mark.parametrize("module", [bat, ps1, sh], ids=["bat", "ps1", "sh"])
 def test_every_format_refuses_bidi_controls_naming_the_variable(module, bidi: str) -> None:
     expected = f"CUDA_PATH holds the bidirectional control character U+{ord(bidi):04X} at position 8,"

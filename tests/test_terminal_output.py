@@ -20,25 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support import HOSTS_DIR, REPO_ROOT, run_invoke
+from support import BIDI, HOSTS_DIR, REPO_ROOT, run_invoke
 
 from pytorch_winbuild.text.terminal_text import terminal_json, terminal_lines, terminal_safe
 
-# Unicode's bidirectional formatting characters (UAX #9, table 1 and section 2), by their UCD names.
-BIDI = {
-    "\u061c": "ARABIC LETTER MARK",
-    "\u200e": "LEFT-TO-RIGHT MARK",
-    "\u200f": "RIGHT-TO-LEFT MARK",
-    "\u202a": "LEFT-TO-RIGHT EMBEDDING",
-    "\u202b": "RIGHT-TO-LEFT EMBEDDING",
-    "\u202c": "POP DIRECTIONAL FORMATTING",
-    "\u202d": "LEFT-TO-RIGHT OVERRIDE",
-    "\u202e": "RIGHT-TO-LEFT OVERRIDE",
-    "\u2066": "LEFT-TO-RIGHT ISOLATE",
-    "\u2067": "RIGHT-TO-LEFT ISOLATE",
-    "\u2068": "FIRST STRONG ISOLATE",
-    "\u2069": "POP DIRECTIONAL ISOLATE",
-}
 # What a terminal acts on: C0 controls but LF (TAB is harmless), DEL, C1 (8-bit CSI is U+009B), bidi.
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(BIDI) + "]")
 

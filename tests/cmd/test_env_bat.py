@@ -132,6 +132,21 @@ def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(
     assert "NO_CUDA" not in _parse_set(result.stdout)
 
 
+def _bat_with_vcvars(folder: Path, windows_machine: dict, vcvarsall: bytes, cache_dir: str) -> Path:
+    """The machine's vcvarsall.bat replaced by `vcvarsall`, and the .bat `invoke env` writes for a 1.0.1 plan."""
+    script = Path(windows_machine["visual_studio"][0]["vcvars"]["vcvarsall.bat"].replace("Z:", "").replace("\\", "/"))
+    script.write_bytes(vcvarsall)
+    plan = make_plan(
+        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir),
+        facts_from_dict(windows_machine),
+        load_knowledge(),
+    )
+    folder.mkdir()
+    bat = folder / "env.bat"
+    bat.write_bytes(render_bat(plan).encode("utf-8"))
+    return bat
+
+
 @pytest.mark.parametrize("dev", [False, True], ids=["plain", "bang-values"])
 def test_bat_stops_when_vcvars_reports_an_error_and_exits_0(
     tmp_path: Path, windows_machine: dict, run_cmd, wine_path, dev: bool
@@ -140,19 +155,13 @@ def test_bat_stops_when_vcvars_reports_an_error_and_exits_0(
     "Entering the Visual Studio environment"); the script must stop there too, show vcvars' output, say
     what to do, set none of the plan's variables and leave no log behind. `dev`: a cache folder with `!`,
     whose helper variables come after the call and so must never appear."""
-    script = Path(windows_machine["visual_studio"][0]["vcvars"]["vcvarsall.bat"].replace("Z:", "").replace("\\", "/"))
-    script.write_bytes(
+    bat = _bat_with_vcvars(
+        tmp_path / "erroring",
+        windows_machine,
         b"@echo off\r\necho ** Visual Studio 2017 Developer Command Prompt\r\n"
-        b"echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\nexit /b 0\r\n"
+        b"echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\nexit /b 0\r\n",
+        "C:\\c!dev" if dev else "C:\\c",
     )
-    plan = make_plan(
-        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c!dev" if dev else "C:\\c"),
-        facts_from_dict(windows_machine),
-        load_knowledge(),
-    )
-    bat = tmp_path / "erroring" / "env.bat"
-    bat.parent.mkdir()
-    bat.write_bytes(render_bat(plan).encode("utf-8"))
     result = run_cmd(f'set "TEMP={wine_path(tmp_path)}" && call "{wine_path(bat)}" && set')
     assert result.exit_code == 1
     assert "Developer Command Prompt" in result.stdout and "version '14.11' was not found" in result.stdout
@@ -162,18 +171,12 @@ def test_bat_stops_when_vcvars_reports_an_error_and_exits_0(
 
 
 def test_bat_stops_when_vcvars_fails(tmp_path: Path, windows_machine: dict, run_cmd, wine_path):
-    script = Path(windows_machine["visual_studio"][0]["vcvars"]["vcvarsall.bat"].replace("Z:", "").replace("\\", "/"))
-    script.write_bytes(
-        b"@echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\n@exit /b 1\r\n"
+    bat = _bat_with_vcvars(
+        tmp_path / "failing",
+        windows_machine,
+        b"@echo [ERROR:vcvars.bat] Toolset directory for version '14.11' was not found.\r\n@exit /b 1\r\n",
+        "C:\\c",
     )
-    plan = make_plan(
-        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"),
-        facts_from_dict(windows_machine),
-        load_knowledge(),
-    )
-    bat = tmp_path / "failing" / "env.bat"
-    bat.parent.mkdir()
-    bat.write_bytes(render_bat(plan).encode("utf-8"))
     result = run_cmd(f'call "{wine_path(bat)}" && set')
     assert result.exit_code == 1
     assert "Toolset directory for version '14.11' was not found" in result.stdout
