@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytorch_winbuild.builder.build_backend import check_checkout
 from pytorch_winbuild.builder.build_folder import (
     FolderIdentity,
     clean_build_folder,
@@ -284,14 +285,7 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     source = request.checkout.path
     record.command = _python_command(plan.build_arguments, request.python)
     record.cwd = str(source)
-    script = next(
-        (argument for argument in plan.build_arguments if argument.endswith(".py")), "setup.py"
-    )  # `-m pip install .` builds setup.py too
-    if not (source / script).is_file():
-        raise ConfigurationError(
-            f"{source} has no {script}, so it is not a PyTorch checkout this build can run.",
-            fix="pass --source with the folder of a PyTorch checkout, or --repo URL to clone one.",
-        )
+    check_checkout(source, plan.build_arguments, request.python or sys.executable)
     identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
     book = _peak_book(plan, record.kind, request.cache_dir)

@@ -1,8 +1,15 @@
-"""What a PyTorch source tree says about itself: whether it is one, and its version."""
+"""What a PyTorch source tree says about itself: whether it is one, its version, its build backend.
+
+PyTorch built through setup.py (setuptools) up to mid-2026; then `main` moved to scikit-build-core
+and removed setup.py (pytorch/pytorch#180247 and #180248, tracked in #189758), leaving a
+pyproject.toml whose [project] name is torch. Both shapes are source trees.
+"""
 
 from __future__ import annotations
 
 import re
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytorch_winbuild.errors import ConfigurationError
@@ -11,11 +18,62 @@ from pytorch_winbuild.errors import ConfigurationError
 _SETUP_VERSION = re.compile(r"""^version\s*=\s*['"]([0-9][^'"]*)['"]""", re.MULTILINE)
 
 
+# PEP 517: a pyproject.toml without [build-system] build-backend is built by setuptools' legacy backend.
+_DEFAULT_BACKEND = "setuptools.build_meta:__legacy__"
+
+
+@dataclass(frozen=True)
+class BuildBackend:
+    """The PEP 517 backend a `pip install .` of the tree imports, and the [build-system] requires."""
+
+    name: str  # "scikit_build_core.build", "setuptools.build_meta"
+    requires: tuple[str, ...]
+    declared_in: str  # "pyproject.toml [build-system]" or why the default applies
+
+    @property
+    def module(self) -> str:
+        """The importable module (PEP 517: `module.path:object.path`)."""
+        return self.name.split(":", 1)[0]
+
+
+def _pyproject(folder: Path) -> dict[str, object] | None:
+    """The tree's pyproject.toml, or None when it has none or it is not valid TOML."""
+    try:
+        with (folder / "pyproject.toml").open("rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+
+
+def build_backend(folder: Path) -> BuildBackend | None:
+    """The backend pip runs for the tree (PEP 517/518), or None when the tree has no pyproject.toml."""
+    data = _pyproject(folder)
+    if data is None:
+        return None
+    system = data.get("build-system")
+    if not isinstance(system, dict):
+        return BuildBackend(_DEFAULT_BACKEND, ("setuptools>=40.8.0",), "PEP 517's default (no [build-system])")
+    requires = system.get("requires")
+    names = tuple(item for item in requires if isinstance(item, str)) if isinstance(requires, list) else ()
+    backend = system.get("build-backend")
+    if not isinstance(backend, str) or not backend:
+        return BuildBackend(_DEFAULT_BACKEND, names, "PEP 517's default (no build-backend)")
+    return BuildBackend(backend, names, "pyproject.toml [build-system]")
+
+
+def _names_torch(folder: Path) -> bool:
+    """pyproject.toml's [project] name is torch (PEP 621), as on PyTorch `main` since setup.py was removed."""
+    data = _pyproject(folder)
+    project = data.get("project") if data else None
+    return isinstance(project, dict) and project.get("name") == "torch"
+
+
 def is_pytorch_source(folder: Path) -> bool:
-    """A folder with PyTorch's setup.py (it names the torch package) is a source tree."""
+    """A folder with PyTorch's setup.py (it names the torch package), or a pyproject.toml naming the
+    torch project, is a source tree."""
     setup = folder / "setup.py"
     if not setup.is_file():
-        return False
+        return _names_torch(folder) and (folder / "torch").is_dir()
     try:
         text = setup.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -26,7 +84,7 @@ def is_pytorch_source(folder: Path) -> bool:
 
 
 def default_source(cwd: Path) -> Path | None:
-    """The current folder, when it holds PyTorch's setup.py."""
+    """The current folder, when it is a PyTorch source tree."""
     return cwd if is_pytorch_source(cwd) else None
 
 

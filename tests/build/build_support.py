@@ -71,14 +71,18 @@ def invoke_command(python: Path | str, *args: str) -> list[str]:
 
 
 def run_invoke(
-    python: Path | str, *args: str, env: dict[str, str] | None = None, timeout: float = BUILD_TIMEOUT
+    python: Path | str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = BUILD_TIMEOUT,
+    cwd: Path = REPO_ROOT,
 ) -> subprocess.CompletedProcess[str]:
-    """Run an invoke task as a user would (from the repo root, no terminal), with its real exit code."""
+    """Run an invoke task as a user would (from the repo root, or `cwd`; no terminal), with its real exit code."""
     full_env = {**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})}
     full_env.pop("CI", None)  # the console output must not depend on where the tests run
     return subprocess.run(
         invoke_command(python, *args),
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=full_env,
         capture_output=True,
         text=True,

@@ -534,7 +534,7 @@ def test_build_refuses_what_it_cannot_build(tmp_path: Path) -> None:
     )
     assert (
         not_pytorch.returncode == 2
-        and f"{tmp_path} has no setup.py, so it is not a PyTorch checkout" in not_pytorch.stderr
+        and f"{tmp_path} has neither a pyproject.toml nor a setup.py, so pip cannot build it" in not_pytorch.stderr
     )
     no_setup = run_invoke(
         sys.executable, "build-ext", str(tmp_path), "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache")
