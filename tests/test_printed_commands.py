@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from support import HOSTS_DIR, run_invoke
 
+from pytorch_winbuild.deps.catalog import BuildVariable
+from pytorch_winbuild.deps.fetch import variable_lines
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.render import render_bat, render_json, render_table
 from pytorch_winbuild.facts.model import facts_from_dict
@@ -102,3 +104,57 @@ def test_linux_commands_pasted_into_bash_get_the_values_planned(tmp_path: Path, 
     run = subprocess.run(["bash", "-c", stand_in + line], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert run.stdout == f"[fetch-deps][--cache-dir][{value}]"
     assert not (tmp_path / "PWNED").exists()
+
+
+# --- the variables fetch-deps prints after fetching ---------------------------------------------------
+
+WINDOWS_FOLDER = "C:\\a b (x86)\\R&D^x|y<z>w;q"  # what cmd's Wine test runs too
+HOSTILE_FOLDER = '/tmp/c d/it\'s $(touch PWNED) `touch PWNED` \\ "x" %P% !x;y:z'
+
+
+def fetched_variables(folder: str, sep: str = "/") -> list[BuildVariable]:
+    """What fetch-deps reports for an MKL folder (build_config/deps.toml: CMAKE_INCLUDE_PATH set, LIB prepended)."""
+    return [
+        BuildVariable("CMAKE_INCLUDE_PATH", folder + sep + "include", False),
+        BuildVariable("LIB", folder + sep + "lib", True),
+    ]
+
+
+@pytest.mark.parametrize(("old_lib", "expected_lib"), [(None, "/lib"), ("/old/a:/old/b", "/lib:/old/a:/old/b")])
+def test_fetch_deps_variables_on_linux_run_in_bash_as_printed(
+    tmp_path: Path, old_lib: str | None, expected_lib: str
+) -> None:
+    """bash, not this code, says what the printed lines set: the value exactly, and the prepended one in
+    front of LIB's old value with a `:` (POSIX' path-list separator) only when LIB held something."""
+    lines = variable_lines(fetched_variables(HOSTILE_FOLDER), windows=False)
+    assert "Windows build" in lines[0] and "%" not in lines[0]
+    exports = [line.strip() for line in lines[1:]]
+    assert all(line.startswith("export ") for line in exports)
+    env = {"PATH": "/usr/bin:/bin"} | ({"LIB": old_lib} if old_lib else {})
+    show = 'printf "%s\\n%s" "$CMAKE_INCLUDE_PATH" "$LIB"'
+    run = subprocess.run(
+        ["bash", "-c", "\n".join([*exports, show])], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    )
+    assert run.stdout.split("\n") == [HOSTILE_FOLDER + "/include", HOSTILE_FOLDER + expected_lib]
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_fetch_deps_names_a_variable_it_cannot_print_instead_of_printing_it() -> None:
+    """A line break would start a command of its own in any shell; `%` is expanded by cmd inside quotes."""
+    posix = variable_lines(fetched_variables("/tmp/c\nd"), windows=False)
+    assert [line.split(":")[0].strip() for line in posix[1:]] == ["CMAKE_INCLUDE_PATH", "LIB"]
+    assert all("not printed" in line and "U+000A" in line and "export" not in line for line in posix[1:])
+    cmd = variable_lines(fetched_variables("C:\\c%PATH%"), windows=True)
+    assert cmd[1].strip().startswith("CMAKE_INCLUDE_PATH: not printed") and "a percent sign" in cmd[1]
+    assert cmd[2].strip().startswith("LIB: not printed") and "set " not in cmd[2]
+
+
+def test_fetch_deps_variables_on_windows_are_cmd_lines() -> None:
+    """Inside `set "…"` cmd keeps spaces and & | < > ^ ( ) literal; the old LIB, when there is one, follows
+    after `;` (what cmd makes of these lines: tests/cmd/test_printed_commands_real.py)."""
+    lines = variable_lines(fetched_variables(WINDOWS_FOLDER, "\\"), windows=True)
+    assert "cmd" in lines[0] and "export" not in "".join(lines)
+    assert [line.strip() for line in lines[1:]] == [
+        f'set "CMAKE_INCLUDE_PATH={WINDOWS_FOLDER}\\include"',
+        f'if defined LIB (set "LIB={WINDOWS_FOLDER}\\lib;%LIB%") else (set "LIB={WINDOWS_FOLDER}\\lib")',
+    ]

@@ -7,6 +7,7 @@ run waits, then finds the work done) and hands the missing archives to pipeline.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -96,9 +97,10 @@ def trust_text(item: FetchedArchive) -> str:
     return "UNVERIFIED: no checksum published or recorded"
 
 
-def format_summary(result: FetchResult) -> str:
-    """Where each archive is, whether it is verified, and the variables a build sets, as cmd.exe lines
-    (for a terminal: terminal_lines, as the cache folder comes from a flag or the configuration)."""
+def format_summary(result: FetchResult, *, windows: bool = os.name == "nt") -> str:
+    """Where each archive is, whether it is verified, and the variables a build sets, in the syntax of
+    this machine's shell (variable_lines; for a terminal: terminal_lines, as the cache folder comes
+    from a flag or the configuration)."""
     lines = []
     for item in result.archives:
         done = (
@@ -121,11 +123,38 @@ def format_summary(result: FetchResult) -> str:
     variables = result.variables()
     if variables:
         lines.append("")
-        lines.append("Variables the build needs (`invoke build` sets them itself):")
-        for variable in variables:
-            value = f"{variable.value};%{variable.name}%" if variable.prepend else variable.value
-            lines.append(f'  set "{variable.name}={value}"')
+        lines.extend(variable_lines(variables, windows=windows))
     return terminal_lines(lines, show_sequences=True)
+
+
+def variable_lines(variables: Sequence[BuildVariable], *, windows: bool) -> list[str]:
+    """The variables a Windows build sets for the archives, as lines to paste into this machine's shell:
+    cmd's `set "NAME=value"` on Windows (`;%NAME%` after a prepended value), POSIX `export NAME='value'`
+    elsewhere (a prepended value joined with `:`, only when the variable holds something). A value
+    that cannot be pasted safely is named, with why, instead of printed."""
+    from pytorch_winbuild.errors import ConfigurationError
+    from pytorch_winbuild.text import quoting_bat, quoting_sh
+
+    if windows:
+        lines = ["Variables the build needs, for cmd (`invoke build` sets them itself):"]
+    else:
+        lines = [
+            "Variables a Windows build needs for these archives, for this shell (they hold Windows libraries: "
+            "a build on this machine uses none of them, as PyTorch finds MKL and MAGMA from the system or pip; "
+            "on Windows `invoke build` sets them itself):"
+        ]
+    for variable in variables:
+        try:
+            if windows:
+                line = quoting_bat.printed_set_line(variable.name, variable.value, prepend=variable.prepend)
+            elif variable.prepend:
+                line = quoting_sh.prepend_line(variable.name, variable.value)
+            else:
+                line = quoting_sh.set_line(variable.name, variable.value)
+        except ConfigurationError as error:
+            line = f"{variable.name}: not printed, as no line sets it safely: {error.message}"
+        lines.append("  " + line)
+    return lines
 
 
 def fetch_archives(

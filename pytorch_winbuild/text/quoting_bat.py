@@ -109,10 +109,23 @@ def _refuse_for_prompt(text: str, what: str, fix: str) -> None:
     for char, why in _NOT_PASTABLE.items():
         if char in text:
             raise ConfigurationError(
-                f"{what} {text} holds {why}, so the plan cannot print a command naming it that works when pasted "
-                "at a cmd prompt or into a .bat.",
+                f"{what} {text} holds {why}, so no printed command naming it works when pasted at a cmd prompt "
+                "or into a .bat.",
                 fix=fix,
             )
+
+
+def printed_set_line(name: str, value: str, *, prepend: bool = False) -> str:
+    """`set "NAME=value"` to paste at a cmd prompt or into a .bat, /v:off or /v:on: inside the quotes
+    `& | < > ^ ( )` and spaces are literal. To prepend, `value;` goes in front of the old value only
+    when there is one: an undefined `%NAME%` is empty in a .bat but stays as it is at a prompt. A value
+    with a control character, `"`, `%` or `!` is refused (ConfigurationError naming the variable): no
+    quoting keeps it literal in both places."""
+    _refuse_for_prompt(
+        value, f"the value of {name}", "move the folder to a path without it, or use a script `invoke env` writes."
+    )
+    line = f'set "{variable_name(name)}={value}"'
+    return f'if defined {name} (set "{name}={value};%{name}%") else ({line})' if prepend else line
 
 
 def command_argument(text: str, what: str, fix: str) -> str:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_printed_commands import host_data, plan_for, with_vcvars
+from test_printed_commands import WINDOWS_FOLDER, fetched_variables, host_data, plan_for, with_vcvars
 
+from pytorch_winbuild.deps.fetch import variable_lines
 from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
 
 if TYPE_CHECKING:
@@ -87,3 +88,17 @@ def test_vcvars_and_build_commands_run_as_planned(wine_prefix, stand_ins, mode: 
     assert vcvars.startswith("call ")
     assert run_pasted(wine_prefix, stand_ins, vcvars, mode) == ["VCVARS:x64 -vcvars_ver=14.11"]
     assert run_pasted(wine_prefix, stand_ins, build, mode) == ["ARG:setup.py", "ARG:install"]
+
+
+@pytest.mark.parametrize("mode", ["off", "on"])
+@pytest.mark.parametrize(("old_lib", "expected_tail"), [(None, ""), ("C:\\old a;C:\\old b", ";C:\\old a;C:\\old b")])
+def test_fetch_deps_variables_set_what_fetch_deps_found(
+    wine_prefix, stand_ins, mode: str, old_lib: str | None, expected_tail: str
+) -> None:
+    """The `set` lines fetch-deps prints on Windows, pasted into a .bat: cmd's own `set NAME` shows the values."""
+    lines = [line.strip() for line in variable_lines(fetched_variables(WINDOWS_FOLDER, "\\"), windows=True)[1:]]
+    before = [f'set "LIB={old_lib}"'] if old_lib else ['set "LIB="']
+    shown = run_pasted(
+        wine_prefix, stand_ins, "\r\n".join([*before, *lines, "set CMAKE_INCLUDE_PATH", "set LIB"]), mode
+    )
+    assert shown == [f"CMAKE_INCLUDE_PATH={WINDOWS_FOLDER}\\include", f"LIB={WINDOWS_FOLDER}\\lib{expected_tail}"]

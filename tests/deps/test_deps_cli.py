@@ -43,9 +43,13 @@ def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_pa
     magma = tmp_path / "cache" / "deps" / "magma_2.5.4_cuda101_release"
     assert f"MKL 2020.2.254: {mkl} (downloaded" in cold.stdout
     assert f"MAGMA 2.5.4 cuda101 release: {magma} (downloaded" in cold.stdout
-    assert f'set "CMAKE_INCLUDE_PATH={mkl / "include"}"' in cold.stdout
-    assert f'set "LIB={mkl / "lib"};%LIB%"' in cold.stdout
-    assert f'set "MAGMA_HOME={magma}"' in cold.stdout
+    exports = [line.strip() for line in cold.stdout.splitlines() if line.startswith("  export ")]
+    show = 'printf "%s|" "$CMAKE_INCLUDE_PATH" "$LIB" "$MAGMA_HOME"'
+    shell = subprocess.run(
+        ["bash", "-c", "\n".join([*exports, show])], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True
+    )
+    assert shell.stdout == f"{mkl / 'include'}|{mkl / 'lib'}|{magma}|"  # what bash sets from the printed lines
+    assert "%LIB%" not in cold.stdout and 'set "' not in cold.stdout
     assert cold.stderr.count(": downloading (") == 2 and "%|" not in cold.stderr  # not a terminal: plain lines
     served = len(server.requests)
 
