@@ -21,14 +21,15 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def check_free_space(folders: list[Path], needed_gb: float, entry: str) -> float:
-    """The smallest free space (GB) among the folders' drives; ToolchainError when below `needed_gb`."""
+def check_free_space(folders: list[Path], needed_gb: float, entry: str, needed_from: str) -> float:
+    """The smallest free space (GB) among the folders' drives; ToolchainError when below `needed_gb`,
+    naming `needed_from`, where the threshold was set (the flag or the matrix key the user can lower)."""
     free, folder = min((shutil.disk_usage(_existing(folder)).free / GB, folder) for folder in folders)
     if free < needed_gb:
         raise ToolchainError(
-            f"entry '{entry}' needs {needed_gb:g} GB free, and the drive of {folder} has {free:.1f} GB.",
+            f"entry '{entry}' needs {needed_gb:g} GB free ({needed_from}), and the drive of {folder} has "
+            f"{free:.1f} GB.",
             fix="free space on that drive (old build folders, `invoke clean --downloads`, the compiler cache), "
-            "move the cache or output folder to a larger drive, or lower min_free_gb for this entry in the "
-            "matrix.",
+            f"move the cache or output folder to a larger drive, or lower {needed_from}.",
         )
     return free

@@ -344,7 +344,9 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
     if _skipped_before_fetch(entry, context, result, source_dir):
         return
     with result.timed("disk"):
-        free = check_free_space([source_dir, context.run_dir, context.cache_dir], entry.min_free_gb, entry.name)
+        free = check_free_space(
+            [source_dir, context.run_dir, context.cache_dir], entry.min_free_gb, entry.name, entry.min_free_gb_from
+        )
         print(f"-- [{entry.name}] {free:.1f} GB free (needs {entry.min_free_gb:g} GB).", flush=True)
     with result.timed("source"):
         where = f"{context.matrix.source}: entry '{entry.name}'"

@@ -60,6 +60,8 @@ class Entry:
     env: tuple[tuple[str, str], ...]
     min_free_gb: float
     plan_options: tuple[tuple[str, Any], ...]  # (Options field, value) from PLAN_KEYS
+    # Where min_free_gb came from, as a user would change it: the entry's key, [settings] or --min-free-gb.
+    min_free_gb_from: str = "min_free_gb"
 
     def options(self, *, cache_dir: Path, source_dir: Path) -> Options:
         """The plan's options for this entry: its own values, the plan's defaults for the rest."""
@@ -124,7 +126,10 @@ class Matrix:
         entries = (
             self.entries
             if min_free_gb is None
-            else tuple(replace(entry, min_free_gb=settings.min_free_gb) for entry in self.entries)
+            else tuple(
+                replace(entry, min_free_gb=settings.min_free_gb, min_free_gb_from="--min-free-gb")
+                for entry in self.entries
+            )
         )
         return replace(self, settings=settings, entries=entries)
 
@@ -244,6 +249,9 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         if "min_free_gb" in table
         else default_free_gb,
         plan_options=_arch_list_for_cuda(_plan_options(table, where, knowledge), cuda, where, knowledge),
+        min_free_gb_from=f"min_free_gb of entry '{name}' in {source}"
+        if "min_free_gb" in table
+        else f"[settings] min_free_gb in {source}",
     )
 
 

@@ -12,8 +12,10 @@ import pytest
 from nightly_support import Redis, free_port
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.interpreter import resolve_python
+from pytorch_winbuild.nightly.matrix import parse_matrix
 from pytorch_winbuild.nightly.retention import apply_retention, newest_wheels
 from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
 from pytorch_winbuild.planning.plan import EnvChange
@@ -156,14 +158,41 @@ def test_retention_keeps_recent_days_and_every_entry_s_newest_wheel(tmp_path: Pa
 
 
 def test_free_space_is_checked_on_the_nearest_existing_folder(tmp_path: Path) -> None:
-    free = check_free_space([tmp_path / "not" / "yet" / "there", tmp_path], 0.001, "cpu")
+    free = check_free_space([tmp_path / "not" / "yet" / "there", tmp_path], 0.001, "cpu", "--min-free-gb")
     assert free > 0.001
     with pytest.raises(ToolchainError) as raised:
-        check_free_space([tmp_path / "clone"], 10_000_000, "cu124")
+        check_free_space([tmp_path / "clone"], 10_000_000, "cu124", "--min-free-gb")
     assert raised.value.message.startswith(
-        f"entry 'cu124' needs 1e+07 GB free, and the drive of {tmp_path / 'clone'} has "
+        f"entry 'cu124' needs 1e+07 GB free (--min-free-gb), and the drive of {tmp_path / 'clone'} has "
     )
-    assert "lower min_free_gb for this entry" in (raised.value.fix or "")
+
+
+MATRIX = "nightly-test.toml"
+CPU = {"name": "cpu", "repo": "https://github.com/pytorch/pytorch.git", "cuda": "cpu"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "flag", "named", "not_named"),
+    [
+        (CPU, 10_000_000, "--min-free-gb", "min_free_gb"),  # the flag wins over the matrix and names itself
+        ({**CPU, "min_free_gb": 10_000_000}, None, f"min_free_gb of entry 'cpu' in {MATRIX}", "--min-free-gb"),
+        (CPU, None, f"[settings] min_free_gb in {MATRIX}", "--min-free-gb"),
+    ],
+)
+def test_a_full_disk_names_where_the_threshold_was_set(
+    tmp_path: Path, entry: dict[str, object], flag: float | None, named: str, not_named: str
+) -> None:
+    """The fix names the flag or the matrix key this run took the threshold from, and nothing else."""
+    data = {"settings": {"output_dir": "out", "keep_days": 7, "min_free_gb": 10_000_000}, "entry": [entry]}
+    matrix = parse_matrix(data, MATRIX, load_knowledge()).with_overrides(
+        output_dir=None, keep_days=None, min_free_gb=flag
+    )
+    [parsed] = matrix.entries
+    with pytest.raises(ToolchainError) as raised:
+        check_free_space([tmp_path], parsed.min_free_gb, parsed.name, parsed.min_free_gb_from)
+    fix = raised.value.fix or ""
+    assert fix.endswith(f"or lower {named}.") and f"({named})" in raised.value.message
+    assert not_named not in fix.replace(named, "")
 
 
 def test_entry_pythons() -> None:
