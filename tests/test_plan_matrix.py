@@ -377,3 +377,17 @@ def test_a_source_tree_pins_the_version_so_the_fix_changes_the_machine_or_the_ch
     assert plan.pytorch_version == checkout.group(1)
     with pytest.raises(ConfigurationError, match="--pytorch-version main contradicts the source tree"):
         make_plan(Options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)
+
+
+def test_a_missing_cuda_is_installed_the_way_of_the_plans_os():
+    """Linux has no CUDA 'Visual Studio Integration': its Fix names NVIDIA's Linux package for the release
+    (cuda-toolkit-12-4 is that package's name in NVIDIA's apt/dnf repositories); Windows' Fix keeps the component
+    its Visual Studio generator needs."""
+    linux = facts_from_dict({**LINUX, "cuda": [{"version": "13.0", "path": "/usr/local/cuda-13.0"}]})
+    error = _refusal(linux, cuda="12.4", pytorch_version="2.6")
+    assert isinstance(error, ToolchainError) and error.message.startswith("CUDA 12.4 is not installed")
+    assert "Visual Studio" not in (error.fix or "") and "cuda-toolkit-12-4 package" in (error.fix or "")
+    windows = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
+    error = _refusal(windows, cuda="12.1")
+    assert isinstance(error, ToolchainError) and error.message.startswith("CUDA 12.1 is not installed")
+    assert "'Visual Studio Integration'" in (error.fix or "") and "cuda-toolkit" not in (error.fix or "")

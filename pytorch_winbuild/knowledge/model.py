@@ -193,6 +193,7 @@ class Knowledge:
     compiler_caches: dict[str, CompilerCache]
     path_limits: PathLimits
     resources: Resources
+    cuda_install: dict[str, str] = field(default_factory=dict)  # OS → where to get CUDA (cuda.toml [install])
 
     def cuda_release(self, version: str) -> CudaRelease:
         if version not in self.cuda:
@@ -203,6 +204,14 @@ class Knowledge:
                 "build_config/cuda.toml.",
             )
         return self.cuda[version]
+
+
+def _cuda_install(path: Path) -> dict[str, str]:
+    """cuda.toml's [install]: for each OS, where a missing CUDA release comes from."""
+    table = require(load_toml(path), "install", dict, path.name)
+    for os_name in ("windows", "linux"):
+        require(table, os_name, str, f"{path.name}: install")
+    return dict(table)
 
 
 def _cuda_table(path: Path) -> dict[str, CudaRelease]:
@@ -470,4 +479,5 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
         compiler_caches=_compiler_caches(base / "compiler_caches.toml"),
         path_limits=_path_limits(base / "host_checks.toml"),
         resources=load_resources(base / "resources.toml", tuple(era.name for era in eras)),
+        cuda_install=_cuda_install(base / "cuda.toml"),
     )

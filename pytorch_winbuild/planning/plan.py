@@ -461,8 +461,9 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
         raise ToolchainError(
             f"CUDA {release.version} is not installed (installed: {installed}).",
             fix=(
-                f"install CUDA {release.version} from NVIDIA's CUDA Toolkit Archive (with 'Visual Studio "
-                "Integration'), or pass --cuda with an installed version, --cuda auto or --cuda cpu."
+                f"install CUDA {release.version} "
+                + knowledge.cuda_install[facts.os].replace("{dashed}", release.version.replace(".", "-"))
+                + ", or pass --cuda with an installed version, --cuda auto or --cuda cpu."
             ),
         )
     problem = driver_problem(knowledge, facts, release)
