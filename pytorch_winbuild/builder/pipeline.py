@@ -9,6 +9,7 @@ an out-of-memory failure they give the MAX_JOBS that would have fitted.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -169,9 +170,9 @@ def _build_failed(record: BuildRecord, exit_code: int, book: PeakBook) -> BuildE
     when the build ran out of memory, the measured peaks say which MAX_JOBS would have fitted."""
     from pytorch_winbuild.diagnosis.triage import triage_log
 
-    triage = triage_log(record.log)
+    triage = triage_log(record.log, posix=os.name != "nt")  # the build ran here: this machine's fixes
     record.first_error = triage.first_error.to_dict() if triage.first_error else None
-    record.diagnosis = [match.to_dict() for match in triage.matches]
+    record.diagnosis = [match.to_dict(triage.posix) for match in triage.matches]
     print(triage.to_text(), flush=True)
     memory = None
     if record.memory is not None:
@@ -189,7 +190,7 @@ def _build_failed(record: BuildRecord, exit_code: int, book: PeakBook) -> BuildE
         message += f" No error line was recognised; read the end of the log {record.log}."
     if triage.matches:
         message += " Diagnosis: " + "; ".join(f"[{m.rule.id}] {m.rule.title}" for m in triage.matches) + "."
-        fix = triage.matches[0].rule.fix
+        fix = triage.matches[0].rule.fix_on(triage.posix)
     else:
         fix = f"fix the first error shown above; `invoke diagnose {record.log}` shows it again."
     return BuildError(message, fix=f"{memory} {fix}" if memory else fix)

@@ -35,7 +35,18 @@ PHASES = ("install", "build", "import", "runtime")
 
 DEFAULT_WITHIN_LINES = 30
 
-_RULE_KEYS = {"id", "title", "patterns", "explanation", "fix", "source", "phase", "preceded_by", "within_lines"}
+_RULE_KEYS = {
+    "id",
+    "title",
+    "patterns",
+    "explanation",
+    "fix",
+    "fix_posix",
+    "source",
+    "phase",
+    "preceded_by",
+    "within_lines",
+}
 _ID_SHAPE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 # RE2's size of a compiled pattern; the largest shipped pattern is about 1,650. Past this a
@@ -137,17 +148,27 @@ class Rule:
     patterns: tuple[Pattern, ...]
     preceded_by: tuple[Pattern, ...] = ()
     within_lines: int = DEFAULT_WITHIN_LINES
+    fix_posix: str | None = None  # the fix on Linux and macOS, where it differs from Windows' `fix`
 
-    def to_dict(self) -> dict[str, Any]:
-        """The advice part, as the build report stores it (patterns stay in the rules file)."""
-        return {
+    def fix_on(self, posix: bool | None) -> str:
+        """The fix for a machine: Linux/macOS (`posix`), Windows, or None when the log's machine is unknown
+        (then Windows', the tool's main platform)."""
+        return self.fix_posix if posix and self.fix_posix else self.fix
+
+    def to_dict(self, posix: bool | None = None) -> dict[str, Any]:
+        """The advice part, as the build report stores it (patterns stay in the rules file): the fix for the
+        log's machine, or when that is unknown Windows' `fix` and, where it differs, `fix_posix`."""
+        data = {
             "id": self.id,
             "title": self.title,
             "phase": self.phase,
             "explanation": self.explanation,
-            "fix": self.fix,
+            "fix": self.fix_on(posix),
             "source": self.source,
         }
+        if posix is None and self.fix_posix:
+            data["fix_posix"] = self.fix_posix
+        return data
 
 
 def _one_paragraph(text: str) -> str:
@@ -273,6 +294,7 @@ def _parse_rule(table: Any, index: int, path: Path, linear: bool) -> Rule:
         patterns=_compile_list(table, "patterns", where, linear),
         preceded_by=preceded_by,
         within_lines=within_lines,
+        fix_posix=_text(table, "fix_posix", where) if "fix_posix" in table else None,
     )
 
 

@@ -27,7 +27,7 @@ import re
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from io import BufferedReader
 from pathlib import Path
 from typing import Any
@@ -108,8 +108,8 @@ class RuleMatch:
     line: LogLine
     count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.rule.to_dict(), "line": self.line.to_dict(), "count": self.count}
+    def to_dict(self, posix: bool | None = None) -> dict[str, Any]:
+        return {**self.rule.to_dict(posix), "line": self.line.to_dict(), "count": self.count}
 
 
 @dataclass(frozen=True)
@@ -121,13 +121,16 @@ class TriageResult:
     first_error: FirstError | None
     matches: tuple[RuleMatch, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())  # rules skipped for taking too long
+    # The machine the log comes from: Linux/macOS (True), Windows (False), or unknown (None, `invoke
+    # diagnose`): a rule's fix for that machine (Rule.fix_on), both where it differs and that is unknown.
+    posix: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {
             "source": self.source,
             "line_count": self.line_count,
             "first_error": self.first_error.to_dict() if self.first_error else None,
-            "matches": [match.to_dict() for match in self.matches],
+            "matches": [match.to_dict(self.posix) for match in self.matches],
         }
         if self.warnings:
             data["warnings"] = list(self.warnings)
@@ -177,7 +180,10 @@ class TriageResult:
                 f"[{rule.id}] {safe(rule.title)}",
                 f"  line {match.line.number}{times}: {safe(match.line.text.strip())}",
             ]
-            for label, text in (("Why", rule.explanation), ("Fix", rule.fix), ("Source", rule.source)):
+            advice = [("Why", rule.explanation), ("Fix", rule.fix_on(self.posix))]
+            if self.posix is None and rule.fix_posix:
+                advice = [("Why", rule.explanation), ("Fix on Windows", rule.fix), ("Fix on Linux", rule.fix_posix)]
+            for label, text in (*advice, ("Source", rule.source)):
                 out.append(
                     textwrap.fill(safe(text), width=width, initial_indent=f"  {label}: ", subsequent_indent="    ")
                 )
@@ -958,8 +964,9 @@ def _lone_cr_finder() -> hyperscan.Database:
     return database
 
 
-def triage_log(path: Path | str, rules: tuple[Rule, ...] | None = None) -> TriageResult:
-    """Triage a log file: its first error block and the diagnosis rules that match it."""
+def triage_log(path: Path | str, rules: tuple[Rule, ...] | None = None, *, posix: bool | None = None) -> TriageResult:
+    """Triage a log file: its first error block and the diagnosis rules that match it, with their fixes
+    for the machine the log comes from (`posix`: TriageResult.posix)."""
     path = Path(path)
     scan = _LogScan(default_rules() if rules is None else rules, errors="replace")
     try:
@@ -970,11 +977,13 @@ def triage_log(path: Path | str, rules: tuple[Rule, ...] | None = None) -> Triag
             f"{path}: cannot read the log ({exc.strerror or exc}).",
             fix="pass the path of an existing, readable log file.",
         ) from None
-    return scan.result(str(path))
+    return replace(scan.result(str(path)), posix=posix)
 
 
-def diagnose_text(text: str, rules: tuple[Rule, ...] | None = None, source: str = "<text>") -> TriageResult:
-    """Triage text already in memory, such as the output of a verification run."""
+def diagnose_text(
+    text: str, rules: tuple[Rule, ...] | None = None, source: str = "<text>", *, posix: bool | None = None
+) -> TriageResult:
+    """Triage text already in memory, such as the output of a verification run (`posix`: as triage_log)."""
     scan = _LogScan(default_rules() if rules is None else rules, errors="surrogatepass")
     scan.feed(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8", "surrogatepass"))
-    return scan.result(source)
+    return replace(scan.result(source), posix=posix)

@@ -7,6 +7,7 @@ by running Python: the import and multiprocessing errors are the interpreter's o
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -209,3 +210,46 @@ def test_real_spawn_without_main_guard(tmp_path: Path) -> None:
     assert "multiprocessing-freeze-support" in {match.rule.id for match in result.matches}
     assert result.first_error is not None and result.first_error.kind == "traceback"
     assert result.first_error.summary.text.startswith("RuntimeError: An attempt has been made to start a new process")
+
+
+# -- the fix for the machine the log comes from ---------------------------------------------------
+
+COMMAND_V = re.compile(r"`(command -v \w+)`")
+
+
+def test_linux_fixes_name_no_windows_command_or_installer_component() -> None:
+    """`where` is cmd's; 'Visual Studio Integration' is a component of CUDA's Windows installer only."""
+    posix = [rule for rule in RULES.values() if rule.fix_posix]
+    assert {"no-module-torch", "cuda-not-found", "nvtx-missing"} <= {rule.id for rule in posix}
+    for rule in posix:
+        assert "`where " not in rule.fix_posix and "Visual Studio" not in rule.fix_posix, rule.id
+        assert rule.fix_posix != rule.fix
+
+
+def test_the_posix_fix_for_no_module_torch_runs_in_sh_and_names_the_python_that_runs(tmp_path: Path) -> None:
+    """Each command the Linux fix quotes, run by the real sh with a folder of programs first on PATH, prints the
+    program of that folder: what the fix tells the user to compare."""
+    commands = COMMAND_V.findall(RULES["no-module-torch"].fix_posix or "")
+    assert [command.split()[-1] for command in commands] == ["python", "pip", "conda"]
+    for name in ("python", "pip", "conda"):
+        program = tmp_path / name
+        program.write_text("#!/bin/sh\n")
+        program.chmod(0o755)
+    for command in commands:
+        done = subprocess.run(
+            ["sh", "-c", command], env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True
+        )
+        assert (done.returncode, done.stdout) == (0, f"{tmp_path / command.split()[-1]}\n")
+
+
+@pytest.mark.parametrize(("posix", "command"), [(True, "command -v python"), (False, "where python"), (None, None)])
+def test_a_match_carries_the_fix_of_the_machine_it_comes_from(posix: bool | None, command: str | None) -> None:
+    result = diagnose_text("ModuleNotFoundError: No module named 'torch'\n", posix=posix)
+    [match] = result.to_dict()["matches"]
+    text = result.to_text()
+    if command is not None:
+        assert f"`{command}`" in match["fix"] and "fix_posix" not in match
+        assert f"`{command}`" in text and "Fix on" not in text
+    else:  # `invoke diagnose` of a log from any machine: both, each named
+        assert "`where python`" in match["fix"] and "`command -v python`" in match["fix_posix"]
+        assert "Fix on Windows: Run `where python`" in text and "Fix on Linux: Run `command -v python`" in text
