@@ -273,9 +273,11 @@ def check():
                 result["fix"] = fix
         else:
             result["ok"] = True
-    except BaseException:
+    except BaseException as error:
         result["failed_step"] = step
-        result["error"] = traceback.format_exc()
+        # The record keeps the reason, one paragraph; the traceback (frames of this script) is for the diagnosis.
+        result["error"] = one_line("".join(traceback.format_exception_only(type(error), error)), 2000)
+        result["traceback"] = traceback.format_exc()
     return result
 
 
@@ -374,11 +376,16 @@ def check_torch(
 
     result["ok"] = False
     result["error"] = redact_text(str(result.get("error") or ""))
+    trace = redact_text(str(result.pop("traceback", None) or ""))  # diagnosed, not kept: no traceback in the record
     error_lines = [line.strip() for line in (result["error"] or output).splitlines() if line.strip()]
     result["error_summary"] = error_lines[-1] if error_lines else "no output"
     printed = "\n".join(line for line in output.splitlines() if not line.startswith(MARKER))
-    triage = diagnose_text(printed + "\n" + result["error"], source="verification output")
-    result["diagnosis"] = [match.to_dict() for match in triage.matches]
+    posix = os.name != "nt"  # the check ran on this machine: its fixes
+    # The rules see the traceback (a DataLoader rule needs its multiprocessing frames); the first error is the reason.
+    triage = diagnose_text(printed + "\n" + (trace or result["error"]), source="verification output", posix=posix)
+    result["diagnosis"] = [match.to_dict(posix) for match in triage.matches]
+    if trace:
+        triage = diagnose_text(printed + "\n" + result["error"], source="verification output", posix=posix)
     result["first_error"] = triage.first_error.to_dict() if triage.first_error else None
     return result
 

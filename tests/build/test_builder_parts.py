@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -517,13 +518,22 @@ def test_invoke_verify_explains_a_python_without_torch(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     bare = tmp_path / "bare" / "bin" / "python"
     done = run_invoke(sys.executable, "verify", "--python", str(bare))
+    # What that Python itself says, as the last line of its traceback.
+    own = subprocess.run([str(bare), "-c", "import torch"], capture_output=True, text=True, cwd=tmp_path)
+    reason = own.stderr.strip().splitlines()[-1]
     assert done.returncode == 6
-    assert json.loads(done.stdout)["failed_step"] == "import torch"
+    record = json.loads(done.stdout)
+    assert record["failed_step"] == "import torch" and record["error"] == reason  # one paragraph, no traceback
+    assert "Traceback" not in done.stdout + done.stderr and "File " not in done.stdout
     assert done.stderr.startswith(
-        f"verification failed: a fresh `{bare}` outside the source tree failed at step 'import torch': "
-        "ModuleNotFoundError: No module named 'torch'"
+        f"verification failed: a fresh `{bare}` outside the source tree failed at step 'import torch': {reason}"
     )
-    assert "[no-module-torch]" in done.stderr and "Fix: Run `where python`" in done.stderr
+    # The fix is this machine's: the commands it quotes, run by the real sh with the bare Python's folder first
+    # on PATH, print that Python.
+    assert "[no-module-torch]" in done.stderr and "`where python`" not in done.stderr
+    [shown] = re.findall(r"`(command -v python)`", record["diagnosis"][0]["fix"])
+    which = subprocess.run(["sh", "-c", shown], env={"PATH": f"{bare.parent}:/usr/bin:/bin"}, capture_output=True)
+    assert which.stdout.decode().strip() == str(bare)
 
 
 def test_build_refuses_what_it_cannot_build(tmp_path: Path) -> None:
