@@ -72,6 +72,8 @@ def load_error(tmp_path: Path, text: str) -> str:
         ({"id": '"Not A Slug"'}, ["rule 'Not A Slug'.id", "lowercase words"]),
         ({"title": '"""two\nlines"""'}, ["rule 'broken'.title", "one non-empty line"]),
         ({"explanation": '"   "'}, ["rule 'broken'.explanation", "must not be empty"]),
+        ({"fix_posix": '"   "'}, ["rule 'broken'.fix_posix", "must not be empty"]),
+        ({"fix_posix": "3"}, ["rule 'broken'", "fix_posix"]),
         ({"id": '"good"'}, ["rule 'good' is defined twice"]),
     ],
 )
