@@ -140,7 +140,7 @@ def variable_lines(variables: Sequence[BuildVariable], *, windows: bool) -> list
     else:
         lines = [
             "Variables a Windows build needs for these archives, for this shell (they hold Windows libraries: "
-            "a build on this machine uses none of them, as PyTorch finds MKL and MAGMA from the system or pip; "
+            "a build on this machine uses none of them, as PyTorch finds these libraries from the system or pip; "
             "on Windows `invoke build` sets them itself):"
         ]
     for variable in variables:
