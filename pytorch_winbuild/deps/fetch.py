@@ -116,7 +116,7 @@ def format_summary(result: FetchResult, *, windows: bool = os.name == "nt") -> s
         for item in unverified:
             lines.append(f"  {item.archive.file_name}  SHA-256 {item.sha256 or 'unknown'}")
         lines.append(
-            "This cache accepted what the server sent first; later downloads into it must match. To verify one, "
+            "This cache accepted the first copy it got of each; later copies must match it. To verify one, "
             "compare its SHA-256 with a copy you trust; a checksum from a published source belongs in "
             "build_config/deps.lock."
         )

@@ -19,6 +19,7 @@ from deps_support import MAGMA_BCJ2, MKL, FaultServer, Fetcher, Made, copy_files
 
 from pytorch_winbuild.deps.cache import MARKER_NAME, clean, deps_dir, download_path, installed_path, read_marker
 from pytorch_winbuild.deps.catalog import Archive
+from pytorch_winbuild.deps.fetch import format_summary
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import BusyError, DependencyError
 
@@ -238,6 +239,8 @@ def test_file_mirror_and_from_dir_work_offline(
     folder = copy_files(made.files, tmp_path / "mirror folder")
     result = fetch(cuda101, mirror=folder.as_uri())
     assert [item.action for item in result.archives] == ["copied", "copied"]
+    # Trusted on first use, taken from a folder: the summary names no server the user never used.
+    assert "Unverified archives" in format_summary(result) and "server" not in format_summary(result)
     for archive in cuda101:
         assert_installed(fetch, made, archive)
 
