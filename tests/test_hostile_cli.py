@@ -224,6 +224,14 @@ def _cases(root: Path) -> dict[str, Case]:
         "empty --cache-dir": Case(
             ["fetch-deps", "--dry-run", "--cache-dir", " "], 2, "--cache-dir of `invoke fetch-deps` is empty"
         ),
+        # The cache folder named as the user gave it: by the setting, not by a --cache-dir they never passed.
+        "cache folder from INVOKE_WINBUILD_CACHE_DIR is a file": Case(
+            ["clean", "--deps"],
+            2,
+            f"configuration error: winbuild.cache_dir {root / 'bad.lock'}: {root / 'bad.lock'} is a file, not a "
+            "folder. Fix: point winbuild.cache_dir at another folder",
+            env={"INVOKE_WINBUILD_CACHE_DIR": str(root / "bad.lock")},
+        ),
         "empty PATH": Case(["build-ext", ""], 2, "PATH of `invoke build-ext` is empty"),
         "empty --only": Case(["nightly", *cache, "--only", ""], 2, "--only of `invoke nightly` is empty"),
         "facts: empty CUDA path": Case(

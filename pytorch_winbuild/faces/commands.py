@@ -20,6 +20,7 @@ from invoke import Context
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.faces.flags import (
     cache_folder,
+    cache_origin,
     default_cache_dir,
     finite_number,
     flag_label,
@@ -28,6 +29,7 @@ from pytorch_winbuild.faces.flags import (
     python_flag,
     setting,
     whole_number,
+    writable_cache,
     writable_folder,
     write_output,
 )
@@ -342,7 +344,7 @@ def build(
     folder = cache_folder(c, plan_flags["cache_dir"])
     mirror = None if dry_run else checked_mirror(c, None)  # before the clone: where missing MKL/MAGMA come from
     if not dry_run:
-        writable_folder(folder, "--cache-dir")
+        writable_cache(c, folder, plan_flags["cache_dir"])
         if log_dir:
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
@@ -459,13 +461,13 @@ def fetch_deps(
         return
     if other_machine:
         raise ConfigurationError(
-            f"--cache-dir {folder} is a Windows folder, and this machine is not Windows.",
+            f"{cache_origin(c, cache_dir)[0]} {folder} is a Windows folder, and this machine is not Windows.",
             fix=(
                 "run the command on that Windows machine, add --dry-run to see what it would fetch, or pass a folder "
                 "of this machine."
             ),
         )
-    writable_folder(folder, "--cache-dir")
+    writable_cache(c, folder, cache_dir)
     result = fetch_archives(
         archives,
         cache_dir=folder,
@@ -492,7 +494,7 @@ def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> 
         )
     folder = cache_folder(c, cache_dir)
     if folder.exists():
-        writable_folder(folder, "--cache-dir")
+        writable_cache(c, folder, cache_dir)
     removed = clean_cache(folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line)
     for item in removed:
         print(terminal_line(f"removed {item.path} ({human_size(item.bytes)})"))
@@ -508,7 +510,7 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
     if not folder.is_dir():
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
     cache = cache_folder(c, plan_flags["cache_dir"])
-    writable_folder(cache, "--cache-dir")
+    writable_cache(c, cache, plan_flags["cache_dir"])
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
@@ -579,7 +581,7 @@ def nightly(
     keep = whole_number(keep_days, "--keep-days", unit=" days")
     min_free = finite_number(min_free_gb, "--min-free-gb")
     folder = cache_folder(c, cache_dir)
-    writable_folder(folder, "--cache-dir")
+    writable_cache(c, folder, cache_dir)
     if output_dir:
         writable_folder(Path(output_dir), "--output-dir")
     options = NightlyOptions(

@@ -119,17 +119,17 @@ def path_flag(value: str | None, label: str) -> str | None:
     return value
 
 
-def writable_folder(folder: Path, label: str) -> None:
+def writable_folder(folder: Path, label: str, instead: str | None = None) -> None:
     """Prove, before any work starts and without leaving anything behind, that the folder can be
     written: a file is made (and removed at once) in it, or in the nearest existing folder above it
-    when it does not exist yet (the task creates it later)."""
+    when it does not exist yet (the task creates it later). `label` names where the folder came from
+    (a flag, a setting); `instead` says how to choose another (default: pass another one as `label`)."""
+    instead = instead or f"pass another one as {label}"
     existing = folder
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
-        raise ConfigurationError(
-            f"{label} {folder}: {existing} is a file, not a folder.", fix=f"pass a folder as {label}."
-        )
+        raise ConfigurationError(f"{label} {folder}: {existing} is a file, not a folder.", fix=f"{instead}.")
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".pytorch-winbuild-"):
             pass
@@ -137,7 +137,7 @@ def writable_folder(folder: Path, label: str) -> None:
         where = "" if existing == folder else f", since {existing} cannot be written and it would be created there"
         raise ConfigurationError(
             f"{label} {folder} cannot be written ({exc.strerror or exc}){where}.",
-            fix=f"make the folder writable for this user, or pass another one as {label}.",
+            fix=f"make the folder writable for this user, or {instead}.",
         ) from None
 
 
@@ -145,6 +145,25 @@ def cache_folder(c: Context, flag: str | None) -> Path:
     """--cache-dir, else winbuild.cache_dir, else the default (the checkout's cache/ or the user's)."""
     value = setting(c, "cache_dir", path_flag(flag, "--cache-dir"))
     return Path(value) if value else default_cache_dir()
+
+
+def cache_origin(c: Context, flag: str | None) -> tuple[str, str]:
+    """How messages name the cache folder, by where it came from, and how to choose another: --cache-dir,
+    the setting winbuild.cache_dir (invoke.yaml, -f FILE or INVOKE_WINBUILD_CACHE_DIR), or the default."""
+    if flag is not None:
+        return "--cache-dir", "pass another one as --cache-dir"
+    if setting(c, "cache_dir", None):
+        return (
+            "winbuild.cache_dir",
+            "point winbuild.cache_dir at another folder (`cache_dir: DIR` in invoke.yaml, or "
+            "INVOKE_WINBUILD_CACHE_DIR=DIR), or pass --cache-dir DIR",
+        )
+    return "the default cache folder", "pass another one with --cache-dir DIR (or winbuild.cache_dir)"
+
+
+def writable_cache(c: Context, folder: Path, flag: str | None) -> None:
+    """writable_folder for the cache folder, named the way the user chose it."""
+    writable_folder(folder, *cache_origin(c, flag))
 
 
 def output_file(output: str | None) -> Path | None:
