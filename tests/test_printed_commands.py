@@ -120,12 +120,15 @@ def fetched_variables(folder: str, sep: str = "/") -> list[BuildVariable]:
     ]
 
 
-@pytest.mark.parametrize(("old_lib", "expected_lib"), [(None, "/lib"), ("/old/a:/old/b", "/lib:/old/a:/old/b")])
+@pytest.mark.parametrize("shell", ["bash", "dash"])
+@pytest.mark.parametrize(("old_lib", "expected_lib"), [(None, "/lib"), ("C:\\old a;D:\\b", "/lib;C:\\old a;D:\\b")])
 def test_fetch_deps_variables_on_linux_run_in_bash_as_printed(
-    tmp_path: Path, old_lib: str | None, expected_lib: str
+    tmp_path: Path, old_lib: str | None, expected_lib: str, shell: str
 ) -> None:
-    """bash, not this code, says what the printed lines set: the value exactly, and the prepended one in
-    front of LIB's old value with a `:` (POSIX' path-list separator) only when LIB held something."""
+    """bash and dash, not this code, say what the printed lines set: the value exactly, and the prepended one
+    in front of LIB's old value with a `;` only when LIB held something. LIB is the Windows linker's list:
+    Microsoft's LINK reads it `;`-separated, and so does LLVM's llvm-lib on any host (LibDriver.cpp,
+    getSearchPaths: $LIB split at ';'), so a `:` would glue the folders into one path."""
     lines = variable_lines(fetched_variables(HOSTILE_FOLDER), windows=False)
     assert "Windows build" in lines[0] and "%" not in lines[0]
     exports = [line.strip() for line in lines[1:]]
@@ -133,7 +136,7 @@ def test_fetch_deps_variables_on_linux_run_in_bash_as_printed(
     env = {"PATH": "/usr/bin:/bin"} | ({"LIB": old_lib} if old_lib else {})
     show = 'printf "%s\\n%s" "$CMAKE_INCLUDE_PATH" "$LIB"'
     run = subprocess.run(
-        ["bash", "-c", "\n".join([*exports, show])], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+        [shell, "-c", "\n".join([*exports, show])], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
     )
     assert run.stdout.split("\n") == [HOSTILE_FOLDER + "/include", HOSTILE_FOLDER + expected_lib]
     assert not (tmp_path / "PWNED").exists()
@@ -142,11 +145,19 @@ def test_fetch_deps_variables_on_linux_run_in_bash_as_printed(
 def test_fetch_deps_names_a_variable_it_cannot_print_instead_of_printing_it() -> None:
     """A line break would start a command of its own in any shell; `%` is expanded by cmd inside quotes."""
     posix = variable_lines(fetched_variables("/tmp/c\nd"), windows=False)
-    assert [line.split(":")[0].strip() for line in posix[1:]] == ["CMAKE_INCLUDE_PATH", "LIB"]
+    assert [line.split(":")[0].strip() for line in posix[1:]] == ["# CMAKE_INCLUDE_PATH", "# LIB"]
     assert all("not printed" in line and "U+000A" in line and "export" not in line for line in posix[1:])
+    # A remark of the shell: pasted with the rest, it runs nothing and sets nothing.
+    pasted = subprocess.run(
+        ["bash", "-c", "\n".join([*(line.strip() for line in posix[1:]), 'printf %s "${LIB-unset}"'])],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert (pasted.returncode, pasted.stdout, pasted.stderr) == (0, "unset", "")
     cmd = variable_lines(fetched_variables("C:\\c%PATH%"), windows=True)
-    assert cmd[1].strip().startswith("CMAKE_INCLUDE_PATH: not printed") and "a percent sign" in cmd[1]
-    assert cmd[2].strip().startswith("LIB: not printed") and "set " not in cmd[2]
+    assert cmd[1].strip().startswith("rem CMAKE_INCLUDE_PATH: not printed") and "a percent sign" in cmd[1]
+    assert cmd[2].strip().startswith("rem LIB: not printed") and "set " not in cmd[2]
 
 
 def test_fetch_deps_variables_on_windows_are_cmd_lines() -> None:

@@ -127,11 +127,18 @@ def format_summary(result: FetchResult, *, windows: bool = os.name == "nt") -> s
     return terminal_lines(lines, show_sequences=True)
 
 
+# The archives are Windows builds: LIB is the Windows linker's list, `;`-separated whatever shell sets it
+# (deps.toml's prepend; LLVM's llvm-lib, LibDriver.cpp getSearchPaths: $LIB split at ';').
+_WINDOWS_LIST_SEPARATOR = ";"
+
+
 def variable_lines(variables: Sequence[BuildVariable], *, windows: bool) -> list[str]:
     """The variables a Windows build sets for the archives, as lines to paste into this machine's shell:
     cmd's `set "NAME=value"` on Windows (`;%NAME%` after a prepended value), POSIX `export NAME='value'`
-    elsewhere (a prepended value joined with `:`, only when the variable holds something). A value
-    that cannot be pasted safely is named, with why, instead of printed."""
+    elsewhere (a prepended value joined with `;`, only when the variable holds something: LIB is the
+    Windows linker's list, which MSVC's link.exe and LLVM's lld-link/llvm-lib split at `;` on every
+    host). A value that cannot be pasted safely is named, with why, in a remark of that shell (`rem`,
+    `#`) instead of printed, so pasting the lines runs nothing else."""
     from pytorch_winbuild.errors import ConfigurationError
     from pytorch_winbuild.text import quoting_bat, quoting_sh
 
@@ -148,11 +155,12 @@ def variable_lines(variables: Sequence[BuildVariable], *, windows: bool) -> list
             if windows:
                 line = quoting_bat.printed_set_line(variable.name, variable.value, prepend=variable.prepend)
             elif variable.prepend:
-                line = quoting_sh.prepend_line(variable.name, variable.value)
+                line = quoting_sh.prepend_line(variable.name, variable.value, _WINDOWS_LIST_SEPARATOR)
             else:
                 line = quoting_sh.set_line(variable.name, variable.value)
         except ConfigurationError as error:
-            line = f"{variable.name}: not printed, as no line sets it safely: {error.message}"
+            remark = "rem" if windows else "#"
+            line = f"{remark} {variable.name}: not printed, as no line sets it safely: {error.message}"
         lines.append("  " + line)
     return lines
 

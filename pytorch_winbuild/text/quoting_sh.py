@@ -22,9 +22,13 @@ def set_line(name: str, value: str) -> str:
     return f"export {variable_name(name)}={quote(value, name)}"
 
 
-def prepend_line(name: str, value: str) -> str:
-    """`value` in front, with a `:` only when the variable already holds something."""
-    return f'export {variable_name(name)}={quote(value, name)}"${{{name}:+:${name}}}"'
+def prepend_line(name: str, value: str, separator: str = ":") -> str:
+    """`value` in front, with `separator` only when the variable already holds something: `:` for the
+    lists a POSIX program reads, `;` for a Windows toolchain's (MSVC's LIB). Either is literal inside
+    the double quotes around `${NAME:+...}`."""
+    if separator not in (":", ";"):
+        raise ValueError(f"separator {separator!r}: expected ':' or ';'")
+    return f'export {variable_name(name)}={quote(value, name)}"${{{name}:+{separator}${name}}}"'
 
 
 def unset_line(name: str) -> str:

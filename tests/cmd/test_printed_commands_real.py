@@ -97,6 +97,9 @@ def test_fetch_deps_variables_set_what_fetch_deps_found(
 ) -> None:
     """The `set` lines fetch-deps prints on Windows, pasted into a .bat: cmd's own `set NAME` shows the values."""
     lines = [line.strip() for line in variable_lines(fetched_variables(WINDOWS_FOLDER, "\\"), windows=True)[1:]]
+    # The remarks that stand for values no line keeps (a % here) run nothing and set nothing.
+    lines += [line.strip() for line in variable_lines(fetched_variables("C:\\c%PATH%", "\\"), windows=True)[1:]]
+    assert lines[-1].startswith("rem LIB: not printed")
     before = [f'set "LIB={old_lib}"'] if old_lib else ['set "LIB="']
     shown = run_pasted(
         wine_prefix, stand_ins, "\r\n".join([*before, *lines, "set CMAKE_INCLUDE_PATH", "set LIB"]), mode
