@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -449,6 +450,42 @@ def test_the_summary_shows_each_gpu_briefly(tmp_path: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# A failure's error is one paragraph: no traceback, not even one quoted inside an exception's message
+
+
+def test_a_dataloader_worker_error_is_one_paragraph_ending_with_the_original_exception() -> None:
+    """torch's own wrapper for a worker's exception (torch._utils.ExceptionWrapper, what a DataLoader raises)
+    quotes the worker's traceback in its message: the paragraph keeps the exception, not the frames."""
+    import sys
+
+    from torch._utils import ExceptionWrapper
+
+    try:
+        raise ValueError("item 3 is broken\nsee the dataset")
+    except ValueError:
+        wrapper = ExceptionWrapper(sys.exc_info(), where="in DataLoader worker process 0")
+    with pytest.raises(ValueError) as raised:
+        wrapper.reraise()
+    assert "Original Traceback (most recent call last):" in str(raised.value)  # torch's real message
+    assert _script()["paragraph"](raised.value) == (
+        "ValueError: Caught ValueError in DataLoader worker process 0. ValueError: item 3 is broken see the dataset"
+    )
+
+
+def test_a_failing_gpu_s_error_and_record_hold_no_traceback() -> None:
+    """The check's failure text for a GPU is one paragraph; the device's traceback is diagnosed by
+    check_torch, then dropped, like the import's."""
+    script = _script()
+    gpu = script["check_gpus"](fake_torch(FakeCuda([("NVIDIA H100 80GB HBM3", (9, 0))], [], fail={0: NO_KERNEL_IMAGE})))
+    assert "Traceback (most recent call last):" in gpu["devices"][0]["traceback"]  # what the check itself keeps
+    step, error, _ = script["gpu_failure"](gpu)
+    assert "Traceback" not in error and "\n" not in error and "no kernel image is available" in error
+    result = {"ok": False, "failed_step": step, "error": error, "gpu": gpu}
+    taken = verify.take_tracebacks(result)
+    assert "Traceback (most recent call last):" in taken and "Traceback" not in json.dumps(result)
+
+
+# ---------------------------------------------------------------------------------------------
 # The real check on this machine's real torch (the CPU wheel: no CUDA, and no GPU here)
 
 
@@ -492,3 +529,23 @@ def test_the_script_runs_alone_as_printed_by_the_module(tmp_path: Any) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith(verify.MARKER)
+
+
+def test_an_interpreter_that_never_reports_is_named_by_its_last_line(tmp_path: Any) -> None:
+    """`--python sh`, a real program that is no Python: it reads the check as a shell script, complains
+    line after line and exits. The reason is the last line it printed (as sh prints it for the same
+    file), not the whole output."""
+    import shutil
+    import subprocess
+
+    sh = shutil.which("sh")
+    assert sh is not None
+    script = tmp_path / verify.SCRIPT_NAME
+    script.write_text(VERIFY_SCRIPT, encoding="utf-8")
+    own = subprocess.run([sh, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    said = [line.strip() for line in (own.stdout + own.stderr).splitlines() if line.strip()]
+    assert own.returncode != 0 and len(said) > 1
+    result = check_torch(sh)
+    assert (result["ok"], result["failed_step"], result["exit_code"]) == (False, "start", own.returncode)
+    # The script's folder is a fresh temporary one each run: compare what follows the script's name.
+    assert result["error"].partition(verify.SCRIPT_NAME)[2] == said[-1].partition(verify.SCRIPT_NAME)[2] != ""

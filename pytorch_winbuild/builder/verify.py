@@ -98,6 +98,23 @@ def one_line(text, limit=500):
     return " ".join(line.strip() for line in str(text).splitlines() if line.strip())[:limit]
 
 
+def paragraph(error, limit=2000):
+    """An exception as one paragraph: its type and its whole message on one line. A traceback quoted inside
+    the message (a DataLoader worker's "Original Traceback") is cut down to its last line, the exception."""
+    kept = []
+    quoting = False
+    for line in str(error).splitlines():
+        if line.strip().endswith("Traceback (most recent call last):"):
+            quoting = True
+            continue
+        if quoting and (line.startswith(" ") or not line.strip()):
+            continue
+        quoting = False
+        kept.append(line)
+    text = one_line(type(error).__name__ + (": " + "\\n".join(kept) if kept else ""), limit + 1)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def run_kernel(torch, index):
     """Run small real kernels on cuda:index and compare them with the CPU; raise if one fails."""
     device = torch.device("cuda", index)
@@ -206,8 +223,7 @@ def gpu_failure(gpu):
                 device.get("error", "failed"),
             )
         )
-    tracebacks = [device["traceback"] for device in failed if device.get("traceback")]
-    error = "".join(tracebacks) + "; ".join(lines)
+    error = "; ".join(lines)  # one paragraph: each device's tracebacks stay in its own record
     fix = None
     wrong_arch = [
         device for device in failed if device["covered"] is False or "no kernel image" in device.get("traceback", "")
@@ -276,7 +292,7 @@ def check():
     except BaseException as error:
         result["failed_step"] = step
         # The record keeps the reason, one paragraph; the traceback (frames of this script) is for the diagnosis.
-        result["error"] = one_line("".join(traceback.format_exception_only(type(error), error)), 2000)
+        result["error"] = paragraph(error)
         result["traceback"] = traceback.format_exc()
     return result
 
@@ -363,10 +379,11 @@ def check_torch(
         process_env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in extra_paths), *([current] if current else [])])
     exit_code, stdout, stderr = _run(python, process_env)
     output = redact_text(stdout + stderr)
-    result = _parse(stdout) or {
+    said = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(MARKER)]
+    result = _parse(stdout) or {  # the check never reported: its interpreter's last line is the reason
         "ok": False,
         "failed_step": "start",
-        "error": output.strip() or f"exit status {exit_code}",
+        "error": said[-1] if said else f"exit status {exit_code}",
     }
     result["interpreter"] = python
     result["exit_code"] = exit_code
@@ -376,7 +393,7 @@ def check_torch(
 
     result["ok"] = False
     result["error"] = redact_text(str(result.get("error") or ""))
-    trace = redact_text(str(result.pop("traceback", None) or ""))  # diagnosed, not kept: no traceback in the record
+    trace = take_tracebacks(result)  # diagnosed, not kept: no traceback in the record
     error_lines = [line.strip() for line in (result["error"] or output).splitlines() if line.strip()]
     result["error_summary"] = error_lines[-1] if error_lines else "no output"
     printed = "\n".join(line for line in output.splitlines() if not line.startswith(MARKER))
@@ -388,6 +405,15 @@ def check_torch(
         triage = diagnose_text(printed + "\n" + result["error"], source="verification output", posix=posix)
     result["first_error"] = triage.first_error.to_dict() if triage.first_error else None
     return result
+
+
+def take_tracebacks(result: dict[str, Any]) -> str:
+    """Remove the check's traceback and each GPU's from `result`; return them, redacted, for the diagnosis."""
+    traces = [result.pop("traceback", None)]
+    for device in (result.get("gpu") or {}).get("devices") or []:
+        if isinstance(device, dict):
+            traces.append(device.pop("traceback", None))
+    return "\n".join(redact_text(str(trace)) for trace in traces if trace)
 
 
 def verify_torch(
