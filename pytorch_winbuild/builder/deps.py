@@ -12,11 +12,16 @@ from pathlib import Path
 from pytorch_winbuild.planning.plan import Plan
 
 
-def fetch_missing_archives(plan: Plan, cache_dir: Path, mirror: str | None = None) -> str | None:
-    """Fetch the archives the plan marks missing; what was done (fetch-deps' summary), or None when none was."""
+def fetch_missing_archives(
+    plan: Plan, cache_dir: Path, mirror: str | None = None, mirror_label: str = "winbuild.mirror"
+) -> str | None:
+    """Fetch the archives the plan marks missing; what was done (fetch-deps' summary), or None when none was.
+    `mirror_label` is how messages name the mirror: the build takes it from winbuild.mirror, the nightly
+    also from its --mirror."""
     if all(archive.present for archive in plan.archives):
         return None
     from pytorch_winbuild.deps.fetch import fetch_archives, format_summary
 
-    result = fetch_archives([archive.catalog_archive for archive in plan.archives], cache_dir=cache_dir, mirror=mirror)
+    archives = [archive.catalog_archive for archive in plan.archives]
+    result = fetch_archives(archives, cache_dir=cache_dir, mirror=mirror, mirror_label=mirror_label)
     return format_summary(result)

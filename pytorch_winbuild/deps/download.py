@@ -30,6 +30,7 @@ from pytorch_winbuild import __version__
 from pytorch_winbuild.deps.cache import write_error
 from pytorch_winbuild.deps.catalog import DownloadLimits
 from pytorch_winbuild.deps.progress import Progress
+from pytorch_winbuild.deps.remedies import Remedies
 from pytorch_winbuild.errors import DependencyError
 from pytorch_winbuild.text.redact import redact_text
 
@@ -105,22 +106,6 @@ def _hash_file(path: Path, chunk_size: int) -> tuple[hashlib._Hash, int]:
 def sha256_of(path: Path, chunk_size: int = 1 << 20) -> tuple[str, int]:
     digest, size = _hash_file(path, chunk_size)
     return digest.hexdigest(), size
-
-
-def _network_fix() -> str:
-    return (
-        "check the network connection and the proxy settings (HTTPS_PROXY, NO_PROXY); where the bucket is blocked or "
-        "slow, use --mirror URL or download the files by hand into a folder and pass --from-dir DIR. The partial "
-        "download was deleted: the next run starts it afresh (only a run stopped with Ctrl-C resumes)."
-    )
-
-
-def _limits_fix() -> str:
-    return (
-        "the server or mirror is misbehaving or too slow: use another --mirror, or download the file by hand and "
-        "pass --from-dir DIR. The limits are [download] max_size, speed_limit, speed_time and deadline in "
-        "build_config/deps.toml."
-    )
 
 
 class _Pace:
@@ -201,7 +186,7 @@ def download(
     progress: Progress,
     cancel: threading.Event,
     log: Callable[[str], None],
-    missing_fix: str,
+    remedies: Remedies,
     size_source: str = "expected",
 ) -> Received:
     """Download `url` into `part`, resuming what is already there; return its checksum.
@@ -226,7 +211,7 @@ def download(
         return DependencyError(
             f"downloading {shown} took longer than the {settings.deadline:.0f} s allowed for one archive "
             "([download] deadline); stopped.",
-            fix=_limits_fix(),
+            fix=remedies.limits,
         )
 
     digest, have = _hash_file(part, settings.chunk_size) if part.exists() else (hashlib.sha256(), 0)
@@ -263,11 +248,11 @@ def download(
                 if status >= 400:
                     raise DependencyError(
                         f"{shown} answered HTTP {status} {response.reason}: the file is not there or not readable.",
-                        fix=missing_fix,
+                        fix=remedies.missing,
                     )
                 if status not in (200, 206):
                     raise DependencyError(
-                        f"{shown} answered HTTP {status} {response.reason} instead of the file.", fix=missing_fix
+                        f"{shown} answered HTTP {status} {response.reason} instead of the file.", fix=remedies.missing
                     )
                 total: int | None = None
                 if status == 206:
@@ -287,13 +272,12 @@ def download(
                     raise DependencyError(
                         f"{shown} is {total} bytes, but {expected_size} bytes are expected: the file on the "
                         "server is not the one recorded.",
-                        fix="check the mirror holds the same files as the public bucket; if the file was really "
-                        "replaced, accept it with --update-lock.",
+                        fix=remedies.replaced,
                     )
                 if total is not None and total > limit:
                     raise DependencyError(
                         f"{shown} announces {total} bytes, more than {limit_text}; nothing was downloaded.",
-                        fix=_limits_fix(),
+                        fix=remedies.limits,
                     )
                 progress.start(total, have)
                 pace = _Pace(settings.speed_limit, settings.speed_time, time.monotonic())
@@ -307,7 +291,7 @@ def download(
                                 raise DependencyError(
                                     f"{shown} sent more than {limit_text}: stopped after {have} bytes, "
                                     "before writing any more; the partial file was deleted.",
-                                    fix=_limits_fix(),
+                                    fix=remedies.limits,
                                 )
                             out.write(chunk)
                             digest.update(chunk)
@@ -321,7 +305,7 @@ def download(
                                     f"{shown} sent {speed:.0f} bytes/s over the last {settings.speed_time:g} s, "
                                     f"under the {settings.speed_limit} bytes/s required ([download] speed_limit, "
                                     f"speed_time); stopped after {have} bytes.",
-                                    fix=_limits_fix(),
+                                    fix=remedies.limits,
                                 )
                             if now > deadline_at:
                                 raise past_deadline()
@@ -346,7 +330,7 @@ def download(
         ) as exc:
             raise DependencyError(
                 f"{shown} is not a usable URL ({redact_text(str(exc))}).",
-                fix="pass --mirror as http(s)://host/folder/ or file:///folder/.",
+                fix=remedies.bad_url,
             ) from None
         except (requests.RequestException, _Retryable) as exc:
             unresolved = _name_resolution_error(exc) if isinstance(exc, requests.RequestException) else None
@@ -356,9 +340,7 @@ def download(
                     f"could not download {shown}: the host name does not resolve{proxy} "
                     f"({redact_text(str(unresolved))}). Not retried: a name that does not resolve now will not "
                     "resolve a few seconds later.",
-                    fix="check the spelling of --mirror (or winbuild.mirror), the network connection and its DNS "
-                    "server, and HTTPS_PROXY/HTTP_PROXY where a proxy is required; or download the files by hand "
-                    "and pass --from-dir DIR.",
+                    fix=remedies.unresolved,
                 ) from None
             reason = redact_text(str(exc)) or type(exc).__name__
             transferred += received_now
@@ -369,14 +351,14 @@ def download(
             if failures >= settings.attempts:
                 raise DependencyError(
                     f"could not download {shown}: {reason} ({failures} attempts in a row without progress).",
-                    fix=_network_fix(),
+                    fix=remedies.network,
                 ) from None
             wait = min(settings.backoff * 2 ** max(failures - 1, 0), settings.max_backoff)
             if time.monotonic() + wait >= deadline_at:
                 raise DependencyError(
                     f"could not download {shown} within the {settings.deadline:.0f} s allowed for one "
                     f"archive ([download] deadline): {reason}.",
-                    fix=_network_fix(),
+                    fix=remedies.network,
                 ) from None
             log(f"{name}: {reason}; retrying in {wait:.1f} s")
             if cancel.wait(wait):

@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytorch_winbuild.deps.cache import Marker, missing_layout, remove_tree, write_error, write_marker
 from pytorch_winbuild.deps.catalog import Archive, ExtractSettings
@@ -123,15 +124,24 @@ def list_entries(archive_file: Path, native: str | None = None) -> list[Entry]:
 def native_entries(program: str, archive_file: Path) -> list[Entry] | None:
     """The entries `7z l -slt` lists, or None when it fails or prints anything parse_listing refuses."""
     try:
-        listed = subprocess.run(
-            [program, "l", "-slt", "-sccUTF-8", "--", str(archive_file)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-        )
+        listed = _run_7zip(program, ["l", "-slt", "-sccUTF-8"], archive_file, capture_output=True)
     except OSError:
         return None
     # bytes, decoded here: text mode would turn a carriage return inside a name into a line break
     return parse_listing(listed.stdout.decode("utf-8", "replace")) if listed.returncode == 0 else None
+
+
+def _run_7zip(program: str, options: list[str], archive_file: Path, **run: Any) -> subprocess.CompletedProcess[Any]:
+    """7-Zip run in the archive's folder, naming the archive by its file name and folders relative to it.
+
+    7-Zip reads `*` and `?` in an archive's path as wildcards and a `*` in -o as the archive's name
+    (7-Zip's -o switch help), and a POSIX cache folder may hold both: from its own folder, the archive
+    is named by the catalog's file name and the work folder by the cache's own sub-folders.
+    """
+    if os.sep in program or (os.altsep and os.altsep in program):
+        program = os.path.abspath(program)  # a relative program path would be looked up from the new cwd
+    command = [program, *options, "--", archive_file.name]
+    return subprocess.run(command, cwd=archive_file.parent, stdin=subprocess.DEVNULL, **run)
 
 
 def parse_listing(text: str) -> list[Entry] | None:
@@ -357,8 +367,15 @@ def _extract_native(
     links: frozenset[str] = frozenset(),
     log: Callable[[str], None] | None = None,
 ) -> None:
-    command = [program, "x", "-y", "-bso0", "-bsp0", f"-o{work}", "--", str(archive_file)]
-    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    output = os.path.relpath(work, archive_file.parent)
+    result = _run_7zip(
+        program,
+        ["x", "-y", "-bso0", "-bsp0", f"-o{output}"],
+        archive_file,
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     if result.returncode == 0:
         return
     if (

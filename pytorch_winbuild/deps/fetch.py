@@ -170,6 +170,7 @@ def fetch_archives(
     *,
     cache_dir: Path,
     mirror: str | None = None,
+    mirror_label: str = "--mirror",
     from_dir: str | Path | None = None,
     update_lock: bool = False,
     lock_path: Path | None = None,
@@ -184,9 +185,10 @@ def fetch_archives(
 ) -> FetchResult:
     """Make every archive present in `cache_dir`; return where each one is and how far it is trusted.
 
-    `mirror` (http(s):// or file://) replaces the bucket's base URL; `from_dir` takes files
-    downloaded by hand. Checksums: an archive must match the published ones (deps.toml [known],
-    the shipped lock `shipped_lock_path`, default build_config/deps.lock, which is only read);
+    `mirror` (http(s):// or file://) replaces the bucket's base URL, and messages name it as
+    `mirror_label` (--mirror, winbuild.mirror); `from_dir` takes files downloaded by hand.
+    Checksums: an archive must match the published ones (deps.toml [known], the shipped lock
+    `shipped_lock_path`, default build_config/deps.lock, which is only read);
     without one it is trusted on first use and recorded in `lock_path` (default <cache>/deps.lock),
     which later downloads must match unless `update_lock`. `jobs` = parallel downloads (0: one per
     archive, at most 4). `download_settings` is a download.DownloadSettings (timeouts, retries,
@@ -195,7 +197,7 @@ def fetch_archives(
     """
     started = time.monotonic()
     cache_dir = Path(cache_dir)
-    source = resolve_source(mirror, from_dir)
+    source = resolve_source(mirror, from_dir, mirror_label)
     shipped = LockFile.load(shipped_lock_path or default_shipped_lock_path())
     lock = LockFile.load(lock_path or default_lock_path(cache_dir))
     done: dict[Archive, FetchedArchive] = {}

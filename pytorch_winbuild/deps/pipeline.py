@@ -36,6 +36,7 @@ from pytorch_winbuild.deps.extract import BadArchive, install_archive
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
 from pytorch_winbuild.deps.progress import make_progress
 from pytorch_winbuild.deps.records import FIRST_USE, FetchedArchive, Source, trust_of
+from pytorch_winbuild.deps.remedies import remedies_for
 from pytorch_winbuild.errors import DependencyError
 from pytorch_winbuild.text.redact import redact_text
 
@@ -142,19 +143,6 @@ class Pipeline:
             return str(self.source.folder / archive.file_name)
         return (self.source.base_url or archive.base_url) + archive.file_name
 
-    def _missing_fix(self, archive: Archive) -> str:
-        if self.source.folder is not None and self.source.from_dir:
-            return f"download {archive.url} by hand into {self.source.folder}, or leave out --from-dir to download it."
-        if self.source.folder is not None or self.source.base_url is not None:
-            return (
-                f"a mirror is a flat folder holding the same file names as {archive.base_url}: copy "
-                f"{archive.file_name} there, or leave out --mirror to use the public bucket."
-            )
-        return (
-            "the public bucket no longer serves this file: pick another version (--mkl-version, "
-            "--magma-version), or get the file elsewhere and pass --from-dir."
-        )
-
     def _obtain(self, archive: Archive, row: int) -> _Obtained:
         started = time.monotonic()
         final = cache.download_path(self.cache_dir, archive)
@@ -195,7 +183,7 @@ class Pipeline:
                 settings=self.settings,
                 progress=progress,
                 cancel=self.cancel,
-                missing_fix=self._missing_fix(archive),
+                missing_fix=remedies_for(self.source, archive).missing,
             )
             return received, "copied"
         assert self._session is not None
@@ -210,7 +198,7 @@ class Pipeline:
             progress=progress,
             cancel=self.cancel,
             log=self.log,
-            missing_fix=self._missing_fix(archive),
+            remedies=remedies_for(self.source, archive),
         )
         return received, "downloaded"
 

@@ -30,6 +30,7 @@ class Source:
     base_url: str | None = None  # http(s) mirror ending in "/"; None with no folder → the catalog's URL
     folder: Path | None = None  # file:// mirror or --from-dir
     from_dir: bool = False
+    label: str = "--mirror"  # how the user gave the mirror (--mirror or winbuild.mirror), for the messages
 
 
 def mirror_url(mirror: str, label: str) -> ParseResult:
@@ -96,9 +97,9 @@ def resolve_source(mirror: str | None, from_dir: str | Path | None, mirror_label
                 f"{mirror_label} {redact_text(mirror)}: the folder {folder} does not exist.",
                 fix="pass file:///path/to/folder/ of an existing folder holding the .7z files.",
             )
-        return Source(folder=folder)
+        return Source(folder=folder, label=mirror_label)
     if parsed.scheme in ("http", "https") and parsed.netloc:
-        return Source(base_url=mirror.rstrip("/") + "/")
+        return Source(base_url=mirror.rstrip("/") + "/", label=mirror_label)
     raise ConfigurationError(
         f"{mirror_label} {redact_text(mirror)} is not an http://, https:// or file:// URL.",
         fix="pass the base URL of a flat folder holding the archives, e.g. https://mirror.example.com/ossci-windows/ or file:///D:/mirror/.",

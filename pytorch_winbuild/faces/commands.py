@@ -472,6 +472,7 @@ def fetch_deps(
         archives,
         cache_dir=folder,
         mirror=source_mirror,
+        mirror_label=flag_label("mirror", mirror),
         from_dir=from_dir,
         update_lock=update_lock,
         lock_path=Path(lock_file) if lock_file else None,
@@ -593,5 +594,6 @@ def nightly(
         keep_days=keep,
         min_free_gb=min_free,
         mirror=checked_mirror(c, mirror),
+        mirror_label=flag_label("mirror", mirror),
     )
     run_nightly(options)

@@ -76,6 +76,7 @@ class RunContext:
     state: NightlyState
     force: bool
     mirror: str | None
+    mirror_label: str  # how messages name it: --mirror or winbuild.mirror
     # (repo, ref) → the commit the remote names now, asked before the entries run (prefetch_remote_commits)
     remote: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
@@ -163,7 +164,7 @@ def _fetch_deps(plan: Plan, context: RunContext) -> bool:
     """Fetch the plan's MKL/MAGMA archives that are not in the cache yet; whether anything was missing."""
     from pytorch_winbuild.builder.deps import fetch_missing_archives
 
-    summary = fetch_missing_archives(plan, context.cache_dir, context.mirror)
+    summary = fetch_missing_archives(plan, context.cache_dir, context.mirror, context.mirror_label)
     if summary:
         print(summary, flush=True)
     return summary is not None

@@ -40,6 +40,7 @@ class NightlyOptions:
     keep_days: int | None = None
     min_free_gb: float | None = None
     mirror: str | None = None
+    mirror_label: str = "--mirror"  # how messages name the mirror: --mirror or winbuild.mirror
 
 
 def _write_site(output_dir: Path) -> None:
@@ -86,6 +87,7 @@ def run_nightly(options: NightlyOptions) -> NightlySummary:
                 state=NightlyState(output_dir),
                 force=options.force,
                 mirror=options.mirror,
+                mirror_label=options.mirror_label,
             )
             prefetch_remote_commits(entries, context)
             for entry, result in zip(entries, summary.entries, strict=True):

@@ -252,6 +252,21 @@ def test_file_mirror_and_from_dir_work_offline(
         assert installed_path(other.cache_dir, archive) is not None
 
 
+def test_a_cache_folder_holding_7zip_wildcards_extracts_in_place(
+    made: Made, cuda101: list[Archive], tmp_path: Path
+) -> None:
+    """Linux folder names may hold * and ?: 7-Zip reads them as wildcards in an archive's path, and a * in
+    -o as the archive's name (it extracted into a sibling folder named after the archive, then the layout
+    check failed). Both archives go through the real 7zz here, MKL too (prefer="native")."""
+    folder = copy_files(made.files, tmp_path / "by hand")
+    odd = Fetcher(tmp_path / "builds * 2026?")
+    result = odd(cuda101, from_dir=folder, prefer="native")
+    assert [item.action for item in result.archives] == ["copied", "copied"]
+    for archive in cuda101:
+        assert_installed(odd, made, archive)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["builds * 2026?", "by hand"]  # nothing beside the cache
+
+
 def test_from_dir_missing_a_file_says_where_to_download_it(
     fetch: Fetcher, made: Made, cuda101: list[Archive], tmp_path: Path
 ) -> None:

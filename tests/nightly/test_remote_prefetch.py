@@ -58,6 +58,7 @@ def context_for(tmp_path: Path, entries: list[dict[str, str]], clones: dict[str,
         state=state,
         force=False,
         mirror=None,
+        mirror_label="--mirror",
     )
 
 
