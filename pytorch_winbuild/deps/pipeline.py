@@ -175,7 +175,7 @@ class Pipeline:
         return _Obtained(final, received.sha256, received.size, received.transferred, action, started)
 
     def _receive(self, archive: Archive, row: int, part: Path) -> tuple[Received, str]:
-        progress = make_progress(archive.file_name, row, self.log)
+        progress = make_progress(archive.file_name, row, self.log, copying=self.source.folder is not None)
         if self.source.folder is not None:
             received = copy_local(
                 self.source.folder / archive.file_name,

@@ -1,4 +1,4 @@
-"""Download progress: a tqdm bar on a terminal, a few plain log lines in CI logs."""
+"""Download (or copy) progress: a tqdm bar on a terminal, a few plain log lines in CI logs."""
 
 from __future__ import annotations
 
@@ -31,12 +31,14 @@ class Progress(Protocol):
 
 
 class LogProgress:
-    """One line when a download starts, one every `interval` seconds, one when it completes."""
+    """One line when a download (or a copy from a folder) starts, one every `interval` seconds, one when it
+    completes."""
 
-    def __init__(self, name: str, log: Callable[[str], None], interval: float = 30.0) -> None:
+    def __init__(self, name: str, log: Callable[[str], None], interval: float = 30.0, copying: bool = False) -> None:
         self.name = name
         self.log = log
         self.interval = interval
+        self.verbs = ("copying", "copied") if copying else ("downloading", "received")
         self.total: int | None = None
         self.done = 0
         self.received = 0
@@ -48,7 +50,7 @@ class LogProgress:
         self.started = self.last = time.monotonic()
         size = human_size(total) if total else "unknown size"
         resumed = f", resuming at {human_size(done)}" if done else ""
-        self.log(f"{self.name}: downloading ({size}{resumed})")
+        self.log(f"{self.name}: {self.verbs[0]} ({size}{resumed})")
 
     def advance(self, count: int) -> None:
         self.done += count
@@ -64,7 +66,7 @@ class LogProgress:
             return  # the retry or error message says what happened
         elapsed = max(time.monotonic() - self.started, 1e-6)
         self.log(
-            f"{self.name}: received {human_size(self.received)} in {elapsed:.1f} s "
+            f"{self.name}: {self.verbs[1]} {human_size(self.received)} in {elapsed:.1f} s "
             f"({human_size(self.received / elapsed)}/s)"
         )
 
@@ -103,11 +105,12 @@ class BarProgress:
             self.bar.close()
 
 
-def make_progress(name: str, row: int, log: Callable[[str], None]) -> Progress:
-    """A bar when stderr is a terminal, sparse log lines otherwise (CI logs, redirected output)."""
+def make_progress(name: str, row: int, log: Callable[[str], None], copying: bool = False) -> Progress:
+    """A bar when stderr is a terminal, sparse log lines otherwise (CI logs, redirected output); `copying`
+    for a file taken from a folder (--from-dir, a file:// mirror), which is not downloaded."""
     if sys.stderr.isatty():
         return BarProgress(name, row)
-    return LogProgress(name, log)
+    return LogProgress(name, log, copying=copying)
 
 
 def log_line(message: str) -> None:

@@ -241,6 +241,8 @@ def test_file_mirror_and_from_dir_work_offline(
     assert [item.action for item in result.archives] == ["copied", "copied"]
     # Trusted on first use, taken from a folder: the summary names no server the user never used.
     assert "Unverified archives" in format_summary(result) and "server" not in format_summary(result)
+    assert fetch.log.count(": copying (") == 2 and fetch.log.count(": copied ") == 2  # nothing was downloaded
+    assert "downloading" not in fetch.log and "received" not in fetch.log
     for archive in cuda101:
         assert_installed(fetch, made, archive)
 
