@@ -259,6 +259,8 @@ def test_missing_archives_are_fetched_before_the_build(tmp_path: Path) -> None:
         )
     assert f"{mirror / 'mkl_2018.2.185.7z'} does not exist" in failed.value.message
     assert f"{mirror / 'magma_2.4.0_cuda90_release.7z'} does not exist" in failed.value.message
+    # The build takes its mirror from the configuration alone (it has no --mirror): the fix names that.
+    assert "remove `mirror:` from invoke.yaml" in failed.value.fix and "--mirror" not in failed.value.fix
 
 
 # ---------------------------------------------------------------------------------------------
