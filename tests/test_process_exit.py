@@ -22,7 +22,7 @@ from support import REPO_ROOT
 from pytorch_winbuild.faces import process_exit
 
 OBSERVERS = """
-import atexit, os, threading, time
+import atexit, os, threading
 
 EVENTS = os.environ["EXIT_EVENTS"]
 
@@ -37,8 +37,10 @@ class Teardown:
 
 KEEP = Teardown()
 atexit.register(note, "atexit")
-if os.environ.get("SLOW_THREAD"):
-    threading.Thread(target=lambda: (time.sleep(float(os.environ["SLOW_THREAD"])), note("thread"))).start()
+if os.environ.get("WAITING_THREAD"):
+    # Still running when the command returns, however loaded the machine: it ends when the main thread has
+    # stopped, which the normal exit's threading._shutdown() does before it waits for the other threads.
+    threading.Thread(target=lambda: (threading.main_thread().join(), note("thread"))).start()
 """
 
 
@@ -85,7 +87,7 @@ def test_a_failed_command_exits_the_usual_way(tmp_path: Path) -> None:
 
 
 def test_a_running_thread_is_waited_for(tmp_path: Path) -> None:
-    done, events = run_observed(tmp_path, "build", "--cuda", "cpu", "--dry-run", SLOW_THREAD="1.5")
+    done, events = run_observed(tmp_path, "build", "--cuda", "cpu", "--dry-run", WAITING_THREAD="1")
     assert done.returncode == 0, done.stderr
     assert events == {"thread", "atexit", "teardown"}
 
