@@ -34,7 +34,12 @@ def assert_user_error(result: subprocess.CompletedProcess[str], code: int, *phra
         assert phrase in result.stderr
 
 
-def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_path: Path) -> None:
+def test_cold_then_warm_prints_folders_and_variables(
+    server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm run is checked for what makes it fast, not timed (a loaded machine would fail a clock
+    here; scripts/bench_fetch.py measures it against `invoke --version`): no request, and none of the
+    cold path's libraries imported, as Python's own -X importtime reports."""
     cold = fetch_deps(
         tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url
     )
@@ -53,15 +58,17 @@ def test_cold_then_warm_prints_folders_and_variables(server: FaultServer, tmp_pa
     assert cold.stderr.count(": downloading (") == 2 and "%|" not in cold.stderr  # not a terminal: plain lines
     served = len(server.requests)
 
-    started = time.perf_counter()
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # -X importtime: one stderr line per module imported
     warm = fetch_deps(
         tmp_path, "--cuda", "10.1", "--mkl-version", "2020.2.254", "--magma-version", "2.5.4", "--mirror", server.url
     )
-    elapsed = time.perf_counter() - started
     assert warm.returncode == 0, warm.stderr
-    assert warm.stdout.count("already in the cache") == 2 and warm.stderr == ""
+    timings = [line for line in warm.stderr.splitlines() if line.startswith("import time:")]
+    assert warm.stdout.count("already in the cache") == 2 and len(timings) == len(warm.stderr.splitlines())
     assert len(server.requests) == served  # zero bytes, zero requests
-    assert elapsed < 1.0, f"a warm fetch-deps took {elapsed:.2f} s including Python's start-up"
+    imported = {line.rsplit("|", 1)[1].strip() for line in timings}
+    assert "pytorch_winbuild.deps.fetch" in imported  # the report is the real one
+    assert not imported & {"requests", "urllib3", "py7zr", "tqdm", "pytorch_winbuild.deps.pipeline"}
 
 
 def test_without_cuda_only_mkl_and_a_note_that_magma_needs_it(server: FaultServer, tmp_path: Path) -> None:
