@@ -15,7 +15,8 @@ was chosen. It also prints the cold run less Invoke's own start-up against the f
 extraction is the floor's own 7-Zip, so what separates the two is mostly the interpreter and
 Invoke starting, which no `invoke` command can avoid. Every command runs with bytecode caching
 on, as on a user's machine (PYTHONDONTWRITEBYTECODE is dropped). Targets (issue 13): cold ≤ 1.0 ×
-floor; warm with zero bytes served and ≤ 1.5 × `invoke --version`. The issue's "warm ≤ 0.2 s"
+floor, or ≤ 1.5 × for small archives (the issue's row where fixed costs dominate: here, both
+archives together under 10 MB); warm with zero bytes served and ≤ 1.5 × `invoke --version`. The issue's "warm ≤ 0.2 s"
 cannot hold for any Invoke task on a machine where `invoke --version` alone takes longer (0.27 s
 on the 2-core machine this was written on), so the warm run is measured against that floor, with
 the same goal as the dry run (scripts/bench_cli.py). Exits 1 when a target is missed.
@@ -52,6 +53,8 @@ MKL = "mkl_2020.2.254.7z"
 MAGMA = "magma_2.5.4_cuda101_release.7z"
 BLOCK = 1024
 COLD_GOAL = 1.0  # issue 13: cold fetch at or below the parallel curl + 7z floor
+SMALL_COLD_GOAL = 1.5  # issue 13's row "same, small archives (fixed costs dominate)"
+SMALL_MB = 10  # archives served, together, below this size take the small row's goal
 WARM_GOAL = 1.5  # × `invoke --version`: Python and Invoke starting, nothing of ours
 FLOOR = [sys.executable, "-m", "invoke", "--version"]
 ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
@@ -254,12 +257,15 @@ def main() -> int:
         shutil.rmtree(runs, ignore_errors=True)
 
     ratio = statistics.median(cold_times) / statistics.median(base_times)
-    cold_ok = ratio <= COLD_GOAL
+    small = sum((served / name).stat().st_size for name in (MKL, MAGMA)) < SMALL_MB * 2**20
+    cold_goal = SMALL_COLD_GOAL if small else COLD_GOAL
+    cold_ok = ratio <= cold_goal
     warm, floor = statistics.median(warm_times), statistics.median(floor_times)
     warm_ok = warm <= WARM_GOAL * floor and warm_bytes == 0
     print(
         f"cold: fetch-deps {statistics.median(cold_times):.2f} s vs curl + 7z x {statistics.median(base_times):.2f} "
-        f"s (medians) = {ratio:.2f}× (target ≤ {COLD_GOAL:g}×) {'OK' if cold_ok else 'MISSED'}"
+        f"s (medians) = {ratio:.2f}× (target ≤ {cold_goal:g}×{', small archives' if small else ''}) "
+        f"{'OK' if cold_ok else 'MISSED'}"
     )
     print(
         f"warm: fetch-deps {warm:.3f} s vs invoke --version {floor:.3f} s (medians) = {warm / floor:.2f}×, "
