@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.planning.host_compiler import reached_by
 from pytorch_winbuild.planning.plan import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict, shown_value
 from pytorch_winbuild.text import quoting_bat as bat
@@ -67,7 +68,13 @@ def render_table(plan: Plan) -> str:
         accepted = (
             f", accepts _MSC_VER {plan.cuda_msc_range[0]}–{plan.cuda_msc_range[1] - 1}" if plan.cuda_msc_range else ""
         )
+        if plan.nvcc_host:
+            accepted = f", accepts {plan.nvcc_host.limits}"
         rows.append(("CUDA", f"{plan.cuda.version} ({plan.cuda.path}{accepted})"))
+        if plan.nvcc_host:
+            host = plan.nvcc_host
+            how = "set as CUDAHOSTCXX by this plan" if host.overridden else reached_by(host.compiler)
+            rows.append(("CUDA host compiler", f"{host.compiler.label}, {how}"))
     else:
         rows.append(("CUDA", "none (CPU-only build)"))
     rows.append(("Generator", plan.generator))

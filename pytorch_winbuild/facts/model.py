@@ -25,6 +25,7 @@ SCHEMA_VERSION = 3
 # Schema 1 files (before GPUs were probed) still load: their `gpus` is None, "not probed".
 # Schema 1 and 2 files (before memory was probed) load with the memory fields None, "unknown".
 READABLE_SCHEMAS = (1, 2, 3)
+HOST_COMPILER_FAMILIES = ("gcc", "clang")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ class CudaInstall:
     cudnn: str | None = None  # cuDNN version (e.g. "7.6.5") when cudnn.h was found
     nvcc: str | None = None  # path of nvcc(.exe)
     cudnn_include: str | None = None  # the folder whose cudnn.h / cudnn_version.h gave `cudnn`
+    # Newest GCC / clang major nvcc accepts as host compiler on Linux, read from include/crt/host_config.h
+    # (`#if __GNUC__ > 15` → 15; `__clang_major__ >= 21` → 20); None: not read (Windows, or no guard).
+    gcc_max: int | None = None
+    clang_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,28 @@ class PythonInfo:
 class Tool:
     path: str
     version: str | None = None
+
+
+@dataclass(frozen=True)
+class HostCompiler:
+    """A C/C++ compiler nvcc could use for host code on Linux, as the probe found it.
+
+    `found_as` says how a build would reach it: "gcc" or "cc" on PATH (nvcc's and FindCUDA's
+    defaults), "CC" or "CUDAHOSTCXX" from the environment, or a versioned name on PATH ("g++-13",
+    "clang++-18") that the plan may choose instead."""
+
+    found_as: str
+    path: str
+    family: str  # "gcc" or "clang"
+    version: str  # "12.2.0", from `--version`
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    @property
+    def label(self) -> str:
+        return f"{self.family} {self.version} ({self.path})"
 
 
 @dataclass(frozen=True)
@@ -111,11 +138,16 @@ class Facts:
     gpus: tuple[Gpu, ...] | None = None  # None: not probed (schema 1 or hand-written); (): probed, none found
     driver_version: str | None = None  # NVIDIA display driver, "580.159.04"
     driver_cuda: str | None = None  # newest CUDA the driver runs ("13.0": nvidia-smi's "CUDA Version")
+    # Linux: the compilers nvcc could use for host code; None: not probed (Windows, hand-written files)
+    host_compilers: tuple[HostCompiler, ...] | None = None
     description: str = ""  # free text: "VS 2017 + CUDA 9.0 workstation"
     schema: int = SCHEMA_VERSION
 
     def cuda_by_version(self, version: str) -> CudaInstall | None:
         return next((c for c in self.cuda if c.version == version), None)
+
+    def host_compiler(self, found_as: str) -> HostCompiler | None:
+        return next((c for c in self.host_compilers or () if c.found_as == found_as), None)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -257,6 +289,32 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
         cudnn=_get(data, "cudnn", str, source, where, required=False),
         nvcc=_path(data, "nvcc", source, where, required=False),
         cudnn_include=_path(data, "cudnn_include", source, where, required=False),
+        gcc_max=_major(data, "gcc_max", source, where),
+        clang_max=_major(data, "clang_max", source, where),
+    )
+
+
+def _major(data: dict[str, Any], key: str, source: str, where: str) -> int | None:
+    value = _get(data, key, int, source, where, required=False)
+    if value is not None and (isinstance(value, bool) or not 1 <= value <= 999):
+        raise _fail(source, f"{where}.{key}", f"expected a compiler major version such as 13, got {value!r}")
+    return value
+
+
+def _host_compiler(data: Any, source: str, where: str) -> HostCompiler:
+    if not isinstance(data, dict):
+        raise _fail(source, where, f"expected an object, got {data!r}")
+    family = _get(data, "family", str, source, where)
+    if family not in HOST_COMPILER_FAMILIES:
+        raise _fail(source, f"{where}.family", f"expected one of {', '.join(HOST_COMPILER_FAMILIES)}, got {family!r}")
+    version = _get(data, "version", str, source, where)
+    if not re.fullmatch(r"\d{1,3}(?:\.\d+){0,3}", version):
+        raise _fail(source, f"{where}.version", f"expected a version such as '12.2.0', got {version!r}")
+    return HostCompiler(
+        found_as=_get(data, "found_as", str, source, where),
+        path=_path(data, "path", source, where),
+        family=family,
+        version=version,
     )
 
 
@@ -344,6 +402,7 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
     gpu_list = _get(data, "gpus", list, source, "", required=False)
     vs_list = _get(data, "visual_studio", list, source, "", required=False) or []
     cuda_list = _get(data, "cuda", list, source, "", required=False) or []
+    compiler_list = _get(data, "host_compilers", list, source, "", required=False)
     return Facts(
         schema=schema,
         os=os_name,
@@ -370,6 +429,9 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
         gpus=None if gpu_list is None else tuple(_gpu(item, source, f"gpus[{i}]") for i, item in enumerate(gpu_list)),
         driver_version=_driver_version(data, source),
         driver_cuda=_major_minor(data, "driver_cuda", source, ""),
+        host_compilers=None
+        if compiler_list is None
+        else tuple(_host_compiler(item, source, f"host_compilers[{i}]") for i, item in enumerate(compiler_list)),
         description=_get(data, "description", str, source, "", required=False) or "",
     )
 

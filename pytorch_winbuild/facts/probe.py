@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from pytorch_winbuild.errors import ToolchainError
-from pytorch_winbuild.facts.model import Facts, PythonInfo
+from pytorch_winbuild.facts.model import Facts, HostCompiler, PythonInfo
 from pytorch_winbuild.facts.probe_common import (
     TOOL_NAMES,
     Commands,
@@ -32,7 +35,10 @@ from pytorch_winbuild.facts.probe_common import (
     is_file,
     machine_memory,
     nvtx3_dir,
+    parse_compiler_version,
+    parse_host_config_host_limits,
     python_info,
+    read_text,
     run_command,
     start_nvcc_versions,
     start_tool_versions,
@@ -85,6 +91,57 @@ def linux_nvtx(root: Path, major: int) -> Path | None:
     return root if is_file(root / "lib64" / "libnvToolsExt.so") else None
 
 
+# Compilers a plan may hand nvcc instead of the default one (the newest it accepts wins).
+_ALTERNATIVE_COMPILER = re.compile(r"(?:g\+\+|clang\+\+)(?:-\d+)?")
+
+
+def linux_host_compilers(environ: Mapping[str, str]) -> list[tuple[str, Path]]:
+    """(found_as, path) of every compiler nvcc could be given: CUDAHOSTCXX and CC from the
+    environment, `gcc` (nvcc's own default) and `cc` (FindCUDA's, through CMake's C compiler) on
+    PATH, and the versioned g++-N / clang++(-N) on PATH a plan may choose instead."""
+    search = environ.get("PATH", os.defpath)
+    found: list[tuple[str, Path]] = []
+    for variable in ("CUDAHOSTCXX", "CC"):
+        words = shlex.split(environ.get(variable, ""), posix=True) if environ.get(variable, "").strip() else []
+        located = shutil.which(words[0], path=search) if words else None
+        if located:
+            found.append((variable, Path(located)))
+    for name in ("gcc", "cc"):
+        located = shutil.which(name, path=search)
+        if located:
+            found.append((name, Path(located)))
+    seen: set[str] = set()
+    for folder in search.split(os.pathsep):
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(folder or ".")):
+                if name not in seen and _ALTERNATIVE_COMPILER.fullmatch(name):
+                    located = shutil.which(name, path=search)
+                    if located:
+                        seen.add(name)
+                        found.append((name, Path(located)))
+    return found
+
+
+def host_config_limits(root: Path) -> dict[str, int]:
+    text = read_text(root / "include" / "crt" / "host_config.h") or read_text(root / "include" / "host_config.h")
+    return parse_host_config_host_limits(text) if text is not None else {}
+
+
+def collect_host_compilers(
+    compilers: list[tuple[str, Path]], commands: Commands, notes: list[str]
+) -> tuple[HostCompiler, ...]:
+    result = []
+    for found_as, path in compilers:
+        answer = commands.result(f"compiler:{path}")
+        parsed = parse_compiler_version(answer.stdout) if answer is not None and answer.ok else None
+        if parsed is None:
+            why = answer.problem() if answer is not None and not answer.ok else "not GCC or clang"
+            notes.append(f"{found_as} at {path} is not a host compiler nvcc is checked against ({why}).")
+            continue
+        result.append(HostCompiler(found_as=found_as, path=str(path), family=parsed[0], version=parsed[1]))
+    return tuple(result)
+
+
 def probe_linux(
     environ: Mapping[str, str],
     *,
@@ -115,22 +172,26 @@ def probe_linux(
         start_tool_versions(tool_paths, commands)
         folders = linux_cuda_folders(environ, usr_local, notes)
         start_nvcc_versions(folders, commands)
+        compilers = linux_host_compilers(environ)
+        for path in {path for _, path in compilers}:
+            commands.start(f"compiler:{path}", [str(path), "--version"])
         cudnn_include = clean_env_path(environ.get("CUDNN_INCLUDE_DIR"))
         cuda = []
         for folder in folders:
             versions = cuda_versions(folder, commands, notes)
             if versions is not None:
                 major = int(versions[0].split(".")[0])
-                cuda.append(
-                    cuda_install(
-                        folder,
-                        versions,
-                        msc_range=None,
-                        nvtx=linux_nvtx(folder.root, major),
-                        cudnn_include_dir=cudnn_include,
-                    )
+                limits = host_config_limits(folder.root)
+                install = cuda_install(
+                    folder,
+                    versions,
+                    msc_range=None,
+                    nvtx=linux_nvtx(folder.root, major),
+                    cudnn_include_dir=cudnn_include,
                 )
+                cuda.append(replace(install, gcc_max=limits.get("gcc"), clang_max=limits.get("clang")))
         tools = collect_tools(tool_paths, commands, notes)
+        host_compilers = collect_host_compilers(compilers, commands, notes)
         gpu_facts = gpu_probe.result(notes)
     cuda_path = clean_env_path(environ.get("CUDA_PATH"))
     memory = memory if memory is not None else machine_memory(notes)
@@ -148,6 +209,7 @@ def probe_linux(
         gpus=gpu_facts.gpus,
         driver_version=gpu_facts.driver_version,
         driver_cuda=gpu_facts.driver_cuda,
+        host_compilers=host_compilers,
     )
     return ProbeReport(facts=facts, notes=finish_notes(notes))
 

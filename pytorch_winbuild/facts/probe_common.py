@@ -191,6 +191,56 @@ def parse_host_config_msc_range(text: str) -> tuple[int, int] | None:
     return None
 
 
+_HOST_GUARDS = {
+    # family → (the #error line NVIDIA's guard raises, the version macro its #if compares)
+    "gcc": (re.compile(r"^#\s*error\b.*unsupported\s+GNU\s+version", re.IGNORECASE), "__GNUC__"),
+    "clang": (re.compile(r"^#\s*error\b.*unsupported\s+clang\s+version", re.IGNORECASE), "__clang_major__"),
+}
+
+
+def parse_host_config_host_limits(text: str) -> dict[str, int]:
+    """The newest GCC and clang majors nvcc accepts on Linux, from its `host_config.h`.
+
+    Each guard is the `#if` directly above its `#error`: `#if __GNUC__ > 15` over `#error --
+    unsupported GNU version!` gives {"gcc": 15}; `#if (__clang_major__ >= 21) || ...` over
+    `#error -- unsupported clang version!` gives {"clang": 20}. The HOS and Grace clang guards
+    (other platforms) do not count, and a family without a complete guard is left out.
+    """
+    lines = _preprocessor_lines(text)
+    limits: dict[str, int] = {}
+    for family, (error, macro) in _HOST_GUARDS.items():
+        comparison = re.compile(rf"{macro}\s*(?P<op>>=|>)\s*(?P<value>\d+)")
+        for index, line in enumerate(lines[1:], start=1):
+            conditional = _CONDITIONAL.match(lines[index - 1]) if error.match(line) else None
+            found = comparison.search(conditional.group("condition")) if conditional else None
+            if found:
+                value = int(found.group("value"))
+                limits[family] = value if found.group("op") == ">" else value - 1
+                break
+    return limits
+
+
+_GCC_BANNER = re.compile(r"^\S+ \([^)]*\) (?P<version>\d+(?:\.\d+){0,2})\b")
+_CLANG_BANNER = re.compile(r"\bclang version (?P<version>\d+(?:\.\d+){0,2})\b")
+
+
+def parse_compiler_version(output: str) -> tuple[str, str] | None:
+    """(family, version) from a compiler's `--version`, or None when it is neither GCC nor clang.
+
+    GCC prints `PROGRAM (PKGVERSION) VERSION`: 'gcc (Debian 12.2.0-14+deb12u1) 12.2.0' and
+    'gcc (GCC) 13.2.1 20231011 (Red Hat 13.2.1-4)' → ('gcc', '12.2.0'), ('gcc', '13.2.1');
+    clang prints '[VENDOR ]clang version 18.1.3 (...)' → ('clang', '18.1.3').
+    """
+    first = output.strip().splitlines()[0] if output.strip() else ""
+    clang = _CLANG_BANNER.search(first)
+    if clang:
+        return "clang", clang.group("version")
+    gcc = _GCC_BANNER.match(first)
+    if gcc and "Free Software Foundation" in output:
+        return "gcc", gcc.group("version")
+    return None
+
+
 # ---------------------------------------------------------------- commands
 
 

@@ -29,6 +29,7 @@ from pytorch_winbuild.planning.gpu_plan import (
     driver_warning,
     plan_arch_list,
 )
+from pytorch_winbuild.planning.host_compiler import HostChoice, choose_host_compiler, describe, host_problem
 from pytorch_winbuild.planning.jobs import arch_count, default_jobs, job_memory
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text.quoting import refuse_control_characters
@@ -183,6 +184,7 @@ class Plan:
     cuda: CudaInstall | None
     cuda_msc_range: tuple[int, int] | None
     cuda_msc_range_source: str
+    nvcc_host: HostChoice | None  # Linux: the compiler nvcc runs for host code (None: Windows, CPU, not checked)
     generator: str
     compiler_cache: str
     archives: tuple[PlannedArchive, ...]
@@ -408,7 +410,7 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
         if problem:
             return problem
     if facts.os != "windows":
-        return None
+        return host_problem(era, facts, cuda)
     if (release.needs_nvtx or era.nvtoolsext == "always") and not (
         cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
     ):
@@ -447,7 +449,8 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
             return None
         plan.decisions.append(
             f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with, an "
-            "installed toolset accepts, the driver runs and the GPUs need."
+            f"installed {'toolset' if facts.os == 'windows' else 'host compiler'} accepts, the driver runs and the "
+            "GPUs need."
         )
         return usable[0]
     release = knowledge.cuda_release(options.cuda)
@@ -1020,6 +1023,21 @@ def _jobs_changes(
         plan.warnings.append(decision.warning)
 
 
+def _nvcc_host_decision(cuda: CudaInstall, host: HostChoice | None) -> str:
+    if host is None:
+        return (
+            f"CUDA host compiler: not checked (the facts name no host compilers, or no GCC/clang guard was read "
+            f"from CUDA {cuda.version}'s host_config.h)."
+        )
+    if not host.overridden:
+        return f"CUDA host compiler: {describe(host.compiler)}, accepted by CUDA {cuda.version} ({host.limits})."
+    before = f"nvcc would use {describe(host.default)}, which" if host.default else "no gcc is on PATH; nvcc"
+    return (
+        f"CUDA host compiler: {host.compiler.label} through CUDAHOSTCXX: {before} CUDA {cuda.version} refuses "
+        f"({host.limits} from {host.source}); this is the newest installed compiler it accepts."
+    )
+
+
 def make_plan(
     options: Options,
     facts: Facts,
@@ -1068,8 +1086,13 @@ def make_plan(
         )
 
     cuda = choose_cuda(knowledge, era, facts, options, plan)
-    msc_range, range_source = _cuda_range(cuda, knowledge.cuda_release(cuda.version)) if cuda else (None, "")
-    compiler = cuda_host = vcvars = None
+    msc_range, range_source = (
+        _cuda_range(cuda, knowledge.cuda_release(cuda.version)) if cuda and windows else (None, "")
+    )
+    compiler = cuda_host = vcvars = nvcc_host = None
+    if cuda and not windows:
+        nvcc_host = choose_host_compiler(era, facts, cuda)
+        plan.decisions.append(_nvcc_host_decision(cuda, nvcc_host))
     if windows:
         cuda_host = choose_compiler(knowledge, options, facts, era, cuda.version if cuda else None, msc_range)
         compiler = cuda_host
@@ -1096,6 +1119,13 @@ def make_plan(
     archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
 
     _cuda_changes(knowledge, era, facts, options, cuda, plan)
+    if nvcc_host and nvcc_host.overridden:
+        plan.set(
+            "CUDAHOSTCXX",
+            nvcc_host.compiler.path,
+            f"nvcc's host compiler: {nvcc_host.compiler.family} {nvcc_host.compiler.version}, which CUDA "
+            f"{cuda.version if cuda else ''} accepts ({nvcc_host.limits})",
+        )
     _generator_changes(knowledge, era, facts, generator, compiler, plan)
     if windows:
         if compiler and cuda and generator == "ninja" and cuda_host and cuda_host.instance.product_line == "2015":
@@ -1140,6 +1170,7 @@ def make_plan(
         cuda=cuda,
         cuda_msc_range=msc_range,
         cuda_msc_range_source=range_source,
+        nvcc_host=nvcc_host,
         generator="Ninja" if generator == "ninja" else vs_generator(knowledge, era, compiler),  # type: ignore[arg-type]
         compiler_cache=cache_name,
         archives=tuple(archives),

@@ -63,6 +63,17 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "path": plan.cuda.path,
             "msc_range": list(plan.cuda_msc_range) if plan.cuda_msc_range else None,
             "msc_range_source": plan.cuda_msc_range_source,
+            "gcc_max": plan.cuda.gcc_max,
+            "clang_max": plan.cuda.clang_max,
+        },
+        "cuda_host_compiler": None
+        if plan.nvcc_host is None
+        else {
+            "path": plan.nvcc_host.compiler.path,
+            "family": plan.nvcc_host.compiler.family,
+            "version": plan.nvcc_host.compiler.version,
+            "found_as": plan.nvcc_host.compiler.found_as,
+            "set_by_plan": plan.nvcc_host.overridden,
         },
         "generator": plan.generator,
         "compiler_cache": plan.compiler_cache,
