@@ -19,6 +19,7 @@ import pytest
 from support import run_invoke
 from test_probe import HOST_CONFIG_CUDA12, HOST_CONFIG_CUDA80, HOST_CONFIG_CUDA90, REAL_CUDA
 
+from pytorch_winbuild.diagnosis.triage import triage_log
 from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.facts.model import Facts, facts_from_dict
 from pytorch_winbuild.facts.probe import probe_linux
@@ -155,6 +156,9 @@ def test_a_gcc_that_cuda_refuses_is_replaced_through_cudahostcxx_and_cmake_build
 
     without = configure("without", {})
     assert without.returncode != 0 and "unsupported GNU version" in without.stdout + without.stderr
+    log = tmp_path / "configure.log"
+    log.write_text(without.stdout + without.stderr, encoding="utf-8")
+    assert [match.rule.id for match in triage_log(log).matches] == ["cuda-unsupported-host-compiler"]
     with_plan = configure("with", {"CUDAHOSTCXX": chosen})
     assert with_plan.returncode == 0, with_plan.stdout + with_plan.stderr
     build = subprocess.run(
@@ -263,3 +267,10 @@ def test_facts_without_compilers_are_not_checked() -> None:
     plan = plan_for(facts)
     assert plan.nvcc_host is None and cudahostcxx(plan) is None
     assert any(d.startswith("CUDA host compiler: not checked") for d in plan.decisions)
+
+
+def test_doctor_warns_about_a_refused_gcc_and_names_the_accepted_one(gcc_16: dict[str, str]) -> None:
+    run = run_invoke("doctor", env=gcc_16)
+    assert run.returncode == 0, run.stderr  # a warning: plans still work, through CUDAHOSTCXX
+    assert "nvcc would refuse gcc 16.1.0" in run.stdout
+    assert f"a plan sets CUDAHOSTCXX to {shutil.which('g++')}" in run.stdout

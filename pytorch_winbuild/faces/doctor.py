@@ -10,6 +10,7 @@ from pytorch_winbuild.knowledge.arch_list import default_for_gpus
 from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
+from pytorch_winbuild.planning.host_compiler import accepted_compilers, accepts, describe, limits_text
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_lines
 
@@ -96,6 +97,24 @@ def _visual_studio(facts: Facts, knowledge: Knowledge) -> list[Check]:
     return checks
 
 
+def _linux_cuda_check(topic: str, detail: str, facts: Facts, cuda: CudaInstall) -> Check:
+    """The GCC/clang majors the CUDA accepts, and whether the compiler current PyTorch hands nvcc
+    (CUDAHOSTCXX, else gcc on PATH: planning/host_compiler.py) is one of them."""
+    limits = limits_text(cuda)
+    if not limits:
+        return Check(topic, "ok", detail)
+    detail += f"; accepts {limits} (host_config.h)"
+    default = facts.host_compiler("CUDAHOSTCXX") or facts.host_compiler("gcc")
+    if default is None or accepts(cuda, default):
+        return Check(topic, "ok", detail + (f"; nvcc's host compiler {describe(default)}" if default else ""))
+    others = accepted_compilers(facts, cuda)
+    if others:
+        fix = f"a plan sets CUDAHOSTCXX to {others[0].path}, which it accepts; set it yourself to build by hand."
+    else:
+        fix = f"install GCC {cuda.gcc_max} or older (Debian/Ubuntu: `apt-get install g++-{cuda.gcc_max}`)."
+    return Check(topic, "warning", f"{detail}; nvcc would refuse {describe(default)}", fix)
+
+
 def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[Check]:
     topic = f"CUDA {cuda.version}"
     if cuda.version not in knowledge.cuda:
@@ -131,7 +150,7 @@ def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[C
             )
             checks.append(Check(topic, "missing", f"{detail}; no installed toolset is accepted", fix))
     else:
-        checks.append(Check(topic, "ok", detail))
+        checks.append(_linux_cuda_check(topic, detail, facts, cuda))
     if release.needs_nvtx and facts.os == "windows":
         if cuda.nvtx:
             checks.append(Check(f"{topic} NVTX", "ok", cuda.nvtx))

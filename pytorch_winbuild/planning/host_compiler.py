@@ -106,7 +106,7 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
         return HostChoice(default, default, limits, source)
     refused = f"CUDA {cuda.version} accepts {limits} ({source})"
     if default is not None and default.found_as in ("CUDAHOSTCXX", "CC"):
-        fitting = _fitting(facts, cuda)
+        fitting = accepted_compilers(facts, cuda)
         raise ToolchainError(
             f"{default.found_as} names {default.label}, which nvcc refuses: {refused}.",
             fix=(
@@ -115,7 +115,7 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
                 + f", or unset it and let the plan choose; else {_install_fix(cuda, facts, default)}"
             ),
         )
-    fitting = _fitting(facts, cuda)
+    fitting = accepted_compilers(facts, cuda)
     if fitting and era.cudahostcxx:
         return HostChoice(fitting[0], default, limits, source)
     what = f"nvcc would use {describe(default)}" if default else "no gcc is on PATH for nvcc"
@@ -130,7 +130,7 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
     )
 
 
-def _fitting(facts: Facts, cuda: CudaInstall) -> list[HostCompiler]:
+def accepted_compilers(facts: Facts, cuda: CudaInstall) -> list[HostCompiler]:
     """Installed compilers the CUDA accepts, best first: GCC before clang, newest first, and of one
     version the C++ driver (g++-13 before gcc: CMake documents CUDAHOSTCXX as a C++ compiler)."""
     candidates = [c for c in facts.host_compilers or () if c.found_as != "CUDAHOSTCXX" and accepts(cuda, c)]

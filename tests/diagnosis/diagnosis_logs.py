@@ -480,6 +480,21 @@ AttributeError: module 'torch.distributed' has no attribute 'init_process_group'
     ),
     # ---------------------------------------------------------------- build
     Case(
+        "cuda-unsupported-host-compiler",
+        "CUDA 13.0's nvcc given a GCC 16 in a Ninja build (the nvcc lines as the real nvcc wrote them here)",
+        r"""[812/7044] Building CUDA object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Activation.cu.o
+FAILED: caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Activation.cu.o
+/usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler -c aten/src/ATen/native/cuda/Activation.cu -o Activation.cu.o
+In file included from /usr/local/cuda/bin/../targets/x86_64-linux/include/cuda_runtime.h:82,
+                 from <command-line>:
+/usr/local/cuda/bin/../targets/x86_64-linux/include/crt/host_config.h:137:2: error: #error -- unsupported GNU version! gcc versions later than 15 are not supported! The nvcc flag '-allow-unsupported-compiler' can be used to override this version check; however, using an unsupported host compiler may cause compilation failure or incorrect run time execution. Use at your own risk.
+  137 | #error -- unsupported GNU version! gcc versions later than 15 are not supported! The nvcc flag '-allow-unsupported-compiler' can be used to override this version check; however, using an unsupported host compiler may cause compilation failure or incorrect run time execution. Use at your own risk.
+      |  ^~~~~
+ninja: build stopped: subcommand failed.
+""",
+        "host_config.h:137:2: error: #error -- unsupported GNU version!",
+    ),
+    Case(
         "cuda-unsupported-msvc",
         "CUDA 9.0 with a newer toolset, in a Ninja FAILED block",
         PYTORCH_NINJA_PREFIX
