@@ -103,6 +103,18 @@ def test_a_recorded_peak_sizes_the_next_plan_and_the_plan_says_so(tmp_path: Path
     assert _plan(facts, measured.gib, measured.note, jobs=3).final_env()["MAX_JOBS"] == "3"
 
 
+def test_a_tiny_recorded_job_still_plans(tmp_path: Path) -> None:
+    """A compile of a few MiB (mini torch's) rounded to 0.00 GiB, and the next plan divided by it
+    (CI run of 2026-11-24: ZeroDivisionError, exit 70). The figure stays a positive 0.01 GiB."""
+    facts = _facts()
+    cited = _plan(facts)
+    assert _book(tmp_path, facts, cited).remember(_summary(3), result="success", max_jobs="2") is None
+    measured = measured_job(cited, "build", facts, tmp_path, WATCH)
+    assert measured.gib == 0.01
+    plan = _plan(facts, measured.gib, measured.note)
+    assert plan.final_env()["MAX_JOBS"] == str(facts.cpu_count)  # bound by the cores, not the memory
+
+
 def test_the_figure_is_the_largest_of_the_last_runs_of_that_machine_and_configuration(tmp_path: Path) -> None:
     facts = _facts()
     plan = _plan(facts)

@@ -158,7 +158,7 @@ class PeakBook:
             f"{largest['peak_job_mib'] / MIB_PER_GIB:.2f} GiB ({names}, {largest.get('when', 'date unknown')}), "
             f"+ {self.settings.margin:.0%} margin (build_config/resources.toml [watch]); recorded in {self.file}."
         )
-        return Measured(gib=round(gib, 2), note=note, warning=warning)
+        return Measured(gib=kept_job_gib(gib), note=note, warning=warning)
 
     def remember(self, summary: MemorySummary, *, result: str, max_jobs: str | None) -> str | None:
         """Add this run's figures (when it ran a compiler) and keep the last runs; a warning when the
@@ -206,6 +206,15 @@ def measured_job(plan: Plan, kind: str, facts: Facts, cache_dir: Path, settings:
     return book.figure()
 
 
+# The smallest figure kept: a tiny compile (a few MiB) rounded to 0.00 GiB made the job count a division by zero.
+MIN_JOB_GIB = 0.01
+
+
+def kept_job_gib(gib: float) -> float:
+    """A measured memory per job in GiB, to two decimals and never below MIN_JOB_GIB."""
+    return max(MIN_JOB_GIB, round(gib, 2))
+
+
 def fitting_jobs(available_mib: int, job_gib: float) -> int:
     """The parallel jobs of `job_gib` each that fit in `available_mib` (at least 1)."""
     return max(1, math.floor(available_mib / MIB_PER_GIB / job_gib))
@@ -216,7 +225,7 @@ def diagnosis_figure(book: PeakBook, summary: MemorySummary) -> float | None:
     remembered), else this run's largest job with the margin; None when no compiler was seen."""
     figure = book.figure().gib
     if figure is None and summary.peak_job_mib:
-        figure = round(summary.peak_job_mib * (1 + book.settings.margin) / MIB_PER_GIB, 2)
+        figure = kept_job_gib(summary.peak_job_mib * (1 + book.settings.margin) / MIB_PER_GIB)
     return figure
 
 
