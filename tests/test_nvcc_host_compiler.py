@@ -274,3 +274,11 @@ def test_doctor_warns_about_a_refused_gcc_and_names_the_accepted_one(gcc_16: dic
     assert run.returncode == 0, run.stderr  # a warning: plans still work, through CUDAHOSTCXX
     assert "nvcc would refuse gcc 16.1.0" in run.stdout
     assert f"a plan sets CUDAHOSTCXX to {shutil.which('g++')}" in run.stdout
+
+
+def test_a_cudahostcxx_that_names_no_executable_is_said_by_the_probe() -> None:
+    report = probe_linux({**os.environ, "CUDAHOSTCXX": "/nonexistent/g++"}, gpus=False)
+    assert report.facts.host_compiler("CUDAHOSTCXX") is None
+    assert any(
+        note.startswith("CUDAHOSTCXX is set to '/nonexistent/g++', which is not an executable") for note in report.notes
+    )

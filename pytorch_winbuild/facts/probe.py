@@ -95,7 +95,7 @@ def linux_nvtx(root: Path, major: int) -> Path | None:
 _ALTERNATIVE_COMPILER = re.compile(r"(?:g\+\+|clang\+\+)(?:-\d+)?")
 
 
-def linux_host_compilers(environ: Mapping[str, str]) -> list[tuple[str, Path]]:
+def linux_host_compilers(environ: Mapping[str, str], notes: list[str]) -> list[tuple[str, Path]]:
     """(found_as, path) of every compiler nvcc could be given: CUDAHOSTCXX and CC from the
     environment, `gcc` (nvcc's own default) and `cc` (FindCUDA's, through CMake's C compiler) on
     PATH, and the versioned g++-N / clang++(-N) on PATH a plan may choose instead."""
@@ -106,6 +106,11 @@ def linux_host_compilers(environ: Mapping[str, str]) -> list[tuple[str, Path]]:
         located = shutil.which(words[0], path=search) if words else None
         if located:
             found.append((variable, Path(located)))
+        elif words:
+            notes.append(
+                f"{variable} is set to {words[0]!r}, which is not an executable file (nor one on PATH); the build "
+                f"will fail to start it as a compiler: point {variable} at one, or unset it."
+            )
     for name in ("gcc", "cc"):
         located = shutil.which(name, path=search)
         if located:
@@ -172,7 +177,7 @@ def probe_linux(
         start_tool_versions(tool_paths, commands)
         folders = linux_cuda_folders(environ, usr_local, notes)
         start_nvcc_versions(folders, commands)
-        compilers = linux_host_compilers(environ)
+        compilers = linux_host_compilers(environ, notes)
         for path in {path for _, path in compilers}:
             commands.start(f"compiler:{path}", [str(path), "--version"])
         cudnn_include = clean_env_path(environ.get("CUDNN_INCLUDE_DIR"))
