@@ -105,8 +105,8 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
     if default is not None and accepts(cuda, default):
         return HostChoice(default, default, limits, source)
     refused = f"CUDA {cuda.version} accepts {limits} ({source})"
+    fitting = accepted_compilers(facts, cuda)
     if default is not None and default.found_as in ("CUDAHOSTCXX", "CC"):
-        fitting = accepted_compilers(facts, cuda)
         raise ToolchainError(
             f"{default.found_as} names {default.label}, which nvcc refuses: {refused}.",
             fix=(
@@ -115,7 +115,6 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
                 + f", or unset it and let the plan choose; else {_install_fix(cuda, facts, default)}"
             ),
         )
-    fitting = accepted_compilers(facts, cuda)
     if fitting and era.cudahostcxx:
         return HostChoice(fitting[0], default, limits, source)
     what = f"nvcc would use {describe(default)}" if default else "no gcc is on PATH for nvcc"
