@@ -21,11 +21,13 @@ from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.text.redact import redact_text
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Schema 1 files (before GPUs were probed) still load: their `gpus` is None, "not probed".
 # Schema 1 and 2 files (before memory was probed) load with the memory fields None, "unknown".
-READABLE_SCHEMAS = (1, 2, 3)
+# Schema 1-3 files (before every installed Python was listed) load with `pythons` = (their `python`,).
+READABLE_SCHEMAS = (1, 2, 3, 4)
 HOST_COMPILER_FAMILIES = ("gcc", "clang")
+_PYTHON_VERSION = re.compile(r"\d{1,2}\.\d{1,3}(\.\d{1,3})?([abc]|rc)?\d{0,3}\+?")
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,26 @@ class CudaInstall:
 
 @dataclass(frozen=True)
 class PythonInfo:
+    """One Python interpreter: the tool's own (`Facts.python`) or one a build could run under (`Facts.pythons`)."""
+
     version: str  # "3.6.8"
     bits: int  # 64 or 32
     executable: str
     implementation: str = "CPython"
+    # How the probe found it: "running" (the tool's own), "PATH", "pyenv", "conda", "py launcher",
+    # "registry PythonCore\\3.6" (PEP 514), "fetched" (NuGet, into the cache).
+    found_by: str = "running"
+    venv: bool | None = None  # can make a venv (`import venv, ensurepip`); None: not asked
+    pip: bool | None = None  # has pip (`import pip`); None: not asked
+
+    @property
+    def minor(self) -> str:
+        """"3.6" of "3.6.8"."""
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def label(self) -> str:
+        return f"Python {self.version} ({self.bits}-bit{'' if self.implementation == 'CPython' else ', ' + self.implementation}) {self.executable}"
 
 
 @dataclass(frozen=True)
@@ -119,7 +137,8 @@ class Facts:
     """Everything the plan needs to know about one machine."""
 
     os: str  # "windows" or "linux"
-    python: PythonInfo
+    python: PythonInfo  # the interpreter running pytorch-winbuild (>= 3.11); builds run under one of `pythons`
+    pythons: tuple[PythonInfo, ...] = ()  # every installed Python the probe found, the running one included
     visual_studio: tuple[VisualStudio, ...] = ()
     cuda: tuple[CudaInstall, ...] = ()
     cuda_path: str | None = None  # the CUDA_PATH variable (the last CUDA installed)
@@ -294,6 +313,26 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
     )
 
 
+def _python(data: Any, source: str, where: str) -> PythonInfo:
+    if not isinstance(data, dict):
+        raise _fail(source, where, "expected an object with 'version', 'bits' and 'executable'")
+    bits = _get(data, "bits", int, source, where)
+    if bits not in (32, 64):
+        raise _fail(source, f"{where}.bits", f"expected 32 or 64, got {bits!r}")
+    version = _get(data, "version", str, source, where)
+    if not _PYTHON_VERSION.fullmatch(version):
+        raise _fail(source, f"{where}.version", f"expected a Python version such as '3.6.8', got {version!r}")
+    return PythonInfo(
+        version=version,
+        bits=bits,
+        executable=_path(data, "executable", source, where),
+        implementation=_get(data, "implementation", str, source, where, required=False) or "CPython",
+        found_by=_get(data, "found_by", str, source, where, required=False) or "running",
+        venv=_get(data, "venv", bool, source, where, required=False),
+        pip=_get(data, "pip", bool, source, where, required=False),
+    )
+
+
 def _major(data: dict[str, Any], key: str, source: str, where: str) -> int | None:
     value = _get(data, key, int, source, where, required=False)
     if value is not None and (isinstance(value, bool) or not 1 <= value <= 999):
@@ -386,9 +425,6 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
     if os_name not in ("windows", "linux"):
         raise _fail(source, "os", f"expected 'windows' or 'linux', got {os_name!r}")
     python = _get(data, "python", dict, source, "")
-    bits = _get(python, "bits", int, source, "python")
-    if bits not in (32, 64):
-        raise _fail(source, "python.bits", f"expected 32 or 64, got {bits!r}")
     tools_data = _get(data, "tools", dict, source, "", required=False) or {}
     tools: dict[str, Tool] = {}
     for name, tool in tools_data.items():
@@ -403,15 +439,15 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
     vs_list = _get(data, "visual_studio", list, source, "", required=False) or []
     cuda_list = _get(data, "cuda", list, source, "", required=False) or []
     compiler_list = _get(data, "host_compilers", list, source, "", required=False)
+    running = _python(python, source, "python")
+    python_list = _get(data, "pythons", list, source, "", required=False)
     return Facts(
         schema=schema,
         os=os_name,
-        python=PythonInfo(
-            version=_get(python, "version", str, source, "python"),
-            bits=bits,
-            executable=_path(python, "executable", source, "python"),
-            implementation=_get(python, "implementation", str, source, "python", required=False) or "CPython",
-        ),
+        python=running,
+        pythons=(running,)
+        if python_list is None
+        else tuple(_python(item, source, f"pythons[{i}]") for i, item in enumerate(python_list)),
         visual_studio=tuple(
             _visual_studio(item, source, f"visual_studio[{i}]", known_lines) for i, item in enumerate(vs_list)
         ),
