@@ -10,7 +10,6 @@ an out-of-memory failure they give the MAX_JOBS that would have fitted.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 import zipfile
@@ -60,10 +59,9 @@ class BuildRequest:
     libtorch: bool = False
     clean: bool = False
     verify: bool = True
-    python: str | None = (
-        None  # the interpreter that runs setup.py and the check (default: this one); the nightly's per-entry Python
-    )
-    mirror: str | None = None  # where missing MKL/MAGMA archives come from (fetch-deps' --mirror)
+    mirror: str | None = None  # where missing MKL/MAGMA archives (and a NuGet Python) come from (fetch-deps' --mirror)
+    find_links: str | None = None  # pip --find-links for the build venv's requirements (offline machines)
+    index_url: str | None = None  # pip --index-url for them
 
 
 @dataclass(frozen=True)
@@ -77,9 +75,35 @@ class ExtensionRequest:
     clean: bool = False
 
 
-def _python_command(arguments: tuple[str, ...] | list[str], python: str | None = None) -> list[str]:
-    """The build runs with this interpreter (or `python`): the one whose site-packages receives the result."""
-    return [python or sys.executable, *arguments]
+def build_interpreter(plan: Plan) -> str:
+    """The interpreter every command of the era runs under: the build venv's, else the build Python itself
+    (build-ext, whose Python has the torch it builds against)."""
+    return plan.venv.python if plan.venv is not None else plan.build_python.executable
+
+
+def _python_command(arguments: tuple[str, ...] | list[str], python: str) -> list[str]:
+    """The build runs with this interpreter: the one whose site-packages receives the result."""
+    return [python, *arguments]
+
+
+def _prepare_venv(record: BuildRecord, plan: Plan, request: BuildRequest) -> None:
+    """The build venv, made (or reused while its key matches) from the build Python, which is fetched first
+    when the plan fetches it."""
+    from pytorch_winbuild.builder.build_venv import ensure_build_venv
+
+    venv = plan.venv
+    if venv is None:
+        return
+    ensure_build_venv(
+        plan.build_python.executable,
+        Path(venv.folder),
+        venv.specs,
+        venv.key,
+        find_links=request.find_links,
+        index_url=request.index_url,
+        log=lambda line: print(line, flush=True),
+    )
+    record.note(f"Build venv: {venv.folder} (key {venv.key}) from {plan.build_python.label}.")
 
 
 # `python -m pip install -v .` (the 2.5+ eras' commands) indents every line of the build backend's
@@ -196,7 +220,7 @@ def _build_failed(record: BuildRecord, exit_code: int, book: PeakBook) -> BuildE
     return BuildError(message, fix=f"{memory} {fix}" if memory else fix)
 
 
-def _verify_build(record: BuildRecord, request: BuildRequest, started: float) -> None:
+def _verify_build(record: BuildRecord, request: BuildRequest, python: str, started: float) -> None:
     """Check what the mode produced: the installed torch, or the wheel unpacked into a temporary folder."""
     from pytorch_winbuild.builder.verify import check_torch, failure_error
 
@@ -214,10 +238,10 @@ def _verify_build(record: BuildRecord, request: BuildRequest, started: float) ->
         with tempfile.TemporaryDirectory(prefix="pytorch-winbuild-wheel-") as folder:
             with zipfile.ZipFile(fresh[-1]) as wheel:
                 wheel.extractall(folder)
-            result = check_torch(request.python, extra_paths=[Path(folder)])
+            result = check_torch(python, extra_paths=[Path(folder)])
         result["wheel"] = str(fresh[-1])
     else:
-        result = check_torch(request.python)
+        result = check_torch(python)
     record.verification = result
     if not result["ok"]:
         raise failure_error(result)
@@ -284,9 +308,9 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
     if request.checkout.seconds:
         record.phases["source"] = round(request.checkout.seconds, 3)
     source = request.checkout.path
-    record.command = _python_command(plan.build_arguments, request.python)
+    python = build_interpreter(plan)
+    record.command = _python_command(plan.build_arguments, python)
     record.cwd = str(source)
-    check_checkout(source, plan.build_arguments, request.python or sys.executable)
     identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
     book = _peak_book(plan, record.kind, request.cache_dir)
@@ -312,6 +336,9 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
         if fetched:
             print(fetched, flush=True)
             record.note(f"Fetched the plan's missing archives into {request.cache_dir}.")
+        with record.phase("venv"):
+            _prepare_venv(record, plan, request)
+            check_checkout(source, plan.build_arguments, python)
         with record.phase("environment"):
             environment = build_environment(plan, request.cache_dir, settings.run_env)
         record.set_environment(environment.env)
@@ -324,7 +351,7 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
             raise _build_failed(record, exit_code, book)
         if request.verify:
             with record.phase("verify"):
-                _verify_build(record, request, started)
+                _verify_build(record, request, python, started)
         else:
             record.verification = {"skipped": "--no-verify"}
 
@@ -350,7 +377,7 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
         plan=plan_to_dict(plan),
         source={"path": str(path), "origin": "extension", "commit": None},
     )
-    record.command = _python_command(settings.extension_commands[request.mode])
+    record.command = _python_command(settings.extension_commands[request.mode], build_interpreter(plan))
     record.cwd = str(path)
     book = _peak_book(plan, record.kind, request.cache_dir)
 

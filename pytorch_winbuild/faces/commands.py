@@ -50,6 +50,7 @@ PLAN_FLAGS = (
     "magma_version",
     "magma_debug",
     "no_magma",
+    "python",
 )
 
 
@@ -110,6 +111,21 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
     )
 
 
+def build_python_request(c: Context, flag: str | None, facts: Any, *, asked_here: bool) -> tuple[Any, Any]:
+    """--python (or winbuild.python) parsed once; a path on this machine that the probe did not list is asked
+    what it is and added to the facts (a --host plan only chooses among the facts file's Pythons)."""
+    from pytorch_winbuild.planning.python_choice import PythonRequest
+
+    label = flag_label("python", flag)
+    request = PythonRequest.parse(setting(c, "python", flag), label)
+    if request.kind != "path" or not asked_here:
+        return facts, request
+    from pytorch_winbuild.facts.interpreter import with_python
+
+    facts, executable = with_python(facts, request.value, label)
+    return facts, PythonRequest("path", executable)
+
+
 def source_folder(source: str | None) -> Path | None:
     """--source (which must be a folder), else the current folder when it is a PyTorch checkout."""
     from pytorch_winbuild.facts.source_tree import default_source
@@ -133,6 +149,8 @@ def plan_from_flags(
     source_is_pytorch: bool = True,
     arguments: dict[str, Any],
     measured_for: str | None = None,
+    build_venv: bool = True,
+    facts: Any = None,
 ):
     """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
     flags by name; flags the task does not have count as not given.
@@ -146,7 +164,9 @@ def plan_from_flags(
     knowledge = load_knowledge()
     flags = {name: arguments.get(name) for name in PLAN_FLAGS}
     cuda = str(setting(c, "cuda", flags["cuda"]))
-    facts = facts_for(path_flag(host, "--host"), gpus=cuda != "cpu")
+    if facts is None:
+        facts = facts_for(path_flag(host, "--host"), gpus=cuda != "cpu")
+    facts, python = build_python_request(c, flags["python"], facts, asked_here=not host)
     source_dir = source_folder(source)
     cache_dir, cache_note = plan_cache_dir(c, flags["cache_dir"], facts)
     options = Options(
@@ -171,6 +191,8 @@ def plan_from_flags(
         magma_version=flags["magma_version"],
         magma_debug=bool(flags["magma_debug"]),
         no_magma=bool(flags["no_magma"]),
+        python=python,
+        build_venv=build_venv,
     )
     foreign = facts.os != this_os()
 
@@ -182,11 +204,25 @@ def plan_from_flags(
             return str(deps_dir(cache_dir, archive)), False
         return str(deps_dir(Path(cache_dir), archive)), installed_path(Path(cache_dir), archive) is not None
 
+    def locate_python(archive: Any) -> tuple[str, bool]:
+        from pytorch_winbuild.deps.cache import deps_dir, installed_path
+        from pytorch_winbuild.deps.catalog import PYTHON_EXE
+
+        folder, there = locate(archive)
+        path_type: type[PurePath] = PureWindowsPath if facts.os == "windows" else PurePosixPath
+        return str(path_type(folder, *PYTHON_EXE)), there
+
     reads_version = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
     source_version = read_source_version(source_dir) if reads_version and source_dir else None
     notes = (cache_note,) if cache_note else ()
     plan = make_plan(
-        options, facts, knowledge, source_version=source_version, locate_archive=locate, caller_notes=notes
+        options,
+        facts,
+        knowledge,
+        source_version=source_version,
+        locate_archive=locate,
+        caller_notes=notes,
+        locate_python=locate_python,
     )
     if measured_for is None or foreign or not peaks_file(Path(cache_dir)).exists():
         return plan  # no record yet: nothing measured to plan with (and the record's code is not loaded)
@@ -203,6 +239,7 @@ def plan_from_flags(
             locate_archive=locate,
             caller_notes=(*notes, measured.note),
             measured_job_gib=measured.gib,
+            locate_python=locate_python,
         )
     return replace(plan, warnings=(*plan.warnings, measured.warning)) if measured.warning else plan
 
@@ -239,17 +276,32 @@ def fetch_era(c: Context, pytorch_version: str | None, source: str | None, cuda:
     )
 
 
-def installed_torch_version() -> str:
-    """The torch an extension builds against, read from its metadata (importing torch takes seconds)."""
+def installed_torch_version(python: str | None = None) -> str:
+    """The torch an extension builds against, read from its metadata (importing torch takes seconds), in this
+    Python or in `python` (asked in one short run)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("torch")
-    except PackageNotFoundError:
+    fix = "install PyTorch into that Python first (pip install torch==<version>, or `invoke build`)."
+    if python is None:
+        try:
+            return version("torch")
+        except PackageNotFoundError:
+            raise ToolchainError(
+                f"torch is not installed in {sys.executable}, and an extension builds against the installed torch.",
+                fix=fix,
+            ) from None
+    import subprocess
+
+    from pytorch_winbuild.facts.interpreter import ask_python
+
+    executable = ask_python(python).executable
+    query = "import importlib.metadata as m; print(m.version('torch'))"  # Python 3.8+, as every torch with C++ extensions
+    answer = subprocess.run([executable, "-c", query], capture_output=True, text=True, check=False, timeout=60)
+    if answer.returncode != 0 or not answer.stdout.strip():
         raise ToolchainError(
-            f"torch is not installed in {sys.executable}, and an extension builds against the installed torch.",
-            fix="install PyTorch into this Python first (pip install torch==<version>, or `invoke build`).",
-        ) from None
+            f"torch is not installed in {executable}, and an extension builds against the installed torch.", fix=fix
+        )
+    return answer.stdout.strip().splitlines()[-1]
 
 
 def _plan_command(host: str | None) -> str:
@@ -260,6 +312,17 @@ def _plan_command(host: str | None) -> str:
     program = "pytorch-winbuild" if Path(sys.argv[0]).stem == "pytorch-winbuild" else "invoke"
     shell = "windows" if sys.platform == "win32" else "linux"
     return f"{program} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
+
+
+def _plan_problem(c: Context, host: str | None, facts: Any) -> str | None:
+    """Why the plan doctor suggests would fail (doctor makes it, with the same facts), or None."""
+    from pytorch_winbuild.errors import WinbuildError
+
+    try:
+        plan_from_flags(c, host=host, source=None, arguments={}, facts=facts)
+    except WinbuildError as error:
+        return error.paragraph()
+    return None
 
 
 def doctor(c: Context, *, host: str | None, json: bool) -> None:
@@ -281,10 +344,13 @@ def doctor(c: Context, *, host: str | None, json: bool) -> None:
         sys.stdout.write(facts.to_json())
         return
     checks = doctor_checks(facts, load_knowledge())
-    sys.stdout.write(render_doctor(facts, checks, notes, next_step=_plan_command(host)))
     missing = [check.topic for check in checks if check.status == "missing"]
+    problem = None if missing else _plan_problem(c, host, facts)
+    sys.stdout.write(render_doctor(facts, checks, notes, next_step=_plan_command(host), plan_problem=problem))
     if missing:
         raise ToolchainError(f"missing: {', '.join(missing)}.", fix="see the fix lines above.")
+    if problem:
+        raise ToolchainError("this machine's default plan fails.", fix="see the last line above.")
 
 
 def env(
@@ -312,6 +378,8 @@ def build(
     libtorch: bool,
     log_dir: str | None,
     no_verify: bool,
+    find_links: str | None,
+    index_url: str | None,
     **plan_flags: Any,
 ) -> None:
     """The `build` task; `plan_flags` are the PLAN_FLAGS, by name."""
@@ -383,8 +451,14 @@ def build(
         clean=clean,
         verify=not no_verify,
         mirror=mirror,
+        find_links=path_flag(setting(c, "find_links", find_links), flag_label("find_links", find_links)),
+        index_url=path_flag(setting(c, "index_url", index_url), flag_label("index_url", index_url)),
     )
     run_build(plan, request)
+    if plan.venv is not None:
+        from pytorch_winbuild.builder.build_venv import remember_last_venv
+
+        remember_last_venv(folder, plan.venv.python)
 
 
 def checked_mirror(c: Context, flag: str | None) -> str | None:
@@ -515,14 +589,17 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
-    version = setting(c, "pytorch_version", plan_flags["pytorch_version"]) or installed_torch_version()
+    python = setting(c, "python", plan_flags["python"])
+    interpreter = None if python in (None, "auto") else python  # auto: the Python running this task, with its torch
+    version = setting(c, "pytorch_version", plan_flags["pytorch_version"]) or installed_torch_version(interpreter)
     plan = plan_from_flags(
         c,
         host=None,
         source=str(folder),
         source_is_pytorch=False,
-        arguments={**plan_flags, "pytorch_version": version, "cache_dir": str(cache)},
+        arguments={**plan_flags, "pytorch_version": version, "cache_dir": str(cache), "python": python or sys.executable},
         measured_for="build-ext",
+        build_venv=False,
     )
     request = ExtensionRequest(
         path=folder,
@@ -534,16 +611,39 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
     run_build_ext(plan, request)
 
 
-def verify(c: Context, *, python: str | None) -> None:
-    """The `verify` task."""
+def verify(c: Context, *, python: str | None, cache_dir: str | None) -> None:
+    """The `verify` task: --python (a path or X.Y), else the venv of this cache's last build, else this Python."""
     import json
 
     from pytorch_winbuild.builder.verify import check_torch, failure_error
 
-    result = check_torch(python_flag(python))
+    result = check_torch(verified_python(c, python, cache_dir))
     print(json.dumps(result, indent=2, ensure_ascii=False))
     if not result["ok"]:
         raise failure_error(result)
+
+
+def verified_python(c: Context, flag: str | None, cache_dir: str | None) -> str | None:
+    """The interpreter `verify` checks; None: the one running this task."""
+    from pytorch_winbuild.planning.python_choice import PythonRequest
+
+    label = flag_label("python", flag)
+    request = PythonRequest.parse(setting(c, "python", flag), label)
+    if request.kind == "path":
+        return python_flag(request.value)
+    if request.kind == "release":
+        from pytorch_winbuild.facts.probe import probe
+
+        found = [p for p in probe(gpus=False).pythons if request.matches(p)]
+        if not found:
+            raise ConfigurationError(
+                f"{label} {request.value}: no Python {request.value} is installed here.",
+                fix="pass the path of the Python whose torch to check, or leave --python out.",
+            )
+        return found[0].executable
+    from pytorch_winbuild.builder.build_venv import last_venv
+
+    return last_venv(cache_folder(c, cache_dir))
 
 
 def diagnose(c: Context, *, logfile: str, json: bool, rules: str | None) -> None:

@@ -11,6 +11,8 @@ from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.planning.host_compiler import accepted_compilers, accepts, describe, limits_text
+from pytorch_winbuild.planning.python_choice import accepts as era_accepts
+from pytorch_winbuild.planning.python_choice import era_minors, installed, unusable
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_lines
 
@@ -27,36 +29,51 @@ class Check:
 
 
 def _python(facts: Facts, knowledge: Knowledge) -> list[Check]:
-    python = facts.python
-    checks = []
-    if python.bits != 64:
-        checks.append(
-            Check(
-                "Python",
-                "missing",
-                f"{python.version} is {python.bits}-bit ({python.executable})",
-                "install 64-bit Python; PyTorch does not build or run on 32-bit Python "
-                "(the FAQ's first install error).",
-            )
+    """The tool's own Python, then every installed one with the eras it can build (builds run in a venv made
+    from one of them: planning/python_choice.py)."""
+    tool = facts.python
+    checks = [
+        Check(
+            "pytorch-winbuild's Python",
+            "ok",
+            f"{tool.version} {tool.bits}-bit ({tool.executable}); builds run under one of the Pythons below",
         )
-    else:
-        checks.append(Check("Python", "ok", f"{python.version} {python.bits}-bit ({python.executable})"))
-    version = version_tuple(python.version)
-    eras = [
-        era.name for era in knowledge.eras if version_tuple(era.python[0]) <= version < version_tuple(era.python[1])
     ]
-    if eras:
-        checks.append(Check("PyTorch eras", "info", f"this Python builds PyTorch {', '.join(eras)}"))
-    else:
-        newest = knowledge.eras[-1]
-        checks.append(
-            Check(
-                "PyTorch eras",
-                "warning",
-                f"no known PyTorch era builds with Python {python.version}",
-                f"use Python {newest.python[0]}–{newest.python[1]} (exclusive) for current PyTorch.",
-            )
+    buildable = False
+    for python in installed(facts):
+        topic = f"Python {python.version}"
+        reason = unusable(python)
+        if reason:
+            checks.append(Check(topic, "info", f"{python.executable} ({python.found_by}): {reason}"))
+            continue
+        eras = [era.name for era in knowledge.eras if era_accepts(era, python.version)]
+        buildable = buildable or bool(eras)
+        detail = f"{python.executable} ({python.found_by}): " + (
+            f"builds PyTorch {', '.join(eras)}" if eras else "no known PyTorch era builds with it"
         )
+        checks.append(Check(topic, "ok" if eras else "info", detail))
+    if not buildable:
+        newest = knowledge.eras[-1]
+        minor = era_minors(newest)[0]
+        if facts.os == "windows":
+            checks.append(
+                Check(
+                    "build Python",
+                    "info",
+                    "no installed 64-bit CPython builds a known PyTorch era; a build fetches CPython from NuGet",
+                    f"or fetch it now: invoke fetch-deps --python {minor}.",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "build Python",
+                    "missing",
+                    "no installed 64-bit CPython builds a known PyTorch era",
+                    f"install one, e.g. `pyenv install {minor}` (current PyTorch builds with Python "
+                    f"{newest.python[0]} up to, not including, {newest.python[1]}).",
+                )
+            )
     return checks
 
 
@@ -322,10 +339,15 @@ def doctor_checks(facts: Facts, knowledge: Knowledge) -> list[Check]:
 
 
 def render_doctor(
-    facts: Facts, checks: list[Check], notes: tuple[str, ...] = (), next_step: str = "invoke build --dry-run"
+    facts: Facts,
+    checks: list[Check],
+    notes: tuple[str, ...] = (),
+    next_step: str = "invoke build --dry-run",
+    plan_problem: str | None = None,
 ) -> str:
     """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…);
-    `next_step` the command that plans this machine.
+    `next_step` the command that plans this machine, and `plan_problem` why that plan fails (doctor made it), if
+    it does: then it is not "ready".
 
     Its lines quote paths and names from a facts file or the machine: terminal_lines keeps each one line."""
     title = f"pytorch-winbuild doctor — {facts.os}" + (f" ({facts.description})" if facts.description else "")
@@ -338,9 +360,11 @@ def render_doctor(
     if notes:
         lines += ["", "Probe notes:"] + [f"  - {note}" for note in notes]
     missing = [c for c in checks if c.status == "missing"]
-    lines += [
-        "",
-        f"{len(missing)} missing, {sum(c.status == 'warning' for c in checks)} warnings."
-        + (" Fix the MISSING lines before building." if missing else f" Ready to plan: {next_step}"),
-    ]
+    if missing:
+        verdict = " Fix the MISSING lines before building."
+    elif plan_problem:
+        verdict = f" `{next_step}` fails: {plan_problem}"
+    else:
+        verdict = f" Ready to plan: {next_step}"
+    lines += ["", f"{len(missing)} missing, {sum(c.status == 'warning' for c in checks)} warnings." + verdict]
     return terminal_lines((redact_text(line) for line in lines), show_sequences=True) + "\n"

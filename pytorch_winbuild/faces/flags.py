@@ -31,6 +31,9 @@ WINBUILD_DEFAULTS: dict[str, Any] = {
     "arch_list": None,
     "jobs": None,
     "pytorch_version": None,
+    "python": None,
+    "find_links": None,
+    "index_url": None,
     "cache_dir": None,
     "mirror": None,
 }

@@ -35,6 +35,11 @@ PLAN_HELP = {
     "magma_version": "MAGMA version (default: the newest the era uses that exists for the CUDA).",
     "magma_debug": "Use MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
     "no_magma": "Build without MAGMA even for CUDA builds.",
+    "python": (
+        "The build's Python (not the one running this tool): X.Y (e.g. 3.6), a path to python, or auto (default: the "
+        "newest installed 64-bit CPython the era accepts; on Windows NuGet's CPython when none is installed). The "
+        "build runs in a venv made from it under the cache."
+    ),
 }
 
 
@@ -58,6 +63,11 @@ BUILD_HELP = {
         "folder to clone into (default: <cache>/src/<name>)."
     ),
     "clean": "Remove the source's build/ folder first (a full rebuild; the compiler cache still helps).",
+    "find_links": (
+        "pip --find-links for the build venv's requirements: a folder of wheels (an offline machine; add --index-url "
+        "to also use an index)."
+    ),
+    "index_url": "pip --index-url for the build venv's requirements (a mirror of PyPI).",
     "repo": "Git URL to clone (recursive submodules) or, when the clone exists, fetch; then check out --ref.",
     "ref": "With --repo: branch, tag or commit to check out (default: the remote's default branch).",
     "libtorch": "Build LibTorch only (python tools/build_libtorch.py) instead of the --mode command.",
@@ -109,6 +119,10 @@ FETCH_DEPS_HELP = {
 
 BUILD_EXT_HELP = {
     **{name: PLAN_HELP[name] for name in ("cuda", "vs", "toolset", "compiler_cache", "arch_list", "jobs", "cache_dir")},
+    "python": (
+        "The Python whose torch the extension builds against and runs: X.Y, a path, or auto (default: the one "
+        "running this task)."
+    ),
     "path": "Folder of the extension (the one holding its setup.py).",
     "pytorch_version": (
         "PyTorch version the extension builds against (chooses the era's variables). Default: the installed torch's "
@@ -158,7 +172,13 @@ CLEAN_HELP = {
     "cache_dir": PLAN_HELP["cache_dir"],
 }
 
-VERIFY_HELP = {"python": "The Python whose torch to check (default: the one running this task)."}
+VERIFY_HELP = {
+    "python": (
+        "The Python whose torch to check: a path, X.Y or auto (default: the build venv of this cache's last "
+        "`invoke build`, else the Python running this task)."
+    ),
+    "cache_dir": "The cache folder whose last build's venv auto checks (default: as for build).",
+}
 
 DIAGNOSE_HELP = {
     "logfile": (

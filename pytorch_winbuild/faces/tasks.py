@@ -91,6 +91,7 @@ def env(
     arch_list: str | None = None,
     jobs: str | None = None,
     pytorch_version: str | None = None,
+    python: str | None = None,
     source: str | None = None,
     cache_dir: str | None = None,
     host: str | None = None,
@@ -117,6 +118,7 @@ def build(
     arch_list: str | None = None,
     jobs: str | None = None,
     pytorch_version: str | None = None,
+    python: str | None = None,
     source: str | None = None,
     cache_dir: str | None = None,
     host: str | None = None,
@@ -129,6 +131,8 @@ def build(
     libtorch: bool = False,
     log_dir: str | None = None,
     no_verify: bool = False,
+    find_links: str | None = None,
+    index_url: str | None = None,
     mkl_version: str | None = None,
     magma_version: str | None = None,
     magma_debug: bool = False,
@@ -184,6 +188,7 @@ def build_ext(
     arch_list: str | None = None,
     jobs: str | None = None,
     pytorch_version: str | None = None,
+    python: str | None = None,
     cache_dir: str | None = None,
     log_dir: str | None = None,
 ) -> None:
@@ -193,7 +198,7 @@ def build_ext(
 
 @task(help=VERIFY_HELP)
 @reports_errors
-def verify(c: Context, python: str | None = None) -> None:
+def verify(c: Context, python: str | None = None, cache_dir: str | None = None) -> None:
     """Import torch in a fresh Python outside the source tree and print what it has, as JSON (exit 6 on failure)."""
     commands.verify(c, **given(locals()))
 

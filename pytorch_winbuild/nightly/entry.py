@@ -31,17 +31,19 @@ from pytorch_winbuild.builder.source import (
     remote_url,
 )
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
+from pytorch_winbuild.deps.catalog import PYTHON_EXE
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.source_tree import read_source_version
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
-from pytorch_winbuild.nightly.interpreter import resolve_python
+from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.nightly.matrix import Entry, Matrix
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
 from pytorch_winbuild.nightly.shared_cache import shared_cache
 from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
-from pytorch_winbuild.planning.plan import EnvChange, Plan, make_plan
+from pytorch_winbuild.planning.plan import EnvChange, Options, Plan, make_plan
+from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_line
@@ -143,16 +145,35 @@ def plan_identity(plan: Plan) -> dict[str, Any]:
     return identity
 
 
-def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Path) -> Plan:
+def _entry_facts(entry: Entry, context: RunContext) -> tuple[Facts, Options]:
+    """The runner's facts with the entry's Python among them (a path the probe did not list is asked), and the
+    entry's plan options, its --python naming that interpreter as the facts list it."""
+    options = entry.options(cache_dir=context.cache_dir, source_dir=context.cache_dir)
+    if options.python.kind != "path":
+        return context.facts, options
+    facts, executable = with_python(context.facts, options.python.value, f"{context.matrix.source}: entry '{entry.name}'.python")
+    return facts, replace(options, python=PythonRequest("path", executable))
+
+
+def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Path, python: PythonRequest) -> Plan:
     """The plan `invoke build` would make for this entry, plus the entry's own variables last."""
     cache_dir = context.cache_dir
 
     def locate(archive: Any) -> tuple[str, bool]:
         return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
 
-    options = entry.options(cache_dir=cache_dir, source_dir=source_dir)
+    def locate_python(archive: Any) -> tuple[str, bool]:
+        folder, there = locate(archive)
+        return str(Path(folder, *PYTHON_EXE)), there
+
+    options = replace(entry.options(cache_dir=cache_dir, source_dir=source_dir), python=python)
     plan = make_plan(
-        options, facts, context.knowledge, source_version=read_source_version(source_dir), locate_archive=locate
+        options,
+        facts,
+        context.knowledge,
+        source_version=read_source_version(source_dir),
+        locate_archive=locate,
+        locate_python=locate_python,
     )
     extra = tuple(
         EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}") for name, value in entry.env
@@ -199,12 +220,13 @@ def _take_report(result: EntryResult, report: dict[str, Any]) -> None:
 
 
 def _build(
-    plan: Plan, checkout: SourceCheckout, python: str, context: RunContext, folder: Path, result: EntryResult
+    plan: Plan, checkout: SourceCheckout, context: RunContext, folder: Path, result: EntryResult
 ) -> dict[str, Any]:
-    """Run the builder in wheel mode; its report, also taken into `result` when the build fails."""
+    """Run the builder in wheel mode (in the plan's build venv); its report, also taken into `result` when the
+    build fails."""
     folder.mkdir(parents=True, exist_ok=True)
     before = set(folder.glob("build-*.json"))
-    request = BuildRequest(checkout=checkout, cache_dir=context.cache_dir, log_dir=folder, mode="wheel", python=python)
+    request = BuildRequest(checkout=checkout, cache_dir=context.cache_dir, log_dir=folder, mode="wheel")
     try:
         record = run_build(plan, request)
     except WinbuildError:
@@ -328,9 +350,9 @@ def _skipped_before_fetch(entry: Entry, context: RunContext, result: EntryResult
         return False
     result.revision = remote
     with result.timed("plan"):
-        python = resolve_python(entry.python)
-        result.python = python.version
-        plan = _entry_plan(entry, context, replace(context.facts, python=python), source_dir)
+        facts, options = _entry_facts(entry, context)
+        plan = _entry_plan(entry, context, facts, source_dir, options.python)
+        result.python = plan.build_python.version
         result.config_hash = entry.config_hash(plan_identity(plan))
     unchanged = _unchanged(entry, result, context)
     if unchanged is None:
@@ -356,10 +378,9 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         )
         result.revision = checkout.commit
     with result.timed("plan"):
-        python = resolve_python(entry.python)
-        result.python = python.version
-        facts = replace(context.facts, python=python)
-        plan = _entry_plan(entry, context, facts, source_dir)
+        facts, options = _entry_facts(entry, context)
+        plan = _entry_plan(entry, context, facts, source_dir, options.python)
+        result.python = plan.build_python.version
         result.config_hash = entry.config_hash(plan_identity(plan))
     last = _unchanged(entry, result, context)
     if last is not None:
@@ -367,7 +388,7 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         return
     with result.timed("deps"):
         if _fetch_deps(plan, context):
-            plan = _entry_plan(entry, context, facts, source_dir)
+            plan = _entry_plan(entry, context, facts, source_dir, options.python)
     with result.timed("cache"):
         build_env = {**os.environ, **{change.name: change.value for change in plan.changes if change.action == "set"}}
         cache = shared_cache(
@@ -379,7 +400,7 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         if cache.fallback:
             result.note(f"warning: {cache.fallback}.")
     with result.timed("build"):
-        report = _build(plan, checkout, python.executable, context, folder, result)
+        report = _build(plan, checkout, context, folder, result)
     with result.timed("collect"):
         wheel = _collect(report, folder, result, context)
     result.wheel = str(wheel)

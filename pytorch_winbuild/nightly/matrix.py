@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,12 +19,18 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.planning.gpu_plan import checked_arch_list
+from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.planning.plan import Options
 from pytorch_winbuild.text.redact import is_secret_name, redact_text
 
 DEFAULT_MATRIX = "nightly.toml"
 MODES = ("wheel",)
-PYTHON_CURRENT = "current"
+PYTHON_CURRENT = "current"  # the Python running the nightly: the path of this interpreter
+
+
+def entry_python(text: str, label: str = "python") -> PythonRequest:
+    """An entry's `python` as the build's --python: auto, X.Y, a path, or "current" (this interpreter)."""
+    return PythonRequest("path", sys.executable) if text == PYTHON_CURRENT else PythonRequest.parse(text, label)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.
@@ -68,6 +75,7 @@ class Entry:
         return Options(
             cuda=self.cuda,
             mode=self.mode,
+            python=entry_python(self.python),
             cache_dir=str(cache_dir),
             source_dir=str(source_dir),
             **dict(self.plan_options),
@@ -227,11 +235,8 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
             f'{where}.mode: {mode!r}; the nightly builds wheels (mode = "wheel"): install or develop would '
             "change the runner's own Python."
         )
-    python = optional(table, "python", str, where, PYTHON_CURRENT).strip()
-    if not python:
-        raise ConfigurationError(
-            f"{where}.python: empty.", fix='use "current", a version such as "3.11", or a path to python.exe.'
-        )
+    python = optional(table, "python", str, where, "auto").strip()
+    entry_python(python, f"{where}.python")  # checked now: a bad value stops the night before any entry builds
     repo = require(table, "repo", str, where)
     check_repo(repo, f"{where}.repo")
     ref = optional(table, "ref", str, where, "") or None

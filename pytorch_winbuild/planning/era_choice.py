@@ -19,6 +19,7 @@ from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version, release_key
+from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest, accepts, installed, python_problem, unusable
 
 if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
     from packaging.version import Version
@@ -69,12 +70,6 @@ def era_of(knowledge: Knowledge, version: Version) -> tuple[Era, str | None]:
     )
 
 
-def _newest_python(era: Era) -> str:
-    """The newest Python minor release the era builds with (its range's end is exclusive)."""
-    major, minor = version_tuple(era.python[1])[:2]
-    return f"{major}.{minor - 1}" if minor else era.python[0]
-
-
 def _lines_for(knowledge: Knowledge, era: Era, cuda: str) -> list[str]:
     """The Visual Studio lines the era knows that have a toolset `cuda` accepts (any line without CUDA)."""
     release = knowledge.cuda.get(cuda)
@@ -95,7 +90,9 @@ def _visual_studio(knowledge: Knowledge, lines: list[str]) -> str:
     return " or ".join(installers) + ("" if "C++" in installers[-1] else " with the C++ build tools")
 
 
-def obstacles(era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs: str) -> list[Obstacle]:
+def obstacles(
+    era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs: str, python: PythonRequest = AUTO
+) -> list[Obstacle]:
     """What stops `era` from being planned with these options on this machine (on any machine
     when `facts` is None: fetch-deps needs no compiler, so only the options count)."""
     found = []
@@ -105,15 +102,9 @@ def obstacles(era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs
         )
     if facts is None:
         return found
-    python = version_tuple(facts.python.version)
-    if not version_tuple(era.python[0]) <= python < version_tuple(era.python[1]):
-        found.append(
-            Obstacle(
-                f"PyTorch {era.name} builds with Python {era.python[0]} up to, not including, "
-                f"{era.python[1]}, and this Python is {facts.python.version}",
-                install=f"Python {_newest_python(era)} (and run pytorch-winbuild with it)",
-            )
-        )
+    problem = python_problem(era, facts, python)
+    if problem is not None:
+        found.append(Obstacle(problem.text, install=problem.install))
     if facts.os == "windows":
         release = knowledge.cuda.get(cuda)
         if (
@@ -196,6 +187,7 @@ def _fix(
     asked: tuple[Era, str] | None,
     tree: bool,
     usable_cuda: UsableCuda | None,
+    python: PythonRequest = AUTO,
 ) -> str:
     """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
     here: what to install to keep what was asked, then the flags that plan with what is installed. `asked` is the
@@ -205,12 +197,12 @@ def _fix(
     ways: list[str] = []
     if asked is not None and facts is not None:
         era, shown = asked
-        found = obstacles(era, knowledge, facts, cuda, vs)
+        found = obstacles(era, knowledge, facts, cuda, vs, python)
         if all(o.host for o in found):
             ways.append(f"to build PyTorch {shown} here, install {' and '.join([*_installs(found), *missing_cuda])}")
     if specific_cuda and facts is not None and not tree and (asked is None or cuda not in asked[0].cuda):
         for era in reversed(knowledge.eras):
-            found = obstacles(era, knowledge, facts, cuda, vs)
+            found = obstacles(era, knowledge, facts, cuda, vs, python)
             if found and all(o.host for o in found):
                 ways.append(
                     f"to build with CUDA {cuda}, install {' and '.join([*_installs(found), *missing_cuda])}"
@@ -223,10 +215,12 @@ def _fix(
 
     kept: list[str] = []  # flags that keep the asked CUDA, which may still have to be installed
     flags: list[str] = []
+    if python.kind != "auto" and facts is not None:
+        flags += _python_flags(knowledge, facts, cuda, vs, [asked[0]] if asked is not None else list(knowledge.eras))
     if asked is not None:
         era = asked[0]
         fitting = _closest(
-            knowledge, era, [e for e in knowledge.eras if e is not era and not obstacles(e, knowledge, facts, cuda, vs)]
+            knowledge, era, [e for e in knowledge.eras if e is not era and not obstacles(e, knowledge, facts, cuda, vs, python)]
         )
         if tree:
             ways += [
@@ -244,7 +238,7 @@ def _fix(
             f"--vs {line}"
             for line in lines
             if _toolset_fits(knowledge, facts, line, cuda)
-            and any(not obstacles(e, knowledge, facts, cuda, line) for e in eras)
+            and any(not obstacles(e, knowledge, facts, cuda, line, python) for e in eras)
         ]
     if kept and missing_cuda:
         ways.append(f"install CUDA {cuda} and pass {' or '.join(kept)}")
@@ -252,13 +246,13 @@ def _fix(
         flags += kept
     if specific_cuda:
         eras = [asked[0]] if asked is not None else list(knowledge.eras)
-        fits = [e for e in eras if not obstacles(e, knowledge, facts, "cpu", vs)]
+        fits = [e for e in eras if not obstacles(e, knowledge, facts, "cpu", vs, python)]
         if facts is None:
             versions = list(reversed(fits[0].cuda)) if fits else []
         else:
             usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
             versions = sorted(usable, key=version_tuple, reverse=True)
-            to_install = [v for e in fits for v in e.cuda if not obstacles(e, knowledge, facts, v, vs)]
+            to_install = [v for e in fits for v in e.cuda if not obstacles(e, knowledge, facts, v, vs, python)]
             if to_install and not versions:
                 newest = max(to_install, key=version_tuple)
                 ways.append(f"install CUDA {newest} and pass --cuda {newest}")
@@ -266,25 +260,45 @@ def _fix(
     if flags:
         ways.append(("with what this machine has, pass " if ways else "pass ") + " or ".join(flags))
     if not ways and facts is not None:
-        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree)
+        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree, python)
     return "; or ".join(ways) + "."
 
 
+def _python_flags(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, eras: list[Era]) -> list[str]:
+    """--python choices that plan one of `eras` with the other choices kept: installed releases it accepts, newest
+    first, else auto (which fetches one on Windows)."""
+    working = [e for e in eras if not obstacles(e, knowledge, facts, cuda, vs)]
+    if not working:
+        return []
+    minors = sorted(
+        {p.minor for p in installed(facts) if unusable(p) is None and accepts(working[-1], p.version)},
+        key=version_tuple,
+        reverse=True,
+    )
+    return [f"--python {minor}" for minor in minors[:2]] or ["--python auto"]
+
+
 def _without_conflicts(
-    knowledge: Knowledge, facts: Facts, cuda: str, vs: str, asked: tuple[Era, str] | None, tree: bool
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: str,
+    vs: str,
+    asked: tuple[Era, str] | None,
+    tree: bool,
+    python: PythonRequest = AUTO,
 ) -> list[str]:
     """When no single flag helps (--vs and the version both conflict): what to install for the asked era with --vs
     left out, and the nearest era that plans with what is installed, as one set of flags."""
     ways = []
     if asked is not None:
-        found = obstacles(asked[0], knowledge, facts, cuda, "auto")
+        found = obstacles(asked[0], knowledge, facts, cuda, "auto", python)
         missing_cuda = [f"CUDA {cuda}"] if cuda in knowledge.cuda and facts.cuda_by_version(cuda) is None else []
         if found and all(o.host for o in found):
             ways.append(
                 f"to build PyTorch {asked[1]} here, leave --vs out and install "
                 + " and ".join([*_installs(found), *missing_cuda])
             )
-    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, "cpu", "auto")]
+    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, "cpu", "auto", python)]
     if asked is not None and asked[0] in fitting:
         era: Era | None = asked[0]
     else:
@@ -312,6 +326,7 @@ def resolve_era(
     pytorch_version: str | None,
     source_version: tuple[str, str] | None,
     usable_cuda: UsableCuda | None = None,
+    python: PythonRequest = AUTO,
 ) -> EraChoice:
     """The era of the plan and why, or an error naming the conflict and the nearest working choices.
     `facts` None: no machine to fit (fetch-deps), only the options and the source tree count."""
@@ -339,33 +354,35 @@ def resolve_era(
     if pinned is not None:
         version, where = pinned
         era, warning = era_of(knowledge, version) if version is not None else (knowledge.eras[-1], None)
-        found = obstacles(era, knowledge, facts, cuda, vs)
+        found = obstacles(era, knowledge, facts, cuda, vs, python)
         shown = str(version) if version is not None else era.newest
         if found:
             raise _refuse(
                 f"PyTorch {shown} (from {where}) cannot be planned here",
                 found,
-                _fix(knowledge, facts, cuda, vs, (era, shown), source_version is not None, usable_cuda),
+                _fix(knowledge, facts, cuda, vs, (era, shown), source_version is not None, usable_cuda, python),
             )
         return EraChoice(era, shown, where, (warning,) if warning else ())
 
-    fitting = [era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs)]
+    fitting = [era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs, python)]
     if not fitting:
         asked = [f"CUDA {cuda}"] if cuda not in ("auto", "cpu") else []
         found = [
             o
             for era in knowledge.eras
             if (not asked or cuda in era.cuda)
-            for o in obstacles(era, knowledge, facts, cuda, vs)
+            for o in obstacles(era, knowledge, facts, cuda, vs, python)
         ]
         raise _refuse(
             "no PyTorch era fits " + (" and ".join(asked) or "this machine"),
             found,
-            _fix(knowledge, facts, cuda, vs, None, False, usable_cuda),
+            _fix(knowledge, facts, cuda, vs, None, False, usable_cuda, python),
         )
     constraints = [f"CUDA {cuda} (--cuda)"] if cuda not in ("auto", "cpu") else []
     if facts is not None:
-        constraints.append(f"Python {facts.python.version}")
+        constraints.append(
+            "the installed Pythons" if python.kind == "auto" else f"Python {python.value} (--python)"
+        )
         if facts.os == "windows" and facts.visual_studio:
             constraints.append("the installed Visual Studio" if vs == "auto" else f"Visual Studio {vs} (--vs)")
     if not constraints:

@@ -31,6 +31,9 @@ from pytorch_winbuild.planning.gpu_plan import (
 )
 from pytorch_winbuild.planning.host_compiler import HostChoice, choose_host_compiler, describe, host_problem
 from pytorch_winbuild.planning.jobs import arch_count, default_jobs, job_memory
+from pytorch_winbuild.planning.python_choice import AUTO, BuildPython, PythonLocator, PythonRequest, choose_build_python
+from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, VenvPlan, plan_venv
+from pytorch_winbuild.knowledge.build_requirements import requirements_for
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text.quoting import refuse_control_characters
 
@@ -67,6 +70,8 @@ class Options:
     magma_version: str | None = None
     magma_debug: bool = False
     no_magma: bool = False
+    python: PythonRequest = AUTO  # the build's Python (--python), parsed by the faces
+    build_venv: bool = True  # run in a venv of the era's requirements (build-ext: in the Python that has torch)
 
     def validate(self, knowledge: Knowledge) -> None:
         """Reject malformed values before any decision, naming the flag."""
@@ -177,7 +182,9 @@ class Plan:
     pytorch_version: str
     pytorch_version_source: str
     era: Era
-    python: str
+    python: str  # the build Python, as the plan shows it
+    build_python: BuildPython
+    venv: VenvPlan | None  # None: the commands run under build_python itself (build-ext)
     compiler: CompilerChoice | None
     cuda_host_compiler: CompilerChoice | None
     vcvars: VcvarsCall | None
@@ -243,22 +250,6 @@ class _Builder:
 
 def _range_text(msc_range: tuple[int, int] | None) -> str:
     return "any _MSC_VER" if msc_range is None else f"_MSC_VER {msc_range[0]}–{msc_range[1] - 1}"
-
-
-def check_python(facts: Facts) -> None:
-    """32-bit Python is the FAQ's first install error (the era's Python range is an era constraint)."""
-    python = facts.python
-    if python.bits != 64:
-        raise ToolchainError(
-            (
-                f"Python {python.version} at {python.executable} is {python.bits}-bit; PyTorch builds and runs only "
-                "with 64-bit Python on 64-bit Windows."
-            ),
-            fix=(
-                "install 64-bit Python (the 'Windows x86-64' installer, or 64-bit Anaconda/Miniconda) and run "
-                "pytorch-winbuild with it."
-            ),
-        )
 
 
 def _cuda_range(cuda: CudaInstall, release: CudaRelease) -> tuple[tuple[int, int], str]:
@@ -881,9 +872,8 @@ def _path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: _
         "source folder": options.source_dir,
         "cache folder": options.cache_dir,
         "TEMP": facts.temp_dir,
-        "Python": facts.python.executable,
     }
-    for what, path in checked.items():
+    for what, path in checked.items():  # the build runs the venv's Python, which lies in the cache folder
         if path and not path.isascii():
             plan.warnings.append(
                 f"The {what} path {path!r} has non-ASCII characters; some build tools (nvcc, older CMake, "
@@ -968,6 +958,28 @@ def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, arch
     return line
 
 
+def venv_commands(os_name: str, era: Era, venv: VenvPlan) -> list[Command]:
+    """Make the build venv and install the era's requirements, as the builder does (builder/build_venv.py)."""
+    return [
+        Command.quoted(
+            "make the build venv (the build reuses it while its key matches)",
+            lambda: command_line(os_name, [venv.base, "-m", "venv", venv.folder]),
+        ),
+        Command.quoted(
+            f"install PyTorch {era.name}'s build requirements into it",
+            lambda: command_line(os_name, [venv.python, *PIP_INSTALL, *venv.specs]),
+        ),
+    ]
+
+
+def python_fetch_command(os_name: str, options: Options, build_python: BuildPython) -> str:
+    """`invoke fetch-deps --python X.Y`, into the plan's cache folder."""
+    line = command_line(os_name, ["invoke", "fetch-deps", "--python", build_python.minor])
+    if options.cache_dir_given:
+        line += " --cache-dir " + quote_argument(os_name, options.cache_dir, "the cache folder")
+    return line
+
+
 def _commands(
     era: Era,
     options: Options,
@@ -976,8 +988,19 @@ def _commands(
     archives: list[PlannedArchive],
     facts: Facts,
     build_arguments: tuple[str, ...],
+    build_python: BuildPython,
+    venv: VenvPlan | None,
 ) -> list[Command]:
     commands = []
+    if not build_python.present:
+        commands.append(
+            Command.quoted(
+                f"download and extract CPython {build_python.version} from NuGet into the cache",
+                lambda: python_fetch_command(facts.os, options, build_python),
+            )
+        )
+    if venv is not None:
+        commands += venv_commands(facts.os, era, venv)
     if any(not a.present for a in archives):
         commands.append(
             Command.quoted(
@@ -988,7 +1011,8 @@ def _commands(
     if vcvars:
         commands.append(Command.quoted(f"enter the compiler environment of {vcvars.instance}", lambda: vcvars.command))
     what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
-    commands.append(Command.quoted(what, lambda: command_line(facts.os, ["python", *build_arguments])))
+    python = venv.python if venv else build_python.executable
+    commands.append(Command.quoted(what, lambda: command_line(facts.os, [python, *build_arguments])))
     return commands
 
 
@@ -1047,13 +1071,13 @@ def make_plan(
     locate_archive: ArchiveLocator | None = None,
     caller_notes: tuple[str, ...] = (),
     measured_job_gib: float | None = None,
+    locate_python: PythonLocator | None = None,
 ) -> Plan:
     """Decide everything a build needs. `source_version` is (version, where it was read);
     `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
     plan's cache folder is); `measured_job_gib` is the peak memory of one compile job measured by an
     earlier build of this configuration on this machine (it replaces the cited figure)."""
     options.validate(knowledge)
-    check_python(facts)
     choice = resolve_era(
         knowledge,
         facts,
@@ -1066,6 +1090,7 @@ def make_plan(
             for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True)
             if _usable_cuda(knowledge, era, facts, options, cuda) is None
         ),
+        python=options.python,
     )
     era = choice.era
     plan = _Builder(warnings=list(choice.warnings))
@@ -1077,6 +1102,22 @@ def make_plan(
             "aten/src/ATen/common_with_cwrap.py there when the file is missing."
         )
     plan.decisions.extend(caller_notes)
+    build_python = choose_build_python(era, facts, options.python, cache_python=locate_python)
+    plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
+    venv = None
+    if options.build_venv:
+        venv = plan_venv(
+            facts.os,
+            options.cache_dir,
+            era.name,
+            build_python.executable,
+            build_python.version,
+            requirements_for(era.name, build_python.minor),
+        )
+        plan.decisions.append(
+            f"Build venv: {venv.folder} (key {venv.key}: this interpreter and these requirements; reused while both "
+            f"are unchanged), holding {', '.join(venv.specs)}."
+        )
     build_arguments = _build_arguments(era, options)
     windows = facts.os == "windows"
     if not windows and (options.vs != "auto" or options.toolset):
@@ -1118,6 +1159,13 @@ def make_plan(
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
     archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
 
+    if venv is not None:
+        plan.set("VIRTUAL_ENV", venv.folder, "the build venv, as its activate script sets it")
+        plan.prepend(
+            "PATH",
+            str(_paths(facts.os)(venv.python).parent),
+            "the build venv's scripts first, as its activate script does (ninja and cmake installed there are found)",
+        )
     _cuda_changes(knowledge, era, facts, options, cuda, plan)
     if nvcc_host and nvcc_host.overridden:
         plan.set(
@@ -1163,7 +1211,10 @@ def make_plan(
         pytorch_version=choice.pytorch_version,
         pytorch_version_source=choice.source,
         era=era,
-        python=f"{facts.python.version} ({facts.python.bits}-bit) {facts.python.executable}",
+        python=f"{build_python.version} (64-bit) {build_python.executable}"
+        + (f", in the venv {venv.folder}" if venv else ""),
+        build_python=build_python,
+        venv=venv,
         compiler=compiler,
         cuda_host_compiler=cuda_host,
         vcvars=vcvars,
@@ -1175,7 +1226,7 @@ def make_plan(
         compiler_cache=cache_name,
         archives=tuple(archives),
         changes=tuple(plan.changes),
-        commands=tuple(_commands(era, options, vcvars, cuda, archives, facts, build_arguments)),
+        commands=tuple(_commands(era, options, vcvars, cuda, archives, facts, build_arguments, build_python, venv)),
         build_arguments=build_arguments,
         decisions=tuple(plan.decisions),
         warnings=tuple(plan.warnings),

@@ -1,0 +1,223 @@
+"""The build's Python: which interpreter runs the era's setup.py, chosen from the installed ones or fetched.
+
+Two interpreters, never confused: the tool's own (>= 3.11, `Facts.python`) and the build's, which
+must be one the PyTorch era accepts (build_config/eras.toml `python`): no release before 2.0 builds
+with 3.11. `--python` (or winbuild.python, or a nightly entry's `python`) asks for one:
+- `auto`: the newest installed 64-bit CPython the era accepts; on Windows, when none is installed,
+  CPython from NuGet's `python` package (`invoke fetch-deps --python X.Y`, into the cache);
+- `X.Y`: an installed Python of that release, else (Windows) the NuGet one;
+- a path: that interpreter (the faces ask it for its version before planning, so it is in the facts).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath, PureWindowsPath
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.model import Facts, PythonInfo
+from pytorch_winbuild.knowledge.model import Era, version_tuple
+
+_MINOR = re.compile(r"(\d)\.(\d{1,2})")
+PYTHON_HELP = "auto, a Python release X.Y (e.g. 3.6), or the path of a python executable"
+
+
+@dataclass(frozen=True)
+class PythonRequest:
+    """A parsed --python: `auto`, a release `X.Y`, or a path."""
+
+    kind: Literal["auto", "release", "path"] = "auto"
+    value: str = ""
+
+    @classmethod
+    def parse(cls, text: str | None, label: str = "--python") -> PythonRequest:
+        """Parse the user's text once, at the edge. A path is any text that is not auto or X.Y."""
+        value = "auto" if text is None else str(text).strip()
+        if value.lower() == "auto":
+            return cls()
+        if not value:
+            raise ConfigurationError(f"{label} is empty.", fix=f"pass {PYTHON_HELP}, or leave it out for auto.")
+        if _MINOR.fullmatch(value):
+            return cls("release", value)
+        if re.fullmatch(r"[\d.]+", value):
+            raise ConfigurationError(
+                f"{label} {value!r} is neither a Python release X.Y nor a path.",
+                fix=f"pass e.g. {label} 3.6 (major.minor), a path to python, or auto.",
+            )
+        return cls("path", value)
+
+    @property
+    def shown(self) -> str:
+        return "auto" if self.kind == "auto" else self.value
+
+    def matches(self, python: PythonInfo) -> bool:
+        if self.kind == "release":
+            return python.minor == self.value
+        if self.kind == "path":
+            return _same_path(python.executable, self.value)
+        return True
+
+
+AUTO = PythonRequest()
+
+# Given the NuGet archive of a Python, where its interpreter is in the plan's cache and whether it is there.
+PythonLocator = Callable[[Any], "tuple[str, bool]"]
+
+
+def _same_path(a: str, b: str) -> bool:
+    windows = "\\" in a or "\\" in b or re.match(r"[A-Za-z]:", a) is not None
+    if windows:
+        return str(PureWindowsPath(a)).lower() == str(PureWindowsPath(b)).lower()
+    return str(PurePosixPath(a)) == str(PurePosixPath(b))
+
+
+def unusable(python: PythonInfo) -> str | None:
+    """Why no PyTorch can be built with this interpreter, or None."""
+    if python.implementation != "CPython":
+        return f"it is {python.implementation}, and PyTorch builds with CPython only"
+    if python.bits != 64:
+        return f"it is {python.bits}-bit, and PyTorch builds and runs only with 64-bit Python"
+    if python.venv is False:
+        return "it has no venv module, and the build runs in a venv made from it"
+    return None
+
+
+def accepts(era: Era, version: str) -> bool:
+    """Whether the era's setup.py and CI build with this Python release (its range's end is exclusive)."""
+    return version_tuple(era.python[0]) <= version_tuple(version)[:2] < version_tuple(era.python[1])
+
+
+def era_minors(era: Era) -> list[str]:
+    """The Python releases X.Y the era accepts, newest first."""
+    low, high = version_tuple(era.python[0])[:2], version_tuple(era.python[1])[:2]
+    return [f"{low[0]}.{minor}" for minor in range(high[1] - 1, low[1] - 1, -1)] if low[0] == high[0] else []
+
+
+def installed(facts: Facts) -> tuple[PythonInfo, ...]:
+    """Every Python the facts list (a schema 1-3 file or a bare probe: the running one)."""
+    return facts.pythons or (facts.python,)
+
+
+def fetchable(minor: str) -> str | None:
+    """The CPython release NuGet's `python` package gives for X.Y (Windows only), or None."""
+    from pytorch_winbuild.deps.catalog import python_archive
+
+    archive = python_archive(minor)
+    return archive.version if archive is not None else None
+
+
+@dataclass(frozen=True)
+class BuildPython:
+    """The interpreter the build venv is made from: installed, or fetched from NuGet into the cache."""
+
+    version: str  # "3.6.8"
+    executable: str  # where it is, or where `fetch-deps --python` puts it
+    reason: str
+    info: PythonInfo | None  # the installed one; None when fetched
+    fetch_minor: str | None = None  # X.Y to fetch when it is not installed
+    fetch_archive: Any = None  # deps.catalog.Archive of the NuGet package
+    present: bool = True  # a fetched one already in the cache
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def label(self) -> str:
+        return f"Python {self.version} (64-bit) {self.executable}"
+
+
+def _install_hint(os_name: str, minor: str) -> str:
+    """How to get Python X.Y on the plan's OS (Windows fetches it; this is for Linux and 3.4 and older)."""
+    if os_name == "windows":
+        return f"Python {minor} (64-bit, from python.org)"
+    return f"Python {minor} (`pyenv install {minor}`, or `conda create -n py{minor.replace('.', '')} python={minor}`)"
+
+
+@dataclass(frozen=True)
+class PythonProblem:
+    """Why the era cannot get a build Python with this request; `install` is set when installing removes it."""
+
+    text: str
+    install: str | None = None
+
+
+def python_problem(era: Era, facts: Facts, request: PythonRequest) -> PythonProblem | None:
+    """What stops `era` from getting a build Python here, or None."""
+    asked = [p for p in installed(facts) if request.matches(p)]
+    usable = [p for p in asked if unusable(p) is None]
+    fitting = [p for p in usable if accepts(era, p.version)]
+    if fitting:
+        return None
+    windows = facts.os == "windows"
+    era_text = f"PyTorch {era.name} builds with Python {era.python[0]} up to, not including, {era.python[1]}"
+    if request.kind == "path":
+        if not asked:
+            return PythonProblem(f"--python {request.value} is not among the facts' Pythons")
+        reason = unusable(asked[0])
+        if reason:
+            return PythonProblem(f"--python {request.value}: {reason}")
+        return PythonProblem(f"{era_text}, and --python {request.value} is Python {asked[0].version}")
+    if request.kind == "release":
+        if not accepts(era, request.value):
+            return PythonProblem(f"{era_text}, not {request.value} (--python)")
+        if windows and fetchable(request.value):
+            return None
+        return PythonProblem(
+            f"Python {request.value} (--python) is not installed" + ("" if not asked else " as a usable 64-bit CPython"),
+            install=_install_hint(facts.os, request.value),
+        )
+    if windows and any(fetchable(minor) for minor in era_minors(era)):
+        return None
+    have = ", ".join(dict.fromkeys(p.version for p in usable)) or "none usable"
+    minors = era_minors(era)
+    return PythonProblem(
+        f"{era_text}, and this machine's Pythons are {have}",
+        install=_install_hint(facts.os, minors[0] if minors else era.python[0]),
+    )
+
+
+def choose_build_python(
+    era: Era, facts: Facts, request: PythonRequest, *, cache_python: PythonLocator | None = None
+) -> BuildPython:
+    """The build's interpreter (python_problem(...) is None for this era: era_choice checked it).
+    `cache_python(archive) -> (executable, present)` says where a fetched Python is in the plan's cache."""
+    fitting = [p for p in installed(facts) if request.matches(p) and unusable(p) is None and accepts(era, p.version)]
+    fitting.sort(key=lambda p: version_tuple(p.version), reverse=True)
+    if fitting:
+        chosen = fitting[0]
+        why = {
+            "auto": f"the newest installed 64-bit CPython that PyTorch {era.name} accepts "
+            f"(Python {era.python[0]} up to, not including, {era.python[1]})",
+            "release": f"--python {request.value}",
+            "path": f"--python {request.value}",
+        }[request.kind]
+        return BuildPython(chosen.version, chosen.executable, f"{why}; found by {chosen.found_by}", chosen)
+    from pytorch_winbuild.deps.catalog import python_archive
+
+    minors = [request.value] if request.kind == "release" else era_minors(era)
+    for minor in minors:
+        archive = python_archive(minor)
+        if archive is None:
+            continue
+        executable, present = cache_python(archive) if cache_python is not None else ("", False)
+        why = (
+            f"--python {minor}, which is not installed"
+            if request.kind == "release"
+            else f"no installed 64-bit CPython fits PyTorch {era.name} (Python {era.python[0]} up to, not including, "
+            f"{era.python[1]})"
+        )
+        return BuildPython(
+            archive.version,
+            executable,
+            f"{why}: CPython {archive.version} from NuGet's `python` package"
+            + (", already in the cache" if present else ", fetched into the cache"),
+            None,
+            fetch_minor=minor,
+            fetch_archive=archive,
+            present=present,
+        )
+    raise ConfigurationError(f"no build Python for PyTorch {era.name} with --python {request.shown}.")
