@@ -3,12 +3,11 @@ verify, a nightly entry's `python`) that the probe did not list.
 
 The build runs under that interpreter (in a venv made from it), and the plan checks it against the
 PyTorch era's Python range, so its version, bitness and implementation come from the interpreter
-itself, in one short run that works on Python 2.7 and 3.x alike.
+itself, in one short run that works on Python 2.7 and 3.x alike (the probe's own query).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import replace
@@ -16,20 +15,13 @@ from pathlib import Path
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
+from pytorch_winbuild.facts.probe_pythons import PYTHON_QUERY, parse_answer
 
-QUERY = (
-    "import json, platform, struct, sys\n"
-    "def can(name):\n"
-    "    try:\n"
-    "        __import__(name)\n"
-    "        return True\n"
-    "    except Exception:\n"
-    "        return False\n"
-    "print(json.dumps([platform.python_version(), struct.calcsize('P') * 8, sys.executable, "
-    "platform.python_implementation(), can('venv') and can('ensurepip'), can('pip')]))"
-)
 TIMEOUT_SECONDS = 60
-_FIX = "pass the path of a 64-bit CPython (e.g. C:\\Python36\\python.exe or ~/.pyenv/versions/3.6.15/bin/python), X.Y, or auto."
+_FIX = (
+    "pass the path of a 64-bit CPython (e.g. C:\\Python36\\python.exe or ~/.pyenv/versions/3.6.15/bin/python), "
+    "X.Y, or auto."
+)
 
 
 def ask_python(spec: str, label: str = "--python") -> PythonInfo:
@@ -41,37 +33,34 @@ def ask_python(spec: str, label: str = "--python") -> PythonInfo:
         raise ConfigurationError(f"{label} {spec}: no such {what} (or it is not executable).", fix=_FIX)
     try:
         completed = subprocess.run(
-            [found, "-c", QUERY],
+            [found, *PYTHON_QUERY],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=TIMEOUT_SECONDS,
             check=False,
         )
-        version, bits, executable, implementation, venv, pip = json.loads(completed.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, IndexError, ValueError, TypeError) as exc:
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigurationError(f"{label} {spec} could not be run ({type(exc).__name__}).", fix=_FIX) from None
+    answer = parse_answer(completed.stdout, label)
+    if answer is None:
+        output = (completed.stderr or completed.stdout).strip().splitlines()
         raise ConfigurationError(
-            f"{label} {spec} did not answer like a Python interpreter ({type(exc).__name__}).", fix=_FIX
-        ) from None
-    return PythonInfo(
-        version=str(version),
-        bits=int(bits),
-        executable=str(executable or found),
-        implementation=str(implementation),
-        found_by=label,
-        venv=bool(venv),
-        pip=bool(pip),
-    )
+            f"{label} {spec} did not answer like a Python interpreter (exit status {completed.returncode}: "
+            f"{output[-1] if output else 'no output'}).",
+            fix=_FIX,
+        )
+    return answer.info
 
 
 def with_python(facts: Facts, spec: str, label: str = "--python") -> tuple[Facts, str]:
     """The facts with the interpreter at `spec` among their Pythons (asked when the probe did not list it), and
-    that interpreter's executable as the facts list it (a symlink or a name on PATH resolves to the one listed)."""
+    that interpreter's executable as it names itself (sys.executable: a name on PATH resolves to its path)."""
     listed = facts.pythons or (facts.python,)
     if any(p.executable == spec for p in listed):
         return facts, spec
     asked = ask_python(spec, label)
-    same = [p for p in listed if Path(p.executable).resolve() == Path(asked.executable).resolve()]
-    if same:
-        return replace(facts, pythons=listed), same[0].executable
+    # Its own sys.executable, not the resolved file: a venv's python links to its base interpreter's.
+    if any(p.executable == asked.executable for p in listed):
+        return replace(facts, pythons=listed), asked.executable
     return replace(facts, pythons=(*listed, asked)), asked.executable

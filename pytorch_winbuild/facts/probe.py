@@ -37,7 +37,6 @@ from pytorch_winbuild.facts.probe_common import (
     nvtx3_dir,
     parse_compiler_version,
     parse_host_config_host_limits,
-    python_info,
     read_text,
     run_command,
     start_nvcc_versions,
@@ -45,6 +44,7 @@ from pytorch_winbuild.facts.probe_common import (
     version_key,
 )
 from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader, read_nvml
+from pytorch_winbuild.facts.probe_pythons import WinregPythonRegistry, search_linux
 from pytorch_winbuild.facts.version_cache import VersionCache
 from pytorch_winbuild.paths import default_cache_dir
 from pytorch_winbuild.text.redact import redact_text
@@ -158,10 +158,12 @@ def probe_linux(
     memory: MemoryInfo | None = None,
     gpus: bool = True,
 ) -> ProbeReport:
-    """Facts of a Linux machine: Python, tools, CUDA and GPUs; no Visual Studio, no MSVC range.
+    """Facts of a Linux machine: Pythons, tools, CUDA and GPUs; no Visual Studio, no MSVC range.
 
-    `nvml` reads this machine's driver in-process, so only the real probe passes it. `gpus` False
-    leaves the GPUs unknown (None) without asking the driver.
+    `python` describes the running interpreter (default: this one, asked in-process); the other Pythons
+    are found through PYENV_ROOT (or HOME), conda and PATH (probe_pythons.py). `nvml` reads this
+    machine's driver in-process, so only the real probe passes it. `gpus` False leaves the GPUs
+    unknown (None) without asking the driver.
     """
     environ = {name: redact_text(value) for name, value in environ.items()}  # no credential gets past this line
     notes: list[str] = []
@@ -180,6 +182,7 @@ def probe_linux(
         compilers = linux_host_compilers(environ, notes)
         for path in {path for _, path in compilers}:
             commands.start(f"compiler:{path}", [str(path), "--version"])
+        python_search = search_linux(environ, commands, python)
         cudnn_include = clean_env_path(environ.get("CUDNN_INCLUDE_DIR"))
         cuda = []
         for folder in folders:
@@ -198,11 +201,13 @@ def probe_linux(
         tools = collect_tools(tool_paths, commands, notes)
         host_compilers = collect_host_compilers(compilers, commands, notes)
         gpu_facts = gpu_probe.result(notes)
+        pythons = python_search.result(notes)
     cuda_path = clean_env_path(environ.get("CUDA_PATH"))
     memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
         os="linux",
-        python=python or python_info(),
+        python=python_search.running,
+        pythons=pythons,
         cuda=tuple(sorted(cuda, key=lambda c: version_key(c.version))),
         cuda_path=cuda_path,
         tools=tools,
@@ -222,14 +227,21 @@ def probe_linux(
 def probe_report(environ: Mapping[str, str] | None = None, *, gpus: bool = True) -> ProbeReport:
     """Facts and notes for the machine this runs on; `gpus` False: the GPUs are not asked for.
 
-    Tools' version answers are kept in the cache folder (version_cache.py): an unchanged cmake, ninja,
-    git or nvcc is not started again."""
+    Tools' version answers and the Pythons' descriptions are kept in the cache folder (version_cache.py):
+    an unchanged cmake, ninja, git, nvcc or Python is not started again."""
     environ = os.environ if environ is None else environ
     versions = VersionCache(default_cache_dir() / "probe" / "versions.json")
     if sys.platform == "win32":
         from pytorch_winbuild.facts.probe_windows import WindowsRegistry, probe_windows  # not needed on Linux
 
-        report = probe_windows(environ, registry=WindowsRegistry(), nvml=read_nvml, run=versions, gpus=gpus)
+        report = probe_windows(
+            environ,
+            registry=WindowsRegistry(),
+            python_registry=WinregPythonRegistry(),
+            nvml=read_nvml,
+            run=versions,
+            gpus=gpus,
+        )
     elif sys.platform.startswith("linux"):
         report = probe_linux(environ, nvml=read_nvml, run=versions, gpus=gpus)
     else:

@@ -37,7 +37,6 @@ from pytorch_winbuild.facts.probe_common import (
     nvtx3_dir,
     parse_host_config_msc_range,
     path_key,
-    python_info,
     read_text,
     run_command,
     start_nvcc_versions,
@@ -45,6 +44,7 @@ from pytorch_winbuild.facts.probe_common import (
     version_key,
 )
 from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader
+from pytorch_winbuild.facts.probe_pythons import PythonRegistry, PythonSearch, search_windows
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.text.redact import redact_text
 
@@ -442,6 +442,48 @@ def nvidia_smi(env: WindowsEnvironment) -> Path | None:
     return next((path for path in candidates if path is not None and is_file(path)), None)
 
 
+def py_launcher(env: WindowsEnvironment) -> Path | None:
+    """py.exe on PATH, else where its installers put it: %SystemRoot% (all users) or
+    %LOCALAPPDATA%\\Programs\\Python\\Launcher (just for me)."""
+    found = env.search_path("py.exe")
+    if found is not None:
+        return found
+    system_root, local = env.folder("SystemRoot"), env.folder("LOCALAPPDATA")
+    candidates = [
+        system_root / "py.exe" if system_root else None,
+        local / "Programs" / "Python" / "Launcher" / "py.exe" if local else None,
+    ]
+    return next((path for path in candidates if path is not None and is_file(path)), None)
+
+
+def conda_executable(env: WindowsEnvironment) -> Path | None:
+    """CONDA_EXE (set by conda's activation), else conda.exe or condabin's conda.bat on PATH."""
+    conda = env.folder("CONDA_EXE")
+    if conda is not None and is_file(conda):
+        return conda
+    return env.search_path("conda.exe") or env.search_path("conda.bat")
+
+
+def start_python_search(
+    env: WindowsEnvironment,
+    commands: Commands,
+    running: PythonInfo | None,
+    registry: PythonRegistry | None,
+    notes: list[str],
+) -> PythonSearch:
+    """The Python search on this machine's PATH folders, py launcher and conda (probe_pythons.py)."""
+    folders = [clean_env_path(entry) for entry in (env.get("PATH") or "").split(";")]
+    return search_windows(
+        commands,
+        running=running,
+        registry=registry,
+        notes=notes,
+        py_launcher=py_launcher(env),
+        conda=conda_executable(env),
+        path_folders=[Path(folder) for folder in folders if folder],
+    )
+
+
 def long_paths_enabled(registry: Registry | None) -> bool | None:
     """An absent LongPathsEnabled value is Windows' default: disabled. No registry → unknown."""
     if registry is None:
@@ -455,6 +497,7 @@ def probe_windows(
     *,
     run: Runner = run_command,
     registry: Registry | None = None,
+    python_registry: PythonRegistry | None = None,
     python: PythonInfo | None = None,
     cpu_count: int | None = None,
     nvml: NvmlReader | None = None,
@@ -463,7 +506,8 @@ def probe_windows(
 ) -> ProbeReport:
     """Facts of the Windows machine that `environ` and `registry` describe.
 
-    `python` and `cpu_count` default to the running interpreter and machine; `nvml` reads this
+    `python` and `cpu_count` default to the running interpreter and machine; the other Pythons are found
+    through `python_registry` (PEP 514; None: not read), the py launcher, conda and PATH. `nvml` reads this
     machine's driver in-process, so only the real probe passes it. `gpus` False leaves the GPUs
     unknown (None) without asking the driver.
     """
@@ -478,6 +522,7 @@ def probe_windows(
         start_tool_versions(tool_paths, commands)
         folders = windows_cuda_folders(env, notes)
         start_nvcc_versions(folders, commands)
+        python_search = start_python_search(env, commands, python, python_registry, notes)
 
         vs2015 = visual_studio_2015(env, registry, notes)
         nvtoolsext = nvtoolsext_dir(env)
@@ -500,6 +545,7 @@ def probe_windows(
         tools = collect_tools(tool_paths, commands, notes)
         instances = vswhere_instances(vswhere, commands.result("vswhere"), notes)
         gpu_facts = gpu_probe.result(notes)
+        pythons = python_search.result(notes)
 
     visual_studio = [vs2015] if vs2015 is not None else []
     known_lines = load_knowledge().products
@@ -518,7 +564,8 @@ def probe_windows(
     memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
         os="windows",
-        python=python or python_info(),
+        python=python_search.running,
+        pythons=pythons,
         visual_studio=tuple(visual_studio),
         cuda=tuple(sorted(cuda, key=lambda c: version_key(c.version))),
         cuda_path=cuda_path,

@@ -1,9 +1,13 @@
-"""Answers of `TOOL --version` kept between runs, so a plan does not start cmake, ninja, git, nvcc ...
-again while none of them changed.
+"""Answers of `TOOL --version` and of the Python query kept between runs, so a plan does not start
+cmake, ninja, git, nvcc or every installed Python again while none of them changed.
 
 An answer is keyed by the command line and the executable's resolved path, size and modification
-time: upgrading or replacing a tool changes the key, and the tool is asked again. Only version
-queries are kept (their answer is a property of the file); vswhere and nvidia-smi describe the
+time: upgrading or replacing a tool changes the key, and the tool is asked again. Only answers that
+are a property of the file are kept: version queries, and the Python query (probe_pythons.py) when
+the interpreter described itself rather than a shim starting another one. A Python's answer also
+depends on what is installed beside it (pip, ensurepip), so it is kept with the modification times of
+its sys.path folders and asked again when one changed; it is keyed by the path as given too, since a
+venv's python is a link to its base interpreter's file. vswhere and nvidia-smi describe the
 machine's state and always run. The file is JSON in the cache folder; a missing, broken or
 unwritable one only means the tools are asked, never an error.
 """
@@ -17,6 +21,7 @@ from pathlib import Path
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.facts.probe_common import CommandResult, Runner, run_command
+from pytorch_winbuild.facts.probe_pythons import PYTHON_QUERY, answer_folders
 
 VERSION_FLAGS = frozenset({"--version", "-version", "version", "-V"})
 FORMAT = 1
@@ -30,6 +35,26 @@ def _identity(executable: str) -> str | None:
     except (OSError, RuntimeError):
         return None
     return f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+
+
+def _stamps(folders: Sequence[str]) -> dict[str, int | None]:
+    """Each folder's modification time (None: absent): adding or removing a package changes it."""
+    stamps: dict[str, int | None] = {}
+    for folder in folders:
+        try:
+            stamps[folder] = Path(folder).stat().st_mtime_ns
+        except OSError:
+            stamps[folder] = None
+    return stamps
+
+
+def _key(args: Sequence[str]) -> tuple[str | None, bool]:
+    """The answer's key (None: never kept), and whether it is the Python query."""
+    python = tuple(args[1:]) == PYTHON_QUERY
+    identity = _identity(args[0]) if args and (args[-1] in VERSION_FLAGS or python) else None
+    if identity is None:
+        return None, python
+    return json.dumps([identity, args[0], *args[1:]] if python else [identity, *args[1:]]), python
 
 
 class VersionCache:
@@ -49,18 +74,23 @@ class VersionCache:
             pass
 
     def __call__(self, args: Sequence[str], timeout: float) -> CommandResult:
-        identity = _identity(args[0]) if args and args[-1] in VERSION_FLAGS else None
-        key = json.dumps([identity, *args[1:]]) if identity else None
+        key, python = _key(args)
         if key is not None:
             with self._lock:
                 kept = self._answers.get(key)
             stdout, stderr = (kept.get("stdout"), kept.get("stderr")) if isinstance(kept, dict) else (None, None)
-            if isinstance(stdout, str) and isinstance(stderr, str):
+            watched = kept.get("watch") if isinstance(kept, dict) else None
+            current = not python or (isinstance(watched, dict) and _stamps(list(watched)) == watched)
+            if isinstance(stdout, str) and isinstance(stderr, str) and current:
                 return CommandResult(0, stdout, stderr)
         result = self._run(args, timeout)
-        if key is not None and result.ok:
+        folders = answer_folders(args[0], result.stdout) if python and result.ok else ()
+        if key is not None and result.ok and folders is not None:
+            answer: dict[str, object] = {"stdout": result.stdout, "stderr": result.stderr}
+            if python:
+                answer["watch"] = _stamps(folders)
             with self._lock:
-                self._answers[key] = {"stdout": result.stdout, "stderr": result.stderr}
+                self._answers[key] = answer
                 self._changed = True
         return result
 
