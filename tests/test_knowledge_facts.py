@@ -116,10 +116,18 @@ def test_minimal_facts_load():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"schema": 4}, "schema: version 4 is not supported"),
+        ({"schema": 5}, "schema: version 5 is not supported"),
         ({"os": "macos"}, "os: expected 'windows' or 'linux'"),
         ({"python": {"version": "3.6.8", "executable": "python"}}, "python.bits: missing"),
         ({"python": {"version": "3.6.8", "bits": 48, "executable": "python"}}, "python.bits: expected 32 or 64"),
+        ({"pythons": {"version": "3.6.8"}}, "pythons: expected list"),
+        ({"pythons": ["C:\\Python36\\python.exe"]}, r"pythons\[0\]: expected an object"),
+        (
+            {"pythons": [{"version": "three", "bits": 64, "executable": "python"}]},
+            r"pythons\[0\].version: expected a Python version",
+        ),
+        ({"pythons": [{"version": "3.6.8", "bits": 64, "executable": " "}]}, r"pythons\[0\].executable"),
+        ({"pythons": [{"version": "3.6.8", "bits": 64, "executable": "py", "venv": "yes"}]}, r"pythons\[0\].venv"),
         ({"cuda": [{"version": "nine", "path": "C:\\cuda"}]}, r"cuda\[0\].version: expected MAJOR.MINOR"),
         (
             {"cuda": [{"version": "9.0", "path": "C:\\cuda", "msc_range": [1912, 1600]}]},

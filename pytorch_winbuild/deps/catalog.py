@@ -1,8 +1,9 @@
-"""The MKL/MAGMA archive catalog (build_config/deps.toml) and the choice of archives for a build.
+"""The archive catalog (build_config/deps.toml: MKL, MAGMA, CPython from NuGet) and the choice of archives.
 
-The catalog is data: file names, versions, the MAGMA versions per CUDA prefix, the layout an
-extracted archive must have and the variables a build sets from it. This module validates it on
-load, with errors that name the file and key, and answers "which archives does this build need".
+The catalog is data: file names, versions, the MAGMA versions per CUDA prefix, the NuGet package of
+CPython per minor version, the layout an extracted archive must have and the variables a build sets
+from it. This module validates it on load, with errors that name the file and key, and answers
+"which archives does this build need" and "which package brings Python X.Y".
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import functools
 import re
 import string
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePath
+from typing import Any, TypeVar
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
@@ -20,17 +21,26 @@ from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optio
 CATALOG_FILE = "deps.toml"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CUDA_VERSION = re.compile(r"(\d+)\.(\d+)")
+_PYTHON_RELEASE = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
+_PYTHON_MINOR = re.compile(r"[0-9]+\.[0-9]+")
+# A folder of this machine (Path) or of another machine's plan (PureWindowsPath).
+AnyPath = TypeVar("AnyPath", bound=PurePath)
+# Where the interpreter is in an extracted NuGet package of CPython (its nuspec packs everything under
+# tools/; cibuildwheel runs <package>/tools/python.exe).
+PYTHON_EXE = ("tools", "python.exe")
+# The archive formats the cache extracts; the folder name is the file name without them.
+ARCHIVE_SUFFIXES = (".7z", ".nupkg")
 
 
 @dataclass(frozen=True)
 class Archive:
     """One downloadable archive and what its extracted folder must contain."""
 
-    name: str  # "mkl" or "magma"
-    label: str  # "MKL" / "MAGMA", for messages
+    name: str  # "mkl", "magma" or "python"
+    label: str  # "MKL" / "MAGMA" / "Python", for messages
     version: str
-    file_name: str  # "mkl_2020.2.254.7z"; also its name on a mirror and in --from-dir
-    base_url: str  # the public bucket, ending in "/"
+    file_name: str  # "mkl_2020.2.254.7z", "python.3.6.8.nupkg"; also its name on a mirror and in --from-dir
+    base_url: str  # the public bucket (NuGet's folder of that version for Python), ending in "/"
     sha256: str | None = None  # published checksum; None → the lock file records it
     size: int | None = None  # published size in bytes
     layout: tuple[str, ...] = ()  # paths that must exist after extraction
@@ -45,8 +55,11 @@ class Archive:
 
     @property
     def folder_name(self) -> str:
-        """Name of the extracted folder in the cache: the file name without ".7z"."""
-        return self.file_name[: -len(".7z")] if self.file_name.endswith(".7z") else self.file_name
+        """Name of the extracted folder in the cache: the file name without ".7z" or ".nupkg"."""
+        for suffix in ARCHIVE_SUFFIXES:
+            if self.file_name.endswith(suffix):
+                return self.file_name[: -len(suffix)]
+        return self.file_name
 
     @property
     def description(self) -> str:
@@ -87,6 +100,7 @@ class Catalog:
     magma: dict[tuple[str, str, str], Archive]  # (version, cuda prefix, variant) → archive
     magma_versions: tuple[str, ...]  # every MAGMA version the catalog knows
     magma_preference: tuple[str, ...]
+    python: dict[str, Archive]  # minor version ("3.6") → NuGet's package of its newest release
     extract: ExtractSettings
     download: DownloadLimits = DownloadLimits()
 
@@ -127,12 +141,13 @@ def _known(table: dict[str, Any], file_name: str, where: str) -> tuple[str | Non
 
 
 # The placeholders each kind's `file` may use (the values parse_catalog fills in).
-FILE_PLACEHOLDERS = {"mkl": {"version"}, "magma": {"version", "cuda_prefix", "variant"}}
+FILE_PLACEHOLDERS = {"mkl": {"version"}, "magma": {"version", "cuda_prefix", "variant"}, "python": {"version"}}
 
 
-def _file_pattern(table: dict[str, Any], kind: str, where: str) -> str:
-    """`file` with only the placeholders parse_catalog fills; a typo is an error naming the key, not a crash."""
-    pattern = require(table, "file", str, where)
+def _file_pattern(table: dict[str, Any], kind: str, where: str, key: str = "file") -> str:
+    """`key` (`file`, or Python's `base_url`) with only the placeholders parse_catalog fills; a typo is an
+    error naming the key, not a crash."""
+    pattern = require(table, key, str, where)
     try:
         fields = [
             (name, spec, conversion)
@@ -144,14 +159,14 @@ def _file_pattern(table: dict[str, Any], kind: str, where: str) -> str:
         names = {name for name, _, _ in fields}
     except ValueError as error:
         raise ConfigurationError(
-            f"{where}.file: {pattern!r} is not a valid file name pattern ({error}).",
+            f"{where}.{key}: {pattern!r} is not a valid file name pattern ({error}).",
             fix="write placeholders as {name}, and a literal brace as {{ or }}.",
         ) from None
     unknown = sorted(names - FILE_PLACEHOLDERS[kind])
     if unknown:
         allowed = ", ".join("{" + name + "}" for name in sorted(FILE_PLACEHOLDERS[kind]))
         raise ConfigurationError(
-            f"{where}.file: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml "
+            f"{where}.{key}: {pattern!r} uses {', '.join('{' + n + '}' for n in unknown)}, which deps.toml "
             "does not fill.",
             fix=f"use only {allowed}.",
         )
@@ -198,6 +213,54 @@ def _download_limits(data: dict[str, Any], where: str) -> DownloadLimits:
                 f"{table_where}.{key}: {str(value)[:20]}… is too large.", fix="write a number of seconds, e.g. 30."
             ) from None
     return DownloadLimits(**values)
+
+
+def _release(text: str, where: str) -> tuple[int, int, int]:
+    """'3.6.8' → (3, 6, 8): NuGet's versions of CPython are plain releases."""
+    match = _PYTHON_RELEASE.fullmatch(text)
+    if match is None:
+        raise ConfigurationError(f"{where}: expected a release like '3.6.8', got {text!r}.")
+    major, minor, micro = (int(part) for part in match.groups())
+    return major, minor, micro
+
+
+def _python_archives(data: dict[str, Any], known: dict[str, Any], where: str) -> dict[str, Archive]:
+    """[python]: one NuGet package per minor version, with the layout its release must have."""
+    spec = _kind(data, "python", where)
+    table, kind_where = spec["table"], spec["where"]
+    base_url = _file_pattern(table, "python", kind_where, key="base_url")
+    if not base_url.startswith("https://"):
+        raise ConfigurationError(f"{kind_where}.base_url: expected an https:// URL, got {base_url!r}.")
+    since_where = f"{kind_where}.layout_since"
+    layout_since = [
+        (_release(version, since_where), tuple(string_list(table["layout_since"], version, since_where)))
+        for version in optional(table, "layout_since", dict, kind_where, {})
+    ]
+    archives: dict[str, Archive] = {}
+    for version in string_list(table, "versions", kind_where):
+        release = _release(version, f"{kind_where}.versions")
+        minor = f"{release[0]}.{release[1]}"
+        if minor in archives:
+            raise ConfigurationError(
+                f"{kind_where}.versions: {archives[minor].version} and {version} are both Python {minor}.",
+                fix="keep one release per minor version (the newest NuGet has).",
+            )
+        file_name = spec["file"].format(version=version)
+        sha256, size = _known(known, file_name, where)
+        extra = tuple(path for since, paths in layout_since if release >= since for path in paths)
+        archives[minor] = Archive(
+            name="python",
+            label=spec["label"],
+            version=version,
+            file_name=file_name,
+            base_url=base_url.format(version=version).rstrip("/") + "/",
+            sha256=sha256,
+            size=size,
+            layout=spec["layout"] + extra,
+            set_vars=spec["set_vars"],
+            prepend_vars=spec["prepend_vars"],
+        )
+    return archives
 
 
 def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
@@ -286,6 +349,7 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
         magma=magma,
         magma_versions=tuple(versions),
         magma_preference=preference,
+        python=_python_archives(data, known, where),
         extract=extract,
         download=_download_limits(data, where),
     )
@@ -365,6 +429,37 @@ def select_archives(
     if cuda is not None and not no_magma:
         archives.append(_magma_for(catalog, cuda, magma_versions, magma_debug))
     return archives
+
+
+def python_archive(minor: str, catalog: Catalog | None = None) -> Archive | None:
+    """NuGet's package of CPython `minor` ("3.6") for 64-bit Windows, or None when NuGet's `python`
+    package has none (2.7, 3.4, a minor not released yet). Extracted, it lives where the cache puts
+    every archive (cache.deps_dir), with the interpreter at python_interpreter() of that folder."""
+    return (catalog or load_catalog()).python.get(minor)
+
+
+def python_interpreter(folder: AnyPath) -> AnyPath:
+    """<extracted package>/tools/python.exe (a PureWindowsPath stays one, for another machine's plan)."""
+    return folder.joinpath(*PYTHON_EXE)
+
+
+def select_python(minor: str, catalog: Catalog | None = None) -> Archive:
+    """The package for `--python X.Y`, or a ConfigurationError that names the minors there are."""
+    catalog = catalog or load_catalog()
+    known = ", ".join(catalog.python)
+    if not _PYTHON_MINOR.fullmatch(minor):
+        raise ConfigurationError(
+            f"--python {minor!r} is not a Python version of the form X.Y.",
+            fix=f"pass the major and minor version of the Python to fetch, e.g. --python 3.6 (NuGet has {known}).",
+        )
+    archive = python_archive(minor, catalog)
+    if archive is None:
+        raise ConfigurationError(
+            f"--python {minor}: {catalog.source} [python] lists no NuGet package of CPython {minor} for 64-bit "
+            f"Windows; it lists {known}.",
+            fix=f"pass one of those, or install Python {minor} yourself from python.org.",
+        )
+    return archive
 
 
 @dataclass(frozen=True)

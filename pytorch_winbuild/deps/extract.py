@@ -8,7 +8,8 @@ work folder next to the target; only a complete extraction with the expected lay
 marker and is renamed into place, with ordinary permissions (folders 0777 and files 0666, plus
 x where the archive has it, less the umask). A native 7-Zip is the fast path where the catalog
 says so (measured by scripts/bench_fetch.py) and the only way for BCJ2 archives, which py7zr
-cannot decode.
+cannot decode. A NuGet package (.nupkg, a zip) is read and written by Python's zipfile, member by
+member under the names the checks saw.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from pytorch_winbuild.deps.cache import Marker, missing_layout, remove_tree, write_error, write_marker
 from pytorch_winbuild.deps.catalog import Archive, ExtractSettings
@@ -54,6 +58,7 @@ _SIZE = re.compile(r"[0-9]*")
 _WINDOWS_ATTRIBUTES = re.compile(r"[A-Za-z0-9_.]*")
 _UNIX_MODE = re.compile(r"[-0pc3d5b79lBsDEF][-rwxsStT]{9}")
 _HEX_BITS = re.compile(r"[0-9A-F]{8}")
+_NUPKG = ".nupkg"
 _SEVEN_ZIP_FIX = (
     "install 7-Zip (https://www.7-zip.org) so that `7z`, `7zz` or `7za` is on PATH or 7z.exe is in C:\\Program "
     "Files\\7-Zip, then run the command again."
@@ -225,8 +230,9 @@ def unsafe_reason(name: str) -> str | None:
     return None
 
 
-def check_entries(archive_file: Path, entries: list[Entry]) -> None:
-    """Refuse the archive when any entry could land outside the target folder."""
+def check_entries(archive_file: Path, entries: list[Entry], kind: str = "MKL/MAGMA archive") -> None:
+    """Refuse the archive when any entry could land outside the target folder (`kind` names what it claims
+    to be)."""
     links = {entry.name.replace("\\", "/").rstrip("/") for entry in entries if entry.is_link}
     for entry in entries:
         reason = unsafe_reason(entry.name)
@@ -237,7 +243,7 @@ def check_entries(archive_file: Path, entries: list[Entry]) -> None:
             raise BadArchive(
                 f"{archive_file.name} holds the entry {entry.name!r} with {reason}; nothing was extracted "
                 "and the file has been removed.",
-                fix="the file is not a genuine MKL/MAGMA archive: check where it came from (the mirror, or the "
+                fix=f"the file is not a genuine {kind}: check where it came from (the mirror, or the "
                 "folder given with --from-dir) and replace it with the original.",
             )
 
@@ -268,6 +274,48 @@ def check_links(archive_file: Path, root: Path) -> None:
                     fix="the file is not a genuine MKL/MAGMA archive: replace it with the original from the "
                     "public bucket.",
                 )
+
+
+def nupkg_member_name(name: str) -> str:
+    """A NuGet package member's path as NuGet extracts it: with '/' between folders, percent-escapes
+    decoded when it holds a '%' (NuGet.Packaging's ZipArchiveExtensions.UnescapePath: nuget pack escapes
+    names like URIs), so the checks see the name that would be written."""
+    return (unquote(name) if "%" in name else name).replace("\\", "/")
+
+
+def nupkg_entries(archive_file: Path) -> list[Entry]:
+    """The members of a NuGet package (a zip) from its central directory."""
+    try:
+        with zipfile.ZipFile(archive_file) as archive:
+            members = [(nupkg_member_name(info.filename), info) for info in archive.infolist()]
+    except (zipfile.BadZipFile, EOFError, ValueError) as exc:
+        raise damaged(archive_file, f"{type(exc).__name__}: {exc}") from None
+    return [
+        Entry(name=name, is_dir=name.endswith("/"), is_link=stat.S_ISLNK(info.external_attr >> 16), size=info.file_size)
+        for name, info in members
+    ]
+
+
+def _extract_nupkg(archive_file: Path, work: Path) -> str:
+    """Write each member under `work` by the name check_entries saw. zipfile stops a member at the size
+    its header declares and checks its CRC; a link member is written as the plain file zipfile makes of
+    it (a NuGet package holds none)."""
+    try:
+        with zipfile.ZipFile(archive_file) as archive:
+            for info in archive.infolist():
+                name = nupkg_member_name(info.filename)
+                target = work.joinpath(*(part for part in name.split("/") if part not in ("", ".")))
+                if name.endswith("/"):
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                if target == work:
+                    raise damaged(archive_file, f"the member {name!r} names no file")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as source, open(target, "wb") as out:
+                    shutil.copyfileobj(source, out, 1024 * 1024)
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+        raise damaged(archive_file, f"{type(exc).__name__}: {exc}") from None
+    return "zipfile"
 
 
 def _check_space(archive_file: Path, entries: list[Entry], folder: Path) -> None:
@@ -483,8 +531,13 @@ def install_archive(
     log: Callable[[str], None],
 ) -> str:
     """Extract `archive_file` to `target` all or nothing; return the tool that extracted it."""
-    entries = list_entries(archive_file, native if prefer == "native" else None)
-    check_entries(archive_file, entries)
+    nupkg = archive_file.name.endswith(_NUPKG)
+    if nupkg:
+        entries = nupkg_entries(archive_file)
+        check_entries(archive_file, entries, f"NuGet package of {archive.label}")
+    else:
+        entries = list_entries(archive_file, native if prefer == "native" else None)
+        check_entries(archive_file, entries)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -496,7 +549,11 @@ def install_archive(
     except OSError as exc:
         raise write_error(exc, target) from None
     try:
-        tool = extract_into(archive_file, work, prefer=prefer, native=native, log=log, links=links)
+        tool = (
+            _extract_nupkg(archive_file, work)
+            if nupkg
+            else extract_into(archive_file, work, prefer=prefer, native=native, log=log, links=links)
+        )
         check_links(archive_file, work)
         _ordinary_permissions(work)
         missing = missing_layout(work, archive.layout)
@@ -504,8 +561,8 @@ def install_archive(
             raise BadArchive(
                 f"{archive_file.name} does not have the layout of a {archive.label} archive: "
                 f"{', '.join(missing)} missing after extraction; it has been removed.",
-                fix="check that the mirror or --from-dir folder holds the original file from the public bucket "
-                "under this name.",
+                fix=f"check that the mirror or --from-dir folder holds the original file from {archive.url} under "
+                "this name.",
             )
         write_marker(work, Marker(file_name=archive.file_name, sha256=sha256, size=size, extractor=tool))
         _swap_into_place(work, target)

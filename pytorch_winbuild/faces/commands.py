@@ -486,29 +486,41 @@ def fetch_deps(
     lock_file: str | None,
     pytorch_version: str | None,
     source: str | None,
+    python: str | None,
     dry_run: bool,
 ) -> None:
-    """The `fetch-deps` task."""
-    from pytorch_winbuild.deps.catalog import magma_preference, select_archives
+    """The `fetch-deps` task. `--python X.Y` alone fetches only that Python: MKL/MAGMA come too when a flag
+    that picks them is given."""
+    from pytorch_winbuild.deps.catalog import magma_preference, python_interpreter, select_archives, select_python
     from pytorch_winbuild.deps.fetch import describe_fetch, fetch_archives, format_summary
 
     downloads = whole_number(jobs, "--jobs", minimum=0, unit=" (0: one per archive, at most 4)") or 0
     for value, label in ((from_dir, "--from-dir"), (lock_file, "--lock-file"), (mirror, "--mirror")):
         path_flag(value, label)
+    python_package = select_python(python) if python is not None else None
+    picks_libraries = (
+        magma_debug
+        or no_magma
+        or any(flag is not None for flag in (cuda, mkl_version, magma_version, pytorch_version, source))
+    )
     cuda_value = str(setting(c, "cuda", cuda) or "auto").lower()
     cuda_given = cuda_value != "auto"
     if cuda_given and cuda_value != "cpu":
         from pytorch_winbuild.deps.catalog import cuda_prefix
 
         cuda_prefix(cuda_value)  # a malformed --cuda is named before any era is looked for
-    choice = fetch_era(c, pytorch_version, source, cuda_value)
-    archives = select_archives(
-        cuda=cuda_value if cuda_given and cuda_value != "cpu" else None,
-        mkl_version=mkl_version or choice.era.mkl,
-        magma_versions=magma_preference(magma_version) or list(choice.era.magma),
-        magma_debug=magma_debug,
-        no_magma=no_magma,
-    )
+    choice = fetch_era(c, pytorch_version, source, cuda_value) if python is None or picks_libraries else None
+    archives = (
+        select_archives(
+            cuda=cuda_value if cuda_given and cuda_value != "cpu" else None,
+            mkl_version=mkl_version or choice.era.mkl,
+            magma_versions=magma_preference(magma_version) or list(choice.era.magma),
+            magma_debug=magma_debug,
+            no_magma=no_magma,
+        )
+        if choice is not None
+        else []
+    ) + ([python_package] if python_package is not None else [])
     source_mirror = mirror if from_dir else checked_mirror(c, mirror)  # a configured mirror gives way to --from-dir
     folder = cache_folder(c, cache_dir)
     other_machine = os.name != "nt" and PureWindowsPath(str(folder)).drive  # a Windows plan's command, read on Linux
@@ -516,13 +528,13 @@ def fetch_deps(
     magma_note = (
         "\nMAGMA was not fetched: which one depends on the CUDA version. Pass --cuda X.Y (e.g. --cuda 10.1) "
         "for a CUDA build, or --cuda cpu to say the build has no CUDA."
-        if not cuda_given and not no_magma
+        if choice is not None and not cuda_given and not no_magma
         else ""
     )
     if dry_run:
         defaults = (
             ""
-            if mkl_version and (magma_version or not needs_magma)
+            if choice is None or (mkl_version and (magma_version or not needs_magma))
             else terminal_line(
                 f"Versions not given take PyTorch {choice.era.name}'s defaults (era from {choice.source})."
             )
@@ -530,6 +542,11 @@ def fetch_deps(
         )
         shown = PureWindowsPath(str(folder)) if other_machine else folder
         print(defaults + describe_fetch(archives, cache_dir=shown, mirror=source_mirror, from_dir=from_dir), end="")
+        if python_package is not None:
+            from pytorch_winbuild.deps.cache import deps_dir
+
+            interpreter = python_interpreter(deps_dir(shown, python_package))
+            print(terminal_line(f"{python_package.description} interpreter (once fetched): {interpreter}"))
         if magma_note:
             print(magma_note.replace("was not fetched", "would not be fetched"))
         return
@@ -553,6 +570,9 @@ def fetch_deps(
         jobs=downloads,
     )
     print(format_summary(result))
+    python_folder = result.folder("python")
+    if python_package is not None and python_folder is not None:
+        print(f"\n{terminal_line(f'{python_package.description} interpreter: {python_interpreter(python_folder)}')}")
     if magma_note:
         print(magma_note)
 

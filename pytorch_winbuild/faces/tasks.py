@@ -142,7 +142,16 @@ def build(
     commands.build(c, **given(locals()))
 
 
-@task(help=FETCH_DEPS_HELP)
+@task(
+    help={
+        **FETCH_DEPS_HELP,
+        "python": (
+            "CPython X.Y for 64-bit Windows to fetch from NuGet, e.g. 3.6 (the minors build_config/deps.toml [python] "
+            "lists). Alone it fetches only that Python; with --cuda, --mkl-version, --magma-version, --magma-debug, "
+            "--no-magma, --pytorch-version or --source, MKL/MAGMA too."
+        ),
+    }
+)
 @reports_errors
 def fetch_deps(
     c: Context,
@@ -159,9 +168,10 @@ def fetch_deps(
     lock_file: str | None = None,
     pytorch_version: str | None = None,
     source: str | None = None,
+    python: str | None = None,
     dry_run: bool = False,
 ) -> None:
-    """Download, verify and extract MKL (and the MAGMA for --cuda) into the cache.
+    """Download, verify and extract MKL (and the MAGMA for --cuda, the Python for --python) into the cache.
 
     Prints where they are and the variables a build needs."""
     commands.fetch_deps(c, **given(locals()))

@@ -42,6 +42,22 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "pytorch_version_source": plan.pytorch_version_source,
         "era": plan.era.name,
         "python": plan.python,
+        "build_python": {
+            "version": plan.build_python.version,
+            "executable": plan.build_python.executable,
+            "reason": plan.build_python.reason,
+            "found_by": plan.build_python.info.found_by if plan.build_python.info else "fetched",
+            "fetch": plan.build_python.fetch_minor,
+            "present": plan.build_python.present,
+        },
+        "venv": None
+        if plan.venv is None
+        else {
+            "folder": plan.venv.folder,
+            "python": plan.venv.python,
+            "key": plan.venv.key,
+            "requirements": [{"spec": r.spec, "source": r.source} for r in plan.venv.requirements],
+        },
         "visual_studio": None
         if compiler is None
         else {
@@ -81,7 +97,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             {"name": a.name, "version": a.version, "file_name": a.file_name, "folder": a.folder, "present": a.present}
             for a in plan.archives
         ],
-        "build_command": ["python", *plan.build_arguments],
+        "build_command": [plan.venv.python if plan.venv else plan.build_python.executable, *plan.build_arguments],
         "env": {name: redact_value(name, value) for name, value in plan.final_env().items()},
         "changes": [
             {"name": c.name, "value": shown_value(c), "action": c.action, "reason": c.reason} for c in plan.changes

@@ -1,0 +1,166 @@
+"""The build's Python, chosen per era (issue 26): the tool runs on 3.11, no PyTorch before 2.0 builds with it.
+
+Expected values come from outside the code: the era ranges are PyTorch's own (build_config/eras.toml cites
+each release's setup.py), the shipped facts files describe real Windows machines, and the pyenv CPythons are
+the real interpreters of this machine and of CI. Every plan is made through the real CLI, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import REPO_ROOT, run_invoke
+
+from pytorch_winbuild.facts.model import load_facts
+from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
+
+HOSTS = REPO_ROOT / "build_config" / "hosts"
+WINDOWS_HOSTS = sorted(p for p in HOSTS.glob("*.json") if json.loads(p.read_text())["os"] == "windows")
+PYENV = Path("/root/.pyenv/versions")
+KNOWLEDGE = load_knowledge()
+
+
+def plan_json(*args: str, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict | None]:
+    done = run_invoke("build", "--dry-run", "--format", "json", *args, **({"cwd": cwd} if cwd else {}))
+    return done, json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def era_range(name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    era = next(e for e in KNOWLEDGE.eras if e.name == name)
+    return version_tuple(era.python[0]), version_tuple(era.python[1])
+
+
+def cases() -> list[tuple[Path, str | None]]:
+    found: list[tuple[Path, str | None]] = []
+    for host in WINDOWS_HOSTS:
+        found.append((host, None))
+        found += [(host, cuda.version) for cuda in load_facts(host).cuda]
+    return found
+
+
+@pytest.mark.parametrize(("host", "cuda"), cases(), ids=lambda v: v.name if isinstance(v, Path) else str(v))
+def test_every_shipped_windows_machine_plans_each_cuda_with_a_build_python_its_era_accepts(
+    host: Path, cuda: str | None, tmp_path: Path
+) -> None:
+    """The issue's bar: each CUDA's default plan exits 0 and names a build Python that is in the facts and that
+    its era accepts (or the NuGet fetch that gets one), and every command runs under the venv made from it."""
+    done, plan = plan_json("--host", str(host), *(("--cuda", cuda) if cuda else ()), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None
+    chosen = plan["build_python"]
+    low, end = era_range(plan["era"])
+    assert low <= version_tuple(chosen["version"])[:2] < end
+    facts = load_facts(host)
+    if chosen["fetch"] is None:
+        assert (chosen["version"], chosen["executable"]) in {(p.version, p.executable) for p in facts.pythons}
+        assert next(p for p in facts.pythons if p.executable == chosen["executable"]).bits == 64
+    else:
+        assert any("fetch-deps --python " + chosen["fetch"] in c["command"] for c in plan["commands"])
+    venv = plan["venv"]
+    commands = [c["command"] for c in plan["commands"]]
+    assert commands[-1].startswith(f'"{venv["python"]}"') or commands[-1].startswith(venv["python"])
+    assert any(" -m venv " in c for c in commands)
+
+
+def test_the_seeds_cuda_9_machine_builds_with_its_python_3_6() -> None:
+    """`invoke build --cuda 9.0` on the VS 2017 + CUDA 9.0 machine (Python 3.6.8 and 3.11.9, the tool on 3.11):
+    PyTorch 1.1 is the newest that builds with CUDA 9.0 and accepts 3.5-3.7, so the build runs under 3.6.8."""
+    done, plan = plan_json("--cuda", "9.0", "--host", str(HOSTS / "vs2017-cuda90-cuda100.json"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None
+    assert plan["era"] == "1.1" and plan["build_python"]["version"] == "3.6.8"
+    assert plan["build_python"]["executable"] == "C:\\Program Files\\Python36\\python.exe"
+    assert "PythonCore\\3.6" in plan["build_python"]["reason"]
+    specs = [r["spec"] for r in plan["venv"]["requirements"]]
+    assert any(spec.startswith("numpy==") for spec in specs)
+    table = run_invoke("build", "--dry-run", "--cuda", "9.0", "--host", str(HOSTS / "vs2017-cuda90-cuda100.json"))
+    assert table.returncode == 0 and "Build Python" in table.stdout and "3.6.8" in table.stdout
+
+
+def test_a_python_the_era_refuses_is_bad_input_naming_the_one_that_works() -> None:
+    done = run_invoke(
+        "build", "--dry-run", "--cuda", "9.0", "--python", "3.11", "--host", str(HOSTS / "vs2017-cuda90-cuda100.json")
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = " ".join(done.stderr.split())
+    assert "not 3.11 (--python)" in message and "--python 3.6" in message
+    assert "Traceback" not in done.stderr
+
+
+def test_a_32_bit_python_path_is_refused_and_a_64_bit_one_named() -> None:
+    host = HOSTS / "vs2019-vs2022-cuda12.json"
+    done = run_invoke(
+        "build", "--dry-run", "--host", str(host), "--python", "C:\\Program Files (x86)\\Python38-32\\python.exe"
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = " ".join(done.stderr.split())
+    assert "32-bit" in message and "--python 3.12" in message
+
+
+@pytest.mark.parametrize("value", ["3", "3.", "abc/../", ""])
+def test_a_malformed_python_is_refused(value: str) -> None:
+    done = run_invoke("build", "--dry-run", "--python", value, "--host", str(HOSTS / "cpu-only.json"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--python" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_windows_without_a_fitting_python_plans_the_nuget_fetch(tmp_path: Path) -> None:
+    """cpu-only.json has only Python 3.12; PyTorch 1.13 builds with 3.7-3.10: CPython from NuGet, fetched by the
+    printed `invoke fetch-deps --python X.Y` into the cache, where the plan's venv is made from it."""
+    done, plan = plan_json("--pytorch-version", "1.13.1", "--host", str(HOSTS / "cpu-only.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None
+    chosen = plan["build_python"]
+    assert chosen["fetch"] == "3.10" and chosen["version"].startswith("3.10.") and not chosen["present"]
+    assert chosen["executable"].endswith("\\tools\\python.exe")
+    assert plan["commands"][0]["command"].startswith("invoke fetch-deps --python 3.10")
+    assert plan["venv"]["python"].endswith("\\Scripts\\python.exe")
+
+
+def test_linux_without_a_fitting_python_names_the_pyenv_install(tmp_path: Path) -> None:
+    """A Linux machine with only 3.11 cannot build PyTorch 1.10 (3.6-3.9): exit 3 naming `pyenv install 3.9`."""
+    facts = json.loads((HOSTS / "cpu-only.json").read_text())
+    tool = {"version": "3.11.7", "bits": 64, "executable": "/usr/bin/python3.11", "implementation": "CPython"}
+    facts.update(os="linux", python=tool, pythons=[tool], visual_studio=[], cuda=[], cache_dir="/tmp/c")
+    path = tmp_path / "linux.json"
+    path.write_text(json.dumps(facts))
+    done = run_invoke("build", "--dry-run", "--pytorch-version", "1.10.2", "--host", str(path), cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "pyenv install 3.9" in " ".join(done.stderr.split())
+
+
+def test_a_schema_3_facts_file_plans_with_its_one_python(tmp_path: Path) -> None:
+    """Facts written before every Python was listed still load: their `python` is the only build Python."""
+    data = json.loads((HOSTS / "vs2017-cuda90-cuda100.json").read_text())
+    data["schema"] = 3
+    data["python"] = next(p for p in data.pop("pythons") if p["version"] == "3.6.8")
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    done, plan = plan_json("--cuda", "9.0", "--host", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None and plan["build_python"]["version"] == "3.6.8"
+
+
+def test_this_machine_plans_an_era_311_cannot_build_with_a_real_old_python(tmp_path: Path) -> None:
+    """PyTorch 1.10 builds with 3.6-3.9; the tool runs on 3.11, and the probe finds pyenv's real 3.9.18."""
+    assert sys.version_info[:2] >= (3, 11)
+    done, plan = plan_json("--pytorch-version", "1.10.2", "--cuda", "cpu", "--cache-dir", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None
+    expected = subprocess.run(
+        [str(PYENV / "3.9.18" / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert plan["build_python"]["version"] == expected
+    done, plan = plan_json(
+        "--pytorch-version", "1.10.2", "--cuda", "cpu", "--cache-dir", str(tmp_path), "--python", "3.7", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None and plan["build_python"]["version"] == "3.7.16"
+    assert plan["venv"]["folder"].startswith(str(tmp_path / "venvs"))
