@@ -109,16 +109,19 @@ def test_a_malformed_python_is_refused(value: str) -> None:
 
 
 def test_windows_without_a_fitting_python_plans_the_nuget_fetch(tmp_path: Path) -> None:
-    """cpu-only.json has only Python 3.12; PyTorch 1.13 builds with 3.7-3.10: CPython from NuGet, fetched by the
-    printed `invoke fetch-deps --python X.Y` into the cache, where the plan's venv is made from it."""
-    done, plan = plan_json("--pytorch-version", "1.13.1", "--host", str(HOSTS / "cpu-only.json"), cwd=tmp_path)
+    """vs2019-vs2022-cuda12.json has 64-bit 3.9, 3.11 and 3.12 and a 32-bit 3.8; PyTorch 1.6 builds with 3.5-3.8:
+    CPython 3.8 from NuGet, fetched by the printed `invoke fetch-deps --python 3.8` into the cache, where the plan's
+    venv is made from it."""
+    host = HOSTS / "vs2019-vs2022-cuda12.json"
+    done, plan = plan_json("--pytorch-version", "1.6.0", "--cuda", "cpu", "--host", str(host), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert plan is not None
     chosen = plan["build_python"]
-    assert chosen["fetch"] == "3.10" and chosen["version"].startswith("3.10.") and not chosen["present"]
+    assert chosen["fetch"] == "3.8" and chosen["version"].startswith("3.8.") and not chosen["present"]
     assert chosen["executable"].endswith("\\tools\\python.exe")
-    assert plan["commands"][0]["command"].startswith("invoke fetch-deps --python 3.10")
+    assert plan["commands"][0]["command"].startswith("invoke fetch-deps --python 3.8")
     assert plan["venv"]["python"].endswith("\\Scripts\\python.exe")
+    assert plan["venv"]["folder"].startswith(load_facts(host).cache_dir or "")
 
 
 def test_linux_without_a_fitting_python_names_the_pyenv_install(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
+from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, load_build_requirements
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")
@@ -193,6 +194,7 @@ class Knowledge:
     compiler_caches: dict[str, CompilerCache]
     path_limits: PathLimits
     resources: Resources
+    build_requirements: BuildRequirements  # each era's build venv packages, pinned per Python
     cuda_install: dict[str, str] = field(default_factory=dict)  # OS → where to get CUDA (cuda.toml [install])
 
     def cuda_release(self, version: str) -> CudaRelease:
@@ -479,5 +481,8 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
         compiler_caches=_compiler_caches(base / "compiler_caches.toml"),
         path_limits=_path_limits(base / "host_checks.toml"),
         resources=load_resources(base / "resources.toml", tuple(era.name for era in eras)),
+        build_requirements=load_build_requirements(
+            base / "build_requirements.toml", {era.name: era.python for era in eras}
+        ),
         cuda_install=_cuda_install(base / "cuda.toml"),
     )

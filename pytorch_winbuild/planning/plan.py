@@ -31,9 +31,15 @@ from pytorch_winbuild.planning.gpu_plan import (
 )
 from pytorch_winbuild.planning.host_compiler import HostChoice, choose_host_compiler, describe, host_problem
 from pytorch_winbuild.planning.jobs import arch_count, default_jobs, job_memory
-from pytorch_winbuild.planning.python_choice import AUTO, BuildPython, PythonLocator, PythonRequest, choose_build_python
+from pytorch_winbuild.planning.python_choice import (
+    AUTO,
+    BuildPython,
+    PythonLocator,
+    PythonRequest,
+    check_request,
+    choose_build_python,
+)
 from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, VenvPlan, plan_venv
-from pytorch_winbuild.knowledge.build_requirements import requirements_for
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text.quoting import refuse_control_characters
 
@@ -1078,6 +1084,7 @@ def make_plan(
     plan's cache folder is); `measured_job_gib` is the peak memory of one compile job measured by an
     earlier build of this configuration on this machine (it replaces the cited figure)."""
     options.validate(knowledge)
+    check_request(facts, options.python)
     choice = resolve_era(
         knowledge,
         facts,
@@ -1112,7 +1119,7 @@ def make_plan(
             era.name,
             build_python.executable,
             build_python.version,
-            requirements_for(era.name, build_python.minor),
+            knowledge.build_requirements.requirements_for(era.name, build_python.minor),
         )
         plan.decisions.append(
             f"Build venv: {venv.folder} (key {venv.key}: this interpreter and these requirements; reused while both "

@@ -137,6 +137,30 @@ def _install_hint(os_name: str, minor: str) -> str:
     return f"Python {minor} (`pyenv install {minor}`, or `conda create -n py{minor.replace('.', '')} python={minor}`)"
 
 
+def check_request(facts: Facts, request: PythonRequest) -> None:
+    """A --python path that no era can use is bad input whatever else is asked (exit 2), named before the era
+    solver, with the installed Pythons that work instead."""
+    if request.kind != "path":
+        return
+    asked = [p for p in installed(facts) if request.matches(p)]
+    usable = sorted(
+        {p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True
+    )
+    fix = (
+        f"pass {' or '.join(f'--python {minor}' for minor in usable)}, or leave --python out."
+        if usable
+        else "pass the path of a 64-bit CPython, or leave --python out."
+    )
+    if not asked:
+        listed = ", ".join(p.executable for p in installed(facts))
+        raise ConfigurationError(
+            f"--python {request.value} is not one of the facts file's Pythons ({listed}).", fix=fix
+        )
+    reason = unusable(asked[0])
+    if reason:
+        raise ConfigurationError(f"--python {request.value}: {reason}.", fix=fix)
+
+
 @dataclass(frozen=True)
 class PythonProblem:
     """Why the era cannot get a build Python with this request; `install` is set when installing removes it."""
