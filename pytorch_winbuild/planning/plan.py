@@ -964,16 +964,22 @@ def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, arch
     return line
 
 
-def venv_commands(os_name: str, era: Era, venv: VenvPlan) -> list[Command]:
-    """Make the build venv and install the era's requirements, as the builder does (builder/build_venv.py)."""
+def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> list[Command]:
+    """Make the build venv and install the era's requirements, as the builder does (builder/build_venv.py).
+    The venv lies in the cache folder: a cache folder no quoting keeps is named as such."""
+
+    def line(words: list[str]) -> str:
+        quote_argument(os_name, options.cache_dir, "the cache folder")
+        return command_line(os_name, words)
+
     return [
         Command.quoted(
             "make the build venv (the build reuses it while its key matches)",
-            lambda: command_line(os_name, [venv.base, "-m", "venv", venv.folder]),
+            lambda: line([venv.base, "-m", "venv", venv.folder]),
         ),
         Command.quoted(
             f"install PyTorch {era.name}'s build requirements into it",
-            lambda: command_line(os_name, [venv.python, *PIP_INSTALL, *venv.specs]),
+            lambda: line([venv.python, *PIP_INSTALL, *venv.specs]),
         ),
     ]
 
@@ -998,6 +1004,13 @@ def _commands(
     venv: VenvPlan | None,
 ) -> list[Command]:
     commands = []
+    if any(not a.present for a in archives):
+        commands.append(
+            Command.quoted(
+                "download and extract exactly these MKL/MAGMA archives into the cache",
+                lambda: fetch_command(facts.os, options, cuda, archives),
+            )
+        )
     if not build_python.present:
         commands.append(
             Command.quoted(
@@ -1006,19 +1019,18 @@ def _commands(
             )
         )
     if venv is not None:
-        commands += venv_commands(facts.os, era, venv)
-    if any(not a.present for a in archives):
-        commands.append(
-            Command.quoted(
-                "download and extract exactly these MKL/MAGMA archives into the cache",
-                lambda: fetch_command(facts.os, options, cuda, archives),
-            )
-        )
+        commands += venv_commands(facts.os, options, era, venv)
     if vcvars:
         commands.append(Command.quoted(f"enter the compiler environment of {vcvars.instance}", lambda: vcvars.command))
     what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
     python = venv.python if venv else build_python.executable
-    commands.append(Command.quoted(what, lambda: command_line(facts.os, [python, *build_arguments])))
+
+    def build_line() -> str:
+        if venv is not None:
+            quote_argument(facts.os, options.cache_dir, "the cache folder")
+        return command_line(facts.os, [python, *build_arguments])
+
+    commands.append(Command.quoted(what, build_line))
     return commands
 
 
@@ -1166,13 +1178,6 @@ def make_plan(
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
     archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
 
-    if venv is not None:
-        plan.set("VIRTUAL_ENV", venv.folder, "the build venv, as its activate script sets it")
-        plan.prepend(
-            "PATH",
-            str(_paths(facts.os)(venv.python).parent),
-            "the build venv's scripts first, as its activate script does (ninja and cmake installed there are found)",
-        )
     _cuda_changes(knowledge, era, facts, options, cuda, plan)
     if nvcc_host and nvcc_host.overridden:
         plan.set(
@@ -1210,6 +1215,13 @@ def make_plan(
                 "Library folder before building."
             )
     _archive_changes(archives, facts, plan)
+    if venv is not None:
+        plan.set("VIRTUAL_ENV", venv.folder, "the build venv, as its activate script sets it")
+        plan.prepend(
+            "PATH",
+            str(_paths(facts.os)(venv.python).parent),
+            "the build venv's scripts first, as its activate script does (ninja and cmake installed there are found)",
+        )
     _path_warnings(knowledge, facts, options, plan)
     check_cmake(era, choice.pytorch_version, facts, plan)
 
