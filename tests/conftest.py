@@ -18,7 +18,14 @@ TIER_TOOLS = {
     "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache", "/usr/local/cuda/bin/nvcc"],
     "services": ["redis-server", "memcached"],
     "browser": ["chromium", "chromedriver"],  # Debian's packages; Selenium drives them (tests/nightly)
+    # pyenv's real CPythons as build Pythons, making venvs that pip fills from PyPI (its configured index)
+    "pypi": [f"/root/.pyenv/versions/{version}/bin/python" for version in ("2.7.18", "3.7.16", "3.9.18")],
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The pypi tier's marker, registered beside its tools (--strict-markers refuses an unknown marker)."""
+    config.addinivalue_line("markers", "pypi: real pyenv CPythons make venvs and pip installs from PyPI")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -205,7 +205,6 @@ def plan_from_flags(
         return str(deps_dir(Path(cache_dir), archive)), installed_path(Path(cache_dir), archive) is not None
 
     def locate_python(archive: Any) -> tuple[str, bool]:
-        from pytorch_winbuild.deps.cache import deps_dir, installed_path
         from pytorch_winbuild.deps.catalog import PYTHON_EXE
 
         folder, there = locate(archive)
@@ -295,7 +294,9 @@ def installed_torch_version(python: str | None = None) -> str:
     from pytorch_winbuild.facts.interpreter import ask_python
 
     executable = ask_python(python).executable
-    query = "import importlib.metadata as m; print(m.version('torch'))"  # Python 3.8+, as every torch with C++ extensions
+    query = (
+        "import importlib.metadata as m; print(m.version('torch'))"  # Python 3.8+, as every torch with C++ extensions
+    )
     answer = subprocess.run([executable, "-c", query], capture_output=True, text=True, check=False, timeout=60)
     if answer.returncode != 0 or not answer.stdout.strip():
         raise ToolchainError(
@@ -617,7 +618,12 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
         host=None,
         source=str(folder),
         source_is_pytorch=False,
-        arguments={**plan_flags, "pytorch_version": version, "cache_dir": str(cache), "python": python or sys.executable},
+        arguments={
+            **plan_flags,
+            "pytorch_version": version,
+            "cache_dir": str(cache),
+            "python": python or sys.executable,
+        },
         measured_for="build-ext",
         build_venv=False,
     )

@@ -86,12 +86,8 @@ class PythonInfo:
 
     @property
     def minor(self) -> str:
-        """"3.6" of "3.6.8"."""
+        """ "3.6" of "3.6.8"."""
         return ".".join(self.version.split(".")[:2])
-
-    @property
-    def label(self) -> str:
-        return f"Python {self.version} ({self.bits}-bit{'' if self.implementation == 'CPython' else ', ' + self.implementation}) {self.executable}"
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, load_build_requirements
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
-from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, load_build_requirements
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")

@@ -33,18 +33,18 @@ from pytorch_winbuild.builder.source import (
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.deps.catalog import PYTHON_EXE
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
+from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.source_tree import read_source_version
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
-from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.nightly.matrix import Entry, Matrix
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
 from pytorch_winbuild.nightly.shared_cache import shared_cache
 from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
 from pytorch_winbuild.planning.plan import EnvChange, Options, Plan, make_plan
-from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.planning.plan_record import plan_to_dict
+from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_line
 
@@ -151,7 +151,9 @@ def _entry_facts(entry: Entry, context: RunContext) -> tuple[Facts, Options]:
     options = entry.options(cache_dir=context.cache_dir, source_dir=context.cache_dir)
     if options.python.kind != "path":
         return context.facts, options
-    facts, executable = with_python(context.facts, options.python.value, f"{context.matrix.source}: entry '{entry.name}'.python")
+    facts, executable = with_python(
+        context.facts, options.python.value, f"{context.matrix.source}: entry '{entry.name}'.python"
+    )
     return facts, replace(options, python=PythonRequest("path", executable))
 
 

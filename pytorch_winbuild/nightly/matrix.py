@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import re
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,8 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.planning.gpu_plan import checked_arch_list
-from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.planning.plan import Options
+from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.text.redact import is_secret_name, redact_text
 
 DEFAULT_MATRIX = "nightly.toml"
@@ -31,6 +31,8 @@ PYTHON_CURRENT = "current"  # the Python running the nightly: the path of this i
 def entry_python(text: str, label: str = "python") -> PythonRequest:
     """An entry's `python` as the build's --python: auto, X.Y, a path, or "current" (this interpreter)."""
     return PythonRequest("path", sys.executable) if text == PYTHON_CURRENT else PythonRequest.parse(text, label)
+
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.

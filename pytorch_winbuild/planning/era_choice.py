@@ -220,7 +220,9 @@ def _fix(
     if asked is not None:
         era = asked[0]
         fitting = _closest(
-            knowledge, era, [e for e in knowledge.eras if e is not era and not obstacles(e, knowledge, facts, cuda, vs, python)]
+            knowledge,
+            era,
+            [e for e in knowledge.eras if e is not era and not obstacles(e, knowledge, facts, cuda, vs, python)],
         )
         if tree:
             ways += [
@@ -380,9 +382,7 @@ def resolve_era(
         )
     constraints = [f"CUDA {cuda} (--cuda)"] if cuda not in ("auto", "cpu") else []
     if facts is not None:
-        constraints.append(
-            "the installed Pythons" if python.kind == "auto" else f"Python {python.value} (--python)"
-        )
+        constraints.append("the installed Pythons" if python.kind == "auto" else f"Python {python.value} (--python)")
         if facts.os == "windows" and facts.visual_studio:
             constraints.append("the installed Visual Studio" if vs == "auto" else f"Visual Studio {vs} (--vs)")
     if not constraints:

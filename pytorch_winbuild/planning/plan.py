@@ -972,15 +972,20 @@ def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> l
         quote_argument(os_name, options.cache_dir, "the cache folder")
         return command_line(os_name, words)
 
+    pips = [r.spec for r in venv.requirements if r.name == "pip"]  # as builder/build_venv.py installs them
+    rest = [r.spec for r in venv.requirements if r.name != "pip"]
     return [
         Command.quoted(
             "make the build venv (the build reuses it while its key matches)",
             lambda: line([venv.base, "-m", "venv", venv.folder]),
         ),
-        Command.quoted(
-            f"install PyTorch {era.name}'s build requirements into it",
-            lambda: line([venv.python, *PIP_INSTALL, *venv.specs]),
-        ),
+    ] + [
+        Command.quoted(what, lambda specs=specs: line([venv.python, *PIP_INSTALL, *specs]))  # type: ignore[misc]
+        for what, specs in (
+            ("upgrade the venv's pip first (the one bundled with an old Python is too old for the pins' wheels)", pips),
+            (f"install PyTorch {era.name}'s build requirements into it", rest),
+        )
+        if specs
     ]
 
 

@@ -12,9 +12,9 @@ with 3.11. `--python` (or winbuild.python, or a nightly entry's `python`) asks f
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError
@@ -143,9 +143,7 @@ def check_request(facts: Facts, request: PythonRequest) -> None:
     if request.kind != "path":
         return
     asked = [p for p in installed(facts) if request.matches(p)]
-    usable = sorted(
-        {p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True
-    )
+    usable = sorted({p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True)
     fix = (
         f"pass {' or '.join(f'--python {minor}' for minor in usable)}, or leave --python out."
         if usable
@@ -191,7 +189,8 @@ def python_problem(era: Era, facts: Facts, request: PythonRequest) -> PythonProb
         if windows and fetchable(request.value):
             return None
         return PythonProblem(
-            f"Python {request.value} (--python) is not installed" + ("" if not asked else " as a usable 64-bit CPython"),
+            f"Python {request.value} (--python) is not installed"
+            + ("" if not asked else " as a usable 64-bit CPython"),
             install=_install_hint(facts.os, request.value),
         )
     if windows and any(fetchable(minor) for minor in era_minors(era)):

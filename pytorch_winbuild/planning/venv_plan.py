@@ -8,12 +8,14 @@ changed interpreter or requirement set gets a new venv and an unchanged one is r
 from __future__ import annotations
 
 import hashlib
-import json
+import re
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 
 from pytorch_winbuild.knowledge.build_requirements import Requirement
 
+KEY_FORMAT = 1  # bump when what goes into a venv changes in a way the pins do not show
+KEY_LENGTH = 12  # hex digits: short enough for Windows' path limits, far from colliding among a cache's venvs
 # How requirements go into the venv, printed and run alike: no prompt, no "new pip" notice.
 PIP_INSTALL = ("-m", "pip", "install", "--disable-pip-version-check", "--no-input")
 
@@ -33,10 +35,21 @@ class VenvPlan:
         return tuple(r.spec for r in self.requirements)
 
 
-def venv_key(base_python: str, python_version: str, specs: tuple[str, ...]) -> str:
-    """12 hex digits of SHA-256 over the interpreter and the sorted requirement specs."""
-    text = json.dumps([base_python, python_version, sorted(specs)])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+def venv_key(base_python: str, python_version: str, requirements: tuple[str, ...]) -> str:
+    """A short stable hash of what the venv is made of: the interpreter (path and full version, so an
+    in-place upgrade from 3.7.9 to 3.7.16 makes a new venv) and the pins, in install order."""
+    text = "\n".join([f"format {KEY_FORMAT}", base_python, python_version, *requirements])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_LENGTH]
+
+
+def _safe(part: str) -> str:
+    """Letters, digits, '.' and '-' only: a name every file system and shell takes as it is ('2.9+' → '2.9_')."""
+    return re.sub(r"[^0-9A-Za-z.-]", "_", part)
+
+
+def venv_folder(cache_dir: PurePath, era_name: str, python_minor: str, key: str) -> PurePath:
+    """<cache>/venvs/<era>-py<3.X>-<key>: one folder per venv, readable in a listing of the cache."""
+    return cache_dir / "venvs" / f"{_safe(era_name)}-py{_safe(python_minor)}-{_safe(key)}"
 
 
 def venv_python(folder: PurePath, windows: bool) -> PurePath:
@@ -57,8 +70,7 @@ def plan_venv(
     path_type: type[PurePath] = PureWindowsPath if windows else PurePosixPath
     minor = ".".join(python_version.split(".")[:2])
     key = venv_key(base_python, python_version, tuple(r.spec for r in requirements))
-    safe_era = "".join(ch if ch.isalnum() or ch in ".-" else "_" for ch in era_name)  # "2.9+" → "2.9_"
-    folder = path_type(cache_dir) / "venvs" / f"{safe_era}-py{minor}-{key}"
+    folder = venv_folder(path_type(cache_dir), era_name, minor, key)
     return VenvPlan(
         base=base_python,
         folder=str(folder),
