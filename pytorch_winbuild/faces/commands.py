@@ -157,7 +157,7 @@ def plan_from_flags(
     `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch.
     `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that earlier runs of
     that task recorded in the cache for this machine and configuration (builder/memory_record.py)."""
-    from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
+    from pytorch_winbuild.facts.source_tree import build_backend, is_pytorch_source, read_source_version
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.plan import Options, make_plan
 
@@ -213,6 +213,8 @@ def plan_from_flags(
 
     reads_version = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
     source_version = read_source_version(source_dir) if reads_version and source_dir else None
+    backend = build_backend(source_dir) if reads_version and source_dir else None
+    tree_requires = backend.requires if backend else ()
     notes = (cache_note,) if cache_note else ()
     plan = make_plan(
         options,
@@ -222,6 +224,7 @@ def plan_from_flags(
         locate_archive=locate,
         caller_notes=notes,
         locate_python=locate_python,
+        tree_requires=tree_requires,
     )
     if measured_for is None or foreign or not peaks_file(Path(cache_dir)).exists():
         return plan  # no record yet: nothing measured to plan with (and the record's code is not loaded)
@@ -239,6 +242,7 @@ def plan_from_flags(
             caller_notes=(*notes, measured.note),
             measured_job_gib=measured.gib,
             locate_python=locate_python,
+            tree_requires=tree_requires,
         )
     return replace(plan, warnings=(*plan.warnings, measured.warning)) if measured.warning else plan
 

@@ -964,6 +964,24 @@ def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, arch
     return line
 
 
+def checked_requires(requires: tuple[str, ...]) -> tuple[str, ...]:
+    """A source tree's [build-system] requires, each a PEP 508 requirement (text from a checkout goes to pip as
+    arguments: one that pip would read as an option, such as --index-url, is refused)."""
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Pep508
+
+    for spec in requires:
+        try:
+            Pep508(spec)
+        except InvalidRequirement:
+            raise ConfigurationError(
+                f"the source tree's pyproject.toml [build-system] requires holds {spec!r}, which is not a PEP 508 "
+                "requirement.",
+                fix="correct the checkout's pyproject.toml, or check out a release.",
+            ) from None
+    return requires
+
+
 def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> list[Command]:
     """Make the build venv and install the era's requirements, as the builder does (builder/build_venv.py).
     The venv lies in the cache folder: a cache folder no quoting keeps is named as such."""
@@ -973,7 +991,7 @@ def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> l
         return command_line(os_name, words)
 
     pips = [r.spec for r in venv.requirements if r.name == "pip"]  # as builder/build_venv.py installs them
-    rest = [r.spec for r in venv.requirements if r.name != "pip"]
+    rest = [spec for spec in venv.specs if spec not in pips]
     return [
         Command.quoted(
             "make the build venv (the build reuses it while its key matches)",
@@ -1095,6 +1113,7 @@ def make_plan(
     caller_notes: tuple[str, ...] = (),
     measured_job_gib: float | None = None,
     locate_python: PythonLocator | None = None,
+    tree_requires: tuple[str, ...] = (),
 ) -> Plan:
     """Decide everything a build needs. `source_version` is (version, where it was read);
     `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
@@ -1128,8 +1147,11 @@ def make_plan(
     plan.decisions.extend(caller_notes)
     build_python = choose_build_python(era, facts, options.python, cache_python=locate_python)
     plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
+    build_arguments = _build_arguments(era, options)
     venv = None
     if options.build_venv:
+        # pip without build isolation imports the tree's build backend from the venv: its own requires go in too.
+        unisolated = "--no-build-isolation" in build_arguments
         venv = plan_venv(
             facts.os,
             options.cache_dir,
@@ -1137,12 +1159,13 @@ def make_plan(
             build_python.executable,
             build_python.version,
             knowledge.build_requirements.requirements_for(era.name, build_python.minor),
+            checked_requires(tree_requires) if unisolated else (),
         )
         plan.decisions.append(
             f"Build venv: {venv.folder} (key {venv.key}: this interpreter and these requirements; reused while both "
-            f"are unchanged), holding {', '.join(venv.specs)}."
+            f"are unchanged), holding {', '.join(venv.specs)}"
+            + (" (the last from the source tree's pyproject.toml [build-system] requires)." if venv.tree_requires else ".")
         )
-    build_arguments = _build_arguments(era, options)
     windows = facts.os == "windows"
     if not windows and (options.vs != "auto" or options.toolset):
         raise ConfigurationError(

@@ -57,6 +57,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "python": plan.venv.python,
             "key": plan.venv.key,
             "requirements": [{"spec": r.spec, "source": r.source} for r in plan.venv.requirements],
+            "tree_requires": list(plan.venv.tree_requires),
+            "specs": list(plan.venv.specs),
         },
         "visual_studio": None
         if compiler is None

@@ -29,10 +29,11 @@ class VenvPlan:
     python: str  # the venv's interpreter: every command of the era runs under it
     key: str
     requirements: tuple[Requirement, ...]
+    tree_requires: tuple[str, ...] = ()  # the source tree's own [build-system] requires (pip without isolation)
 
     @property
     def specs(self) -> tuple[str, ...]:
-        return tuple(r.spec for r in self.requirements)
+        return (*(r.spec for r in self.requirements), *self.tree_requires)
 
 
 def venv_key(base_python: str, python_version: str, requirements: tuple[str, ...]) -> str:
@@ -64,12 +65,13 @@ def plan_venv(
     base_python: str,
     python_version: str,
     requirements: tuple[Requirement, ...],
+    tree_requires: tuple[str, ...] = (),
 ) -> VenvPlan:
     """The venv of this (era, build Python, requirements) under the plan's cache folder."""
     windows = os_name == "windows"
     path_type: type[PurePath] = PureWindowsPath if windows else PurePosixPath
     minor = ".".join(python_version.split(".")[:2])
-    key = venv_key(base_python, python_version, tuple(r.spec for r in requirements))
+    key = venv_key(base_python, python_version, (*(r.spec for r in requirements), *tree_requires))
     folder = venv_folder(path_type(cache_dir), era_name, minor, key)
     return VenvPlan(
         base=base_python,
@@ -77,4 +79,5 @@ def plan_venv(
         python=str(venv_python(folder, windows)),
         key=key,
         requirements=requirements,
+        tree_requires=tree_requires,
     )

@@ -88,7 +88,9 @@ def test_build_from_a_repository_end_to_end(venv_python: Path, tmp_path: Path) -
     }
     assert git(clone, "rev-parse", "HEAD") == commit and git(clone, "remote", "get-url", "origin") == url
     pip_install = ["-m", "pip", "install", "--no-build-isolation", "-v", "."]  # the 2.9+ era's install
-    assert report["command"] == [str(venv_python), *pip_install] and report["cwd"] == str(clone)
+    built_by = report["plan"]["venv"]["python"]  # the build venv made under the cache, not the tool's Python
+    assert Path(built_by).is_relative_to(cache / "venvs")
+    assert report["command"] == [built_by, *pip_install] and report["cwd"] == str(clone)
     phases = {"source", "prepare", "environment", "cache reset", "build", "cache stats", "verify"}
     assert phases <= set(report["phases"])
     # The plan read the clone's version, and its changes reached the build: CPU-only, Ninja, two
@@ -105,7 +107,7 @@ def test_build_from_a_repository_end_to_end(venv_python: Path, tmp_path: Path) -
     # Verified in a fresh interpreter of the build's Python, outside the clone: mini torch's _C as
     # installed into the environment's site-packages, MKL found via CMAKE_INCLUDE_PATH.
     verification = report["verification"]
-    assert verification["ok"] is True and verification["interpreter"] == str(venv_python)
+    assert verification["ok"] is True and verification["interpreter"] == built_by
     assert verification["version"] == "2.13.0a0+mini"
     assert (
         verification["mkl"] is True and verification["cuda_available"] is False and verification["cuda_version"] is None
@@ -113,7 +115,7 @@ def test_build_from_a_repository_end_to_end(venv_python: Path, tmp_path: Path) -
     assert verification["dataloader"] == {"num_workers": 2, "start_method": "spawn", "batches": 4, "ok": True}
     assert not verification["cwd"].startswith(str(clone))
     installed = Path(verification["location"])
-    assert installed.is_relative_to(venv_python.parent.parent) and not installed.is_relative_to(clone)
+    assert installed.is_relative_to(Path(built_by).parent.parent) and not installed.is_relative_to(clone)
     assert report["progress"]["done"] >= 4 and report["progress"]["total"] >= 5
 
     log = Path(report["log"])
@@ -131,14 +133,14 @@ def test_build_from_a_repository_end_to_end(venv_python: Path, tmp_path: Path) -
 
     # The installed module works when imported the way a user imports it, and `invoke verify` says so.
     called = subprocess.run(
-        [str(venv_python), "-c", "import torch; print(torch.add(40, 2), torch.dot([1, 2, 3], [4, 5, 6]))"],
+        [built_by, "-c", "import torch; print(torch.add(40, 2), torch.dot([1, 2, 3], [4, 5, 6]))"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
     assert called.stdout.split() == ["42", "32"]
-    verified = run_invoke(sys.executable, "verify", "--python", str(venv_python))
+    verified = run_invoke(sys.executable, "verify", "--python", built_by)
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr
     assert json.loads(verified.stdout)["version"] == "2.13.0a0+mini"
 
@@ -172,7 +174,8 @@ def test_libtorch_rebuild_after_clean_hits_the_compiler_cache(
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
 
     cold, warm = reports(cache / "logs")
-    assert cold["command"] == [str(venv_python), "tools/build_libtorch.py"]
+    assert cold["command"] == [cold["plan"]["venv"]["python"], "tools/build_libtorch.py"]
+    assert warm["plan"]["venv"]["key"] == cold["plan"]["venv"]["key"]  # the second build reused the venv
     assert cold["verification"] == {"skipped": "a LibTorch build installs no Python package to import"}
     assert list((mini_source / "build").glob("_C*.so")), "CMake built the library"
     assert cold["cache"]["name"] == "sccache" and cold["cache"]["error"] is None

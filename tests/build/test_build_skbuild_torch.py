@@ -78,12 +78,15 @@ def test_a_tree_without_setup_py_is_planned_built_and_verified(venv_python: Path
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = last_report(cache / "logs")
     assert report["plan"]["era"] == "2.9+" and report["plan"]["pytorch_version"] == "2.13.0a0"
-    assert report["command"] == [str(venv_python), "-m", "pip", "install", "--no-build-isolation", "-v", "."]
+    built_by = report["plan"]["venv"]["python"]  # the build venv, holding the tree's own [build-system] requires
+    assert Path(built_by).is_relative_to(cache / "venvs")
+    assert report["command"] == [built_by, "-m", "pip", "install", "--no-build-isolation", "-v", "."]
+    assert any(spec.startswith("scikit-build-core") for spec in report["plan"]["venv"]["specs"])
     log_text = Path(report["log"]).read_text(encoding="utf-8")
     assert "scikit-build-core" in log_text and "Successfully installed torch-2.13.0a0" in log_text
     assert report["verification"]["ok"] is True and report["verification"]["version"] == "2.13.0a0"
     called = subprocess.run(
-        [str(venv_python), "-c", "import torch, torch._C; print(torch._C._version(), torch.add(40, 2))"],
+        [built_by, "-c", "import torch, torch._C; print(torch._C._version(), torch.add(40, 2))"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

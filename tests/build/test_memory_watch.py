@@ -28,6 +28,7 @@ from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.python_choice import PythonRequest
 
 pytestmark = pytest.mark.build
 
@@ -154,7 +155,10 @@ def test_build_ext_records_its_peaks_and_an_oom_failure_names_the_jobs_that_fit(
         encoding="utf-8",
     )
     facts = probe()
-    plan = make_plan(Options(cuda="cpu", compiler_cache="none", pytorch_version="2.13.0"), facts, KNOWLEDGE)
+    # As build-ext plans: no venv, the extension runs under the Python that has the torch it builds against.
+    running = PythonRequest("path", sys.executable)
+    options = Options(cuda="cpu", compiler_cache="none", pytorch_version="2.13.0", build_venv=False, python=running)
+    plan = make_plan(options, facts, KNOWLEDGE)
     cache = tmp_path / "cache"
     request = ExtensionRequest(path=extension, cache_dir=cache, log_dir=tmp_path / "logs")
     with pytest.raises(BuildError) as failure:

@@ -4,6 +4,7 @@ real browser renders: mini torch built from a real git repository, pip into fres
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -29,6 +30,9 @@ OOM_TITLE = "[out-of-memory] The machine ran out of memory during the build"
 IMPORT_CHECK = "import sys, torch; print(torch.__version__, torch.__file__.startswith(sys.prefix), torch.add(2, 3))"
 
 
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
 def test_a_night_with_a_failing_entry_leaves_an_index_and_a_dashboard(mini_repo: Path, tmp_path: Path) -> None:
     git(mini_repo, "checkout", "-q", "-b", "oom")
     (mini_repo / "csrc" / "oom.cpp").write_text(OOM_SOURCE, encoding="utf-8")
@@ -38,8 +42,24 @@ def test_a_night_with_a_failing_entry_leaves_an_index_and_a_dashboard(mini_repo:
     matrix = write_matrix(
         tmp_path / "matrix.toml",
         [
-            {"name": "cpu", "repo": str(mini_repo), "ref": "main", "cuda": "cpu", "compiler_cache": "none"},
-            {"name": "cpu-oom", "repo": str(mini_repo), "ref": "oom", "cuda": "cpu", "compiler_cache": "none"},
+            # The wheels are for this Python (as the shipped matrix names its entries' Python): pip installs
+            # them below into a venv of it.
+            {
+                "name": "cpu",
+                "repo": str(mini_repo),
+                "ref": "main",
+                "cuda": "cpu",
+                "compiler_cache": "none",
+                "python": PYTHON,
+            },
+            {
+                "name": "cpu-oom",
+                "repo": str(mini_repo),
+                "ref": "oom",
+                "cuda": "cpu",
+                "compiler_cache": "none",
+                "python": PYTHON,
+            },
         ],
         output_dir=output,
     )
