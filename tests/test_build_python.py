@@ -167,3 +167,53 @@ def test_this_machine_plans_an_era_311_cannot_build_with_a_real_old_python(tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert plan is not None and plan["build_python"]["version"] == "3.7.16"
     assert plan["venv"]["folder"].startswith(str(tmp_path / "venvs"))
+
+
+def test_doctor_lists_each_python_with_the_eras_it_builds_and_its_ready_line_plans(tmp_path: Path) -> None:
+    """doctor names the tool's Python apart from the build Pythons, each with the eras whose range (PyTorch's
+    setup.py, eras.toml) holds it; the command its "Ready to plan" line prints is run and exits 0."""
+    host = HOSTS / "vs2017-cuda90-cuda100.json"
+    done = run_invoke("doctor", "--host", str(host), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any("pytorch-winbuild's Python" in line and "3.11.9" in line for line in lines)
+    expected = [e.name for e in KNOWLEDGE.eras if era_range(e.name)[0] <= (3, 6) < era_range(e.name)[1]]
+    line = next(line for line in lines if "Python 3.6.8" in line)
+    assert line.endswith(f"builds PyTorch {', '.join(expected)}") and "1.1" in expected and "2.0" not in expected
+    ready = lines[-1].split("Ready to plan: ", 1)[1]
+    words = ready.split()
+    assert words[:3] == ["invoke", "build", "--dry-run"]
+    assert run_invoke(*words[1:], cwd=tmp_path).returncode == 0
+
+
+def test_doctor_is_not_ready_when_the_plan_it_would_suggest_fails(tmp_path: Path) -> None:
+    """A CMake older than the newest era's cmake_minimum_required is only a warning line, but the plan stops on
+    it (exit 3): doctor makes that plan, says it fails and why, and exits 3 instead of "Ready to plan"."""
+    data = json.loads((HOSTS / "cpu-only.json").read_text())
+    data["tools"]["cmake"]["version"] = "3.5.0"
+    host = tmp_path / "old-cmake.json"
+    host.write_text(json.dumps(data))
+    done = run_invoke("doctor", "--host", str(host), cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Ready to plan" not in done.stdout
+    assert "fails: toolchain error: CMake 3.5.0" in done.stdout
+    planned = run_invoke("build", "--dry-run", "--host", str(host), cwd=tmp_path)
+    assert planned.returncode == 3
+
+
+def test_python_from_the_configuration_and_a_path_the_probe_did_not_list(tmp_path: Path) -> None:
+    """winbuild.python (here INVOKE_WINBUILD_PYTHON) is --python's setting; a path outside every place the probe
+    looks is asked what it is (the real interpreter answers) and planned with; a path that is nothing is exit 2."""
+    era = ("--pytorch-version", "1.10.2", "--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"))
+    done = run_invoke("build", "--dry-run", "--format", "json", *era, env={"INVOKE_WINBUILD_PYTHON": "3.8"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["build_python"]["version"] == "3.8.18"
+    link = tmp_path / "elsewhere" / "my-python"
+    link.parent.mkdir()
+    link.symlink_to(PYENV / "3.8.18" / "bin" / "python")
+    done, plan = plan_json(*era, "--python", str(link), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None and plan["build_python"]["executable"] == str(link)
+    assert plan["build_python"]["version"] == "3.8.18"
+    missing = run_invoke("env", "--cuda", "cpu", "--python", str(tmp_path / "no-such-python"), cwd=tmp_path)
+    assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
