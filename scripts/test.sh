@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test command the README shows: every tier (pure, cmd, network, build, services, browser).
+# The test command the README shows: every tier (pure, cmd, network, build, services, browser, pypi).
 # Quick local run of the pure tier only:
-#   python -m pytest -n auto -m "not cmd and not network and not build and not services and not browser"
+#   python -m pytest -n auto -m "not cmd and not network and not build and not services and not browser and not pypi"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Tests run in parallel, one worker per core up to 4 (pytest-xdist): the slow ones wait on

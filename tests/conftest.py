@@ -23,11 +23,6 @@ TIER_TOOLS = {
 }
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """The pypi tier's marker, registered beside its tools (--strict-markers refuses an unknown marker)."""
-    config.addinivalue_line("markers", "pypi: real pyenv CPythons make venvs and pip installs from PyPI")
-
-
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker, tools in TIER_TOOLS.items():
         if item.get_closest_marker(marker):
