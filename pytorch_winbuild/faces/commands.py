@@ -614,8 +614,7 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
-    python = setting(c, "python", plan_flags["python"])
-    interpreter = None if python in (None, "auto") else python  # auto: the Python running this task, with its torch
+    interpreter = named_python(c, plan_flags["python"])  # None (auto): the Python running this task, with its torch
     version = setting(c, "pytorch_version", plan_flags["pytorch_version"]) or installed_torch_version(interpreter)
     plan = plan_from_flags(
         c,
@@ -626,7 +625,7 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
             **plan_flags,
             "pytorch_version": version,
             "cache_dir": str(cache),
-            "python": python or sys.executable,
+            "python": interpreter or sys.executable,
         },
         measured_for="build-ext",
         build_venv=False,
@@ -653,24 +652,33 @@ def verify(c: Context, *, python: str | None, cache_dir: str | None) -> None:
         raise failure_error(result)
 
 
-def verified_python(c: Context, flag: str | None, cache_dir: str | None) -> str | None:
-    """The interpreter `verify` checks; None: the one running this task."""
+def named_python(c: Context, flag: str | None) -> str | None:
+    """The interpreter --python (or winbuild.python) names for a task that runs an installed torch (build-ext,
+    verify): a path, or X.Y found among this machine's Pythons; None for auto."""
     from pytorch_winbuild.planning.python_choice import PythonRequest
 
     label = flag_label("python", flag)
     request = PythonRequest.parse(setting(c, "python", flag), label)
     if request.kind == "path":
         return python_flag(request.value)
-    if request.kind == "release":
-        from pytorch_winbuild.facts.probe import probe
+    if request.kind == "auto":
+        return None
+    from pytorch_winbuild.facts.probe import probe
 
-        found = [p for p in probe(gpus=False).pythons if request.matches(p)]
-        if not found:
-            raise ConfigurationError(
-                f"{label} {request.value}: no Python {request.value} is installed here.",
-                fix="pass the path of the Python whose torch to check, or leave --python out.",
-            )
-        return found[0].executable
+    found = [p for p in probe(gpus=False).pythons if request.matches(p)]
+    if not found:
+        raise ConfigurationError(
+            f"{label} {request.value}: no Python {request.value} is installed here (`invoke doctor` lists them).",
+            fix="pass the path of the Python that has the torch to use, or leave --python out.",
+        )
+    return found[0].executable
+
+
+def verified_python(c: Context, flag: str | None, cache_dir: str | None) -> str | None:
+    """The interpreter `verify` checks: --python, else the venv of this cache's last build; None: this one."""
+    named = named_python(c, flag)
+    if named is not None:
+        return named
     from pytorch_winbuild.builder.build_venv import last_venv
 
     return last_venv(cache_folder(c, cache_dir))

@@ -1164,7 +1164,7 @@ def make_plan(
         plan.decisions.append(
             f"Build venv: {venv.folder} (key {venv.key}: this interpreter and these requirements; reused while both "
             f"are unchanged), holding {', '.join(venv.specs)}"
-            + (" (the last from the source tree's pyproject.toml [build-system] requires)." if venv.tree_requires else ".")
+            + (" (the last from the tree's pyproject.toml [build-system] requires)." if venv.tree_requires else ".")
         )
     windows = facts.os == "windows"
     if not windows and (options.vs != "auto" or options.toolset):
