@@ -9,6 +9,7 @@ Every era × Python of eras.toml is resolved on load: a gap is a ConfigurationEr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,12 +94,16 @@ def _minors(low: tuple[int, int], end: tuple[int, int]) -> list[str]:
     return [f"{low[0]}.{minor}" for minor in range(low[1], end[1])]
 
 
-def _name(table: dict[str, Any], where: str) -> str:
-    from packaging.utils import canonicalize_name
+def _normalized(name: str) -> str:
+    """PEP 503's normalised project name (runs of -_. become one -, lower case). Written out rather than
+    packaging.utils.canonicalize_name, whose import (packaging.tags) costs every plan about 10 ms."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
+
+def _name(table: dict[str, Any], where: str) -> str:
     name = require(table, "name", str, where)
-    if canonicalize_name(name) != name:
-        raise ConfigurationError(f"{where}.name: write {name!r} as pip normalises it: {canonicalize_name(name)!r}.")
+    if _normalized(name) != name:
+        raise ConfigurationError(f"{where}.name: write {name!r} as pip normalises it: {_normalized(name)!r}.")
     return name
 
 
