@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -62,7 +63,14 @@ def test_build_dry_run_shows_the_plan():
     out = result.stdout
     assert "Toolset         14.11.25503 (_MSC_VER 1911)" in out
     assert 'vcvarsall.bat" x64 -vcvars_ver=14.11' in out
-    assert "CUDA_PATH" in out and "python setup.py install" in out
+    # The build runs in a venv made from the machine's Python 3.6.8, the one of its Pythons (3.11.9, 3.6.8) that
+    # PyTorch 1.0 builds with (3.5 up to 3.8), under the facts file's cache folder; setup.py runs under the venv's.
+    assert "Build Python    Python 3.6.8 (64-bit) C:\\Program Files\\Python36\\python.exe (" in out
+    venv = re.escape("C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild\\venvs\\1.0-py3.6-") + "[0-9a-f]{12}"
+    commands = out.split("\nCommands:\n")[1]
+    assert re.search(rf'^  \d\. "C:\\Program Files\\Python36\\python\.exe" -m venv {venv}$', commands, re.M)
+    assert re.search(rf"^  \d\. {venv}\\Scripts\\python\.exe setup\.py install$", commands, re.M)
+    assert "CUDA_PATH" in out and not re.search(r"^  \d\. python ", commands, re.M)
 
 
 @pytest.mark.parametrize("fmt", ["json", "bat", "ps1", "table"])
@@ -117,24 +125,66 @@ def test_malformed_facts_file(tmp_path: Path):
     _assert_one_paragraph(run_invoke("env", "--host", str(host)), 2, "python.bits: expected int, got '64'")
 
 
-def test_32_bit_python_from_a_facts_file(tmp_path: Path):
+VS2019 = str(HOSTS_DIR / "vs2019-vs2022-cuda12.json")  # Pythons 3.12.7, 3.11.9, 3.9.13 (64-bit), 3.8.10 (32-bit)
+PYTHON38_32 = "C:\\Program Files (x86)\\Python38-32\\python.exe"
+
+
+def test_32_bit_python_from_a_facts_file():
+    """A 32-bit Python asked for by path is refused (exit 2) naming the machine's 64-bit ones, and each named
+    flag plans."""
+    result = run_invoke("build", "--dry-run", "--host", VS2019, "--python", PYTHON38_32)
+    _assert_one_paragraph(
+        result, 2, f"--python {PYTHON38_32}: it is 32-bit, and PyTorch builds and runs only with 64-bit Python."
+    )
+    assert "Fix: pass --python 3.12 or --python 3.11 or --python 3.9, or leave --python out." in result.stderr
+    for minor in ("3.12", "3.11", "3.9"):
+        planned = run_invoke("build", "--dry-run", "--host", VS2019, "--python", minor)
+        assert planned.returncode == 0, planned.stderr
+        assert f"Build Python    Python {minor}." in planned.stdout
+
+
+def test_only_32_bit_pythons_fetch_a_64_bit_one(tmp_path: Path):
+    """A Windows machine whose only Pythons are 32-bit builds with CPython from NuGet: PyTorch 1.0 takes 3.5 up
+    to 3.8, and NuGet's newest 3.7 is 3.7.9 (python.org's last 3.7 with Windows builds)."""
     data = json.loads(Path(VS2017).read_text(encoding="utf-8"))
-    data["python"]["bits"] = 32
+    for python in (data["python"], *data["pythons"]):
+        python["bits"] = 32
     host = tmp_path / "host.json"
     host.write_text(json.dumps(data), encoding="utf-8")
+    result = run_invoke("build", "--dry-run", "--host", str(host), "--pytorch-version", "1.0.1")
+    assert result.returncode == 0, result.stderr
+    cache = "C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild"
+    assert f"Build Python    Python 3.7.9 (64-bit) {cache}\\deps\\python.3.7.9\\tools\\python.exe (" in result.stdout
+    assert f"  2. invoke fetch-deps --python 3.7 --cache-dir {cache}\n" in result.stdout
+    assert re.search(
+        rf"^  3\. {re.escape(cache)}\\deps\\python\.3\.7\.9\\tools\\python\.exe -m venv "
+        rf"{re.escape(cache)}\\venvs\\1\.0-py3\.7-[0-9a-f]{{12}}$",
+        result.stdout,
+        re.M,
+    )
+    # Asked for by path, the 32-bit one is refused; the fix names no other installed Python (there is none usable).
     _assert_one_paragraph(
-        run_invoke("build", "--dry-run", "--host", str(host), "--pytorch-version", "1.0.1"),
-        3,
-        "is 32-bit; PyTorch builds and runs only with 64-bit Python",
+        run_invoke("build", "--dry-run", "--host", str(host), "--python", "C:\\Program Files\\Python36\\python.exe"),
+        2,
+        "it is 32-bit, and PyTorch builds and runs only with 64-bit Python. Fix: pass the path of a 64-bit CPython, "
+        "or leave --python out.",
     )
 
 
 def test_python_older_than_the_era(tmp_path: Path):
-    _assert_one_paragraph(
-        run_invoke("build", "--dry-run", "--host", VS2017, "--pytorch-version", "2.13.0"),
-        3,
-        "PyTorch 2.9+ builds with Python 3.10 up to, not including, 3.15, and this Python is 3.6.8",
-    )
+    """A --python older than the era's range is refused (exit 2) with the era's range and the installed
+    Pythons that fit (PyTorch 2.9+: 3.10 up to 3.15, so 3.12 and 3.11 of this machine, not 3.9)."""
+    for python in ("3.9", "C:\\Program Files\\Python39\\python.exe"):
+        result = run_invoke("build", "--dry-run", "--host", VS2019, "--pytorch-version", "2.13.0", "--python", python)
+        _assert_one_paragraph(result, 2, "PyTorch 2.9+ builds with Python 3.10 up to, not including, 3.15")
+        assert "Fix: pass --python 3.12 or --python 3.11 or --pytorch-version 2.8.0 (PyTorch 2.5-2.8)." in result.stderr
+    # Each way out plans: a Python the era takes, or the newest release whose era takes 3.9 (2.5-2.8: 3.9 up to 3.15).
+    for flags in (
+        ("--pytorch-version", "2.13.0", "--python", "3.11"),
+        ("--pytorch-version", "2.8.0", "--python", "3.9"),
+    ):
+        planned = run_invoke("build", "--dry-run", "--host", VS2019, *flags)
+        assert planned.returncode == 0, planned.stderr
 
 
 def _repo_copy(tmp_path: Path) -> Path:

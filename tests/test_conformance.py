@@ -289,7 +289,8 @@ def _host(
     vs: tuple[str, ...] = ("2017", "2019", "2022"),
     nvtoolsext: bool = True,
 ) -> dict:
-    """A Windows machine with the Visual Studio lines and CUDA a row needs, from the shipped files' real paths."""
+    """A Windows machine with the Visual Studio lines and CUDA a row needs, from the shipped files' real paths,
+    and `python` installed as its only Python (so the plan builds with it, not with one fetched from NuGet)."""
     shipped = {
         "2015": json.loads((HOSTS_DIR / "vs2015-cuda80.json").read_text(encoding="utf-8"))["visual_studio"][0],
         "2017": json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))["visual_studio"][0],
@@ -299,7 +300,16 @@ def _host(
         },
     }
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
-    data["python"]["version"] = python
+    # The tool runs on the file's own Python (3.12.10); the build Python is `python`, the one installed Python.
+    folder = "Python" + "".join(python.split(".")[:2])
+    data["pythons"] = [
+        {
+            **data["python"],
+            "version": python,
+            "executable": f"C:\\Program Files\\{folder}\\python.exe",
+            "found_by": f"registry PythonCore\\{'.'.join(python.split('.')[:2])}",
+        }
+    ]
     data["visual_studio"] = [shipped[line] for line in vs]
     data["cuda"] = cuda or []
     data["nvtoolsext"] = "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt" if nvtoolsext else None
@@ -411,6 +421,8 @@ def test_visual_studio_lines_without_an_accepted_generator_are_refused(row: Upst
 def test_install_command_and_archives(row: Upstream):
     plan = _plan(row)
     assert list(plan.build_arguments) == row.install, row.sources
+    # The release builds with a Python its CI built with, installed here: not one fetched instead.
+    assert plan.build_python.version == _python(row.version) and plan.build_python.fetch_minor is None
     archives = {a.name: a.version for a in plan.archives}
     if row.mkl:
         assert archives["mkl"] == row.mkl, row.sources
@@ -601,7 +613,13 @@ def test_libtorch_plans_run_build_libtorch():
         KNOWLEDGE,
     )
     assert plan.build_arguments == ("tools/build_libtorch.py",)
-    assert plan.commands[-1].command == "python tools/build_libtorch.py"
+    # Run by the build venv's interpreter: 2.6 is era 2.5-2.8, which builds with the installed 3.11.9.
+    assert (
+        plan.build_python.version == "3.11.9"
+        and plan.build_python.executable == "C:\\Program Files\\Python311\\python.exe"
+    )
+    venv = f"{CACHE}\\venvs\\2.5-2.8-py3.11-{plan.venv.key}"
+    assert plan.commands[-1].command == f"{venv}\\Scripts\\python.exe tools/build_libtorch.py"
 
 
 def test_every_era_records_its_sources():

@@ -1,8 +1,9 @@
 """First contact: the commands the README shows and the commands every plan prints, run as printed.
 
 A new user on Linux plans for the shipped Windows machines with --host. Every shipped facts file
-must plan every CUDA it holds (and cpu and auto), its `.bat` must be written, and the fetch step
-the plan prints must run as printed and name exactly the plan's archives and folders.
+must plan every CUDA it holds (and cpu and auto), its `.bat` must be written, and the fetch steps
+the plan prints must run as printed and name exactly the plan's archives and folders (and the build
+Python the venv is made from, when it is fetched).
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def _check_case(host: Path, cuda: str, tmp: Path) -> None:
     bat = tmp / f"{host.stem}-{cuda}.bat"
     env_run = run_invoke("env", "--host", str(host), "--cuda", cuda, "--format", "bat", "--output", str(bat))
     assert env_run.returncode == 0 and bat.is_file(), env_run.stderr
-    fetch = [c["command"] for c in plan["commands"] if c["command"].startswith("invoke fetch-deps")]
+    fetches = [c["command"] for c in plan["commands"] if c["command"].startswith("invoke fetch-deps")]
+    fetch = [command for command in fetches if " --python " not in command]
     assert len(fetch) == 1, "a Windows plan fetches MKL (and MAGMA for CUDA) before its first build"
+    _check_build_python(plan, [command for command in fetches if " --python " in command])
     words = _split_windows(fetch[0])
     fetched = run_invoke(*words[1:], "--dry-run")
     assert fetched.returncode == 0, f"{fetch[0]}: {fetched.stderr}"
@@ -47,6 +50,27 @@ def _check_case(host: Path, cuda: str, tmp: Path) -> None:
         assert archive["folder"].startswith("C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild\\deps\\"), (
             "the host's cache, in Windows form"
         )
+
+
+def _check_build_python(plan: dict, python_fetch: list[str]) -> None:
+    """The build runs in a venv under the host's cache, made from an installed Python of the facts file or from
+    the CPython that the plan's `fetch-deps --python` step (run as printed) puts where the venv command looks."""
+    build_python, venv = plan["build_python"], plan["venv"]
+    cache = "C:\\Users\\builder\\AppData\\Local\\pytorch-winbuild"
+    assert venv["folder"].startswith(f"{cache}\\venvs\\") and venv["python"] == venv["folder"] + "\\Scripts\\python.exe"
+    assert plan["build_command"][0] == venv["python"]
+    made = [c["command"] for c in plan["commands"] if " -m venv " in c["command"]]
+    assert [_split_windows(command) for command in made] == [[build_python["executable"], "-m", "venv", venv["folder"]]]
+    if not build_python["fetch"]:
+        assert python_fetch == [] and build_python["found_by"] != "fetched"
+        return
+    assert len(python_fetch) == 1, "a Python that is not installed is fetched once"
+    fetched = run_invoke(*_split_windows(python_fetch[0])[1:], "--dry-run")
+    assert fetched.returncode == 0, f"{python_fetch[0]}: {fetched.stderr}"
+    assert re.findall(r"interpreter \(once fetched\): (.+)$", fetched.stdout, re.MULTILINE) == [
+        build_python["executable"]
+    ], f"{python_fetch[0]} puts the Python where the venv is made from"
+    assert build_python["executable"].startswith(f"{cache}\\deps\\python.{build_python['version']}\\")
 
 
 def test_every_shipped_facts_file_plans_every_cuda_it_holds(tmp_path: Path):
@@ -87,7 +111,9 @@ def test_readme_examples_run_as_printed(command: str, extra: list[str], tmp_path
         # 1.1 is the newest era that builds CUDA 9.0 and fits Python 3.6 and VS 2017 (build_config/eras.toml)
         (["--pytorch-version", "2.6", "--cuda", "9.0"], 3, "Fix: pass --pytorch-version 1.1.0 (PyTorch 1.1)."),
         (["--pytorch-version", "1.0.1", "--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
-        (["--pytorch-version", "2.6"], 3, "pass --pytorch-version 1.10.2 (PyTorch 1.7-1.10)"),
+        # Without --cuda only Visual Studio 2017 limits: 1.11-1.13 is the newest era whose build knows it; the
+        # machine's Pythons (3.11.9, 3.6.8) no longer do, since a Python the era takes is fetched on Windows.
+        (["--pytorch-version", "2.6"], 3, "pass --pytorch-version 1.13.1 (PyTorch 1.11-1.13)"),
     ],
 )
 def test_conflicts_and_bad_versions_exit_with_one_paragraph(args: list[str], code: int, text: str):

@@ -18,6 +18,7 @@ from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.python_choice import PythonRequest
 
 CACHE = "C:\\pwb\\cache"
 # The PyTorch each shipped machine is meant to build (its Python fits that era).
@@ -56,7 +57,12 @@ def test_cuda90_selects_toolset_1411_with_vcvars_ver():
     assert plan.compiler.toolset == "14.11.25503"
     env = plan.final_env()
     assert env["CUDA_PATH"] == "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0"
-    assert env["PATH"] == "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;%PATH%"
+    # The build venv (made from the machine's 3.6.8, the one of its Pythons PyTorch 1.0 takes: 3.5 up to 3.8) comes
+    # last, so its Scripts folder is first on PATH, as its activate script does.
+    venv = f"{CACHE}\\venvs\\1.0-py3.6-{plan.venv.key}"
+    assert plan.build_python.executable == "C:\\Program Files\\Python36\\python.exe"
+    assert env["VIRTUAL_ENV"] == venv
+    assert env["PATH"] == f"{venv}\\Scripts;C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v9.0\\bin;%PATH%"
     assert env["USE_CUDA"] == "1" and "NO_CUDA" not in env
     assert env["CMAKE_GENERATOR"] == "Ninja"
     assert env["DISTUTILS_USE_SDK"] == "1" and env["MSSdk"] == "1"
@@ -99,7 +105,14 @@ def test_seeds_era_cuda80_with_vs2015_and_vs2017_uses_prebuild_command():
     assert "both VS 2015 and VS 2017 are installed" in next(
         c.reason for c in plan.changes if c.name == "DISTUTILS_USE_SDK"
     )
-    assert [c.command for c in plan.commands][-1] == "python setup.py install"
+    # The build venv is made from the machine's Python that PyTorch 0.4 takes (3.5 up to 3.8): Anaconda's 3.6.4
+    # (its 3.5.6 env is older; the tool's 3.11.9 too new), and setup.py runs under the venv's interpreter.
+    assert (plan.build_python.version, plan.build_python.executable) == (
+        "3.6.4",
+        "C:\\ProgramData\\Anaconda3\\python.exe",
+    )
+    venv = f"{CACHE}\\venvs\\0.3-0.4-py3.6-{plan.venv.key}"
+    assert [c.command for c in plan.commands][-1] == f"{venv}\\Scripts\\python.exe setup.py install"
     assert not any("cwrap_common.py" in c.command for c in plan.commands), "v0.4.0 setup.py copies it itself"
 
 
@@ -168,28 +181,106 @@ def test_missing_visual_studio_is_a_toolchain_error():
     assert error.value.exit_code == 3
 
 
-def test_32_bit_python_is_refused_with_the_faq_fix():
+def _locate_python(archive) -> tuple[str, bool]:
+    """Where `fetch-deps --python` puts NuGet's CPython in the (empty) cache: <deps folder>\\tools\\python.exe."""
+    return _locate(archive)[0] + "\\tools\\python.exe", False
+
+
+LINUX_CACHE = "/pwb/cache"
+
+
+def test_a_32_bit_python_is_never_the_build_python():
+    """PyTorch has no 32-bit builds: a 32-bit Python asked for by path is refused (exit 2), and a Windows machine
+    whose only Python is 32-bit builds with 64-bit CPython from NuGet, the newest PyTorch main takes (3.10 up to
+    3.15: 3.14)."""
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
-    data["python"]["bits"] = 32
-    with pytest.raises(ToolchainError, match="is 32-bit; PyTorch builds and runs only with 64-bit Python"):
-        make_plan(Options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    for python in (data["python"], *data["pythons"]):
+        python["bits"] = 32
+    facts = facts_from_dict(data)
+    executable = "C:\\Program Files\\Python312\\python.exe"
+    with pytest.raises(ConfigurationError) as error:
+        make_plan(Options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)), facts, KNOWLEDGE)
+    assert error.value.exit_code == 2
+    assert error.value.paragraph() == (
+        f"configuration error: --python {executable}: it is 32-bit, and PyTorch builds and runs only with 64-bit "
+        "Python. Fix: pass the path of a 64-bit CPython, or leave --python out."
+    )
+    plan = make_plan(
+        Options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate, locate_python=_locate_python
+    )
+    assert (plan.era.name, plan.build_python.fetch_minor, plan.build_python.info) == ("2.9+", "3.14", None)
+    assert plan.build_python.version.startswith("3.14.")
+    folder = f"{CACHE}\\deps\\python.{plan.build_python.version}"
+    commands = [c.command for c in plan.commands]
+    assert "invoke fetch-deps --python 3.14" in commands
+    assert f"{folder}\\tools\\python.exe -m venv {plan.venv.folder}" in commands
+    # A machine with 64-bit Pythons besides: the fix names them.
+    data["pythons"].append(
+        {**data["pythons"][0], "version": "3.11.9", "bits": 64, "executable": "C:\\Py311\\python.exe"}
+    )
+    with pytest.raises(ConfigurationError) as error:
+        make_plan(
+            Options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)),
+            facts_from_dict(data),
+            KNOWLEDGE,
+        )
+    assert error.value.fix == "pass --python 3.11, or leave --python out."
+
+
+def test_linux_with_only_a_32_bit_python_names_the_python_to_install():
+    """Nothing is fetched on Linux: with no 64-bit Python the plan stops (exit 3) naming the Python to install for
+    PyTorch main (3.10 up to 3.15: 3.14)."""
+    linux = json.loads(json.dumps(LINUX))
+    linux["python"]["bits"] = 32
+    with pytest.raises(ToolchainError) as error:
+        make_plan(Options(cuda="cpu", cache_dir=LINUX_CACHE), facts_from_dict(linux), KNOWLEDGE)
+    assert error.value.exit_code == 3
+    assert "install Python 3.14 (`pyenv install 3.14`" in (error.value.fix or ""), error.value.paragraph()
 
 
 def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
+    """v2.5.0 setup.py: python_min_version = (3, 9, 0). This machine has 64-bit 3.12.7, 3.11.9, 3.9.13 and a 32-bit
+    3.8.10: --python 3.8 is refused for 2.6 (exit 2) naming the installed Pythons 2.6 takes and the newest release
+    whose era takes 3.8 (2.4.1: 2.1-2.4 builds with 3.8 up to 3.13), and each of those plans."""
+    facts = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
+
+    def plan(version: str, python: str) -> Plan:
+        options = Options(cuda="cpu", pytorch_version=version, cache_dir=CACHE, python=PythonRequest.parse(python))
+        return make_plan(options, facts, KNOWLEDGE, locate_archive=_locate, locate_python=_locate_python)
+
+    with pytest.raises(ConfigurationError) as error:
+        plan("2.6", "3.8")
+    assert error.value.exit_code == 2
+    assert error.value.message.endswith(
+        "PyTorch 2.5-2.8 builds with Python 3.9 up to, not including, 3.15, not 3.8 (--python)."
+    )
+    assert error.value.fix == "pass --python 3.12 or --python 3.11 or --pytorch-version 2.4.1 (PyTorch 2.1-2.4)."
+    assert plan("2.6", "3.12").build_python.version == "3.12.7"
+    assert plan("2.6", "3.11").build_python.version == "3.11.9"
+    # The installed 3.8 is 32-bit: 2.4.1 with --python 3.8 builds with NuGet's 64-bit 3.8.
+    assert plan("2.4.1", "3.8").build_python.fetch_minor == "3.8"
+    # the torch 1.11.0 wheel requires Python >= 3.7.0: with Python 3.6, 1.10.2 is the newest (VS 2017 machine).
     with pytest.raises(ToolchainError) as error:
         make_plan(
-            Options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE),
+            Options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
             load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
             KNOWLEDGE,
         )
-    text = error.value.paragraph()
-    # v2.5.0 setup.py: python_min_version = (3, 9, 0)
-    assert "PyTorch 2.5-2.8 builds with Python 3.9 up to, not including, 3.15, and this Python is 3.6.8" in text
-    assert "--pytorch-version 1.10.2" in text  # the torch 1.11.0 wheel requires Python >= 3.7.0
+    assert (
+        "PyTorch 2.5-2.8 builds with Python 3.9 up to, not including, 3.15, not 3.6 (--python)" in error.value.message
+    )
+    assert error.value.fix == "pass --pytorch-version 1.10.2 (PyTorch 1.7-1.10)."
+    older = make_plan(
+        Options(cuda="cpu", pytorch_version="1.10.2", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
+        load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
+        KNOWLEDGE,
+    )
+    assert older.build_python.executable == "C:\\Program Files\\Python36\\python.exe"
 
 
-def _with_python(host: str, version: str) -> Facts:
-    data = json.loads((HOSTS_DIR / host).read_text(encoding="utf-8"))
+def _linux_with_python(version: str) -> Facts:
+    """A Linux machine whose one Python is `version` (a schema 3 facts file: its Python is the build's too)."""
+    data = json.loads(json.dumps(LINUX))
     data["python"]["version"] = version
     return facts_from_dict(data)
 
@@ -197,17 +288,37 @@ def _with_python(host: str, version: str) -> Facts:
 def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     """v2.9.0 setup.py stops with sys.exit(-1) below python_min_version = (3, 10, 0) (pytorch/pytorch#161167;
     pytorch/vision#9239 'Update min version to 3.10 for release 2.9'); 2.8.0's minimum was 3.9."""
-    python_3_9 = _with_python("vs2019-vs2022-cuda12.json", "3.9.13")
-    with pytest.raises(ToolchainError) as error:
-        make_plan(Options(cuda="cpu", pytorch_version="2.9.0", cache_dir=CACHE), python_3_9, KNOWLEDGE)
+    # Windows, --python 3.9 (installed: 3.12.7, 3.11.9, 3.9.13): 2.9.0 refuses it (exit 2), 2.8.0 builds with it.
+    windows = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
+
+    def plan(facts: Facts, cache: str = CACHE, **options) -> Plan:
+        return make_plan(
+            Options(cuda="cpu", cache_dir=cache, **options), facts, KNOWLEDGE, locate_python=_locate_python
+        )
+
+    python_3_9 = PythonRequest.parse("3.9")
+    with pytest.raises(ConfigurationError) as error:
+        plan(windows, pytorch_version="2.9.0", python=python_3_9)
     assert "builds with Python 3.10 up to" in error.value.paragraph()
     assert "--pytorch-version 2.8.0" in error.value.paragraph()
-    assert make_plan(Options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), python_3_9, KNOWLEDGE)
-    unpinned = make_plan(Options(cuda="cpu", cache_dir=CACHE), python_3_9, KNOWLEDGE)
+    assert plan(windows, pytorch_version="2.8.0", python=python_3_9).build_python.version == "3.9.13"
+    unpinned = plan(windows, python=python_3_9)
     assert (unpinned.era.name, unpinned.pytorch_version) == ("2.5-2.8", "2.8.0")
-    python_3_10 = _with_python("vs2019-vs2022-cuda12.json", "3.10.11")
-    newest = make_plan(Options(cuda="cpu", cache_dir=CACHE), python_3_10, KNOWLEDGE)
+    newest = plan(windows, python=PythonRequest.parse("3.10"))  # not installed: NuGet's
+    assert (newest.era.name, newest.pytorch_version, newest.build_python.fetch_minor) == ("2.9+", "main", "3.10")
+    # Linux, whose only Python is 3.9.13 (nothing is fetched): 2.9.0 names the Python to install and 2.8.0.
+    linux_3_9 = _linux_with_python("3.9.13")
+    with pytest.raises(ToolchainError) as error:
+        plan(linux_3_9, LINUX_CACHE, pytorch_version="2.9.0")
+    assert "builds with Python 3.10 up to" in error.value.paragraph() and error.value.exit_code == 3
+    assert "install Python 3.14 (`pyenv install 3.14`" in error.value.fix
+    assert "--pytorch-version 2.8.0" in error.value.fix
+    assert plan(linux_3_9, LINUX_CACHE, pytorch_version="2.8.0").build_python.version == "3.9.13"
+    unpinned = plan(linux_3_9, LINUX_CACHE)
+    assert (unpinned.era.name, unpinned.pytorch_version) == ("2.5-2.8", "2.8.0")
+    newest = plan(_linux_with_python("3.10.11"), LINUX_CACHE)
     assert (newest.era.name, newest.pytorch_version) == ("2.9+", "main")
+    assert newest.venv.python == f"{LINUX_CACHE}/venvs/2.9_-py3.10-{newest.venv.key}/bin/python"
 
 
 @pytest.mark.parametrize(
@@ -281,12 +392,20 @@ def _flag_choices(fix: str) -> list[dict[str, str]]:
 
 
 def _installed(data: dict, way: str) -> Facts:
-    """The machine after following an install way: the Python it names, and a Visual Studio and CUDA taken from the
-    shipped facts files that have them (real installs, not made-up entries; a Linux CUDA needs only its folder)."""
+    """The machine after following an install way: the Python it names (beside the one pytorch-winbuild runs on,
+    where pyenv or python.org's installer puts it), and a Visual Studio and CUDA taken from the shipped facts files
+    that have them (real installs, not made-up entries; a Linux CUDA needs only its folder)."""
     data = json.loads(json.dumps(data))
     python = re.search(r"install Python (\d+\.\d+)", way)
     if python:
-        data["python"]["version"] = f"{python.group(1)}.0"
+        version = f"{python.group(1)}.0"
+        executable = (
+            f"/root/.pyenv/versions/{version}/bin/python"
+            if data["os"] == "linux"
+            else f"C:\\Program Files\\Python{python.group(1).replace('.', '')}\\python.exe"
+        )
+        installed = {**data["python"], "version": version, "executable": executable, "found_by": "installed"}
+        data["pythons"] = [*data.get("pythons", [data["python"]]), installed]
     shipped = [json.loads(host.read_text(encoding="utf-8")) for host in sorted(HOSTS_DIR.glob("*.json"))]
     line = re.search(r"Visual Studio (\d{4})", way)
     if line:
@@ -332,15 +451,26 @@ def test_every_flag_the_era_fix_names_plans(host):
 
 def test_cuda_90_with_python_311_says_which_python_to_install():
     """README walkthrough: on Linux with Python 3.11, CUDA 9.0 is built only by eras whose Python ends before 3.8
-    (build_config/eras.toml), so no --pytorch-version helps: the Fix names the Python to install."""
+    (build_config/eras.toml), so no --pytorch-version helps: the Fix names the Python to install (the build runs
+    in a venv of it; pytorch-winbuild itself stays on 3.11), and with it and CUDA 9.0 installed the plan builds."""
     linux = facts_from_dict(LINUX)
     for version in [None, "0.4.1"]:
         error = _refusal(linux, cuda="9.0", pytorch_version=version)
         assert error is not None and error.exit_code == 3
-        assert "install Python 3.7 (and run pytorch-winbuild with it)" in error.fix
+        assert (
+            "install Python 3.7 (`pyenv install 3.7`, or `conda create -n py37 python=3.7`) and CUDA 9.0" in error.fix
+        )
+        assert "run pytorch-winbuild with it" not in error.fix
         assert "--pytorch-version" not in error.fix  # every era that builds CUDA 9.0 needs Python < 3.8
         install = next(way for way in _ways(error.fix) if "install Python" in way)
         assert _refusal(_installed(LINUX, install), cuda="9.0", pytorch_version=version) is None
+        plan = make_plan(
+            Options(cuda="9.0", pytorch_version=version, cache_dir=LINUX_CACHE), _installed(LINUX, install), KNOWLEDGE
+        )
+        assert (plan.build_python.version, plan.build_python.executable) == (
+            "3.7.0",
+            "/root/.pyenv/versions/3.7.0/bin/python",
+        )
     error = _refusal(linux, cuda="9.0", pytorch_version="main")  # the options conflict: exit 2
     assert error is not None and error.exit_code == 2 and "--pytorch-version main" not in error.fix
     assert {"cuda": "cpu"} in _flag_choices(error.fix) and "install CUDA 13.0 and pass --cuda 13.0" in error.fix

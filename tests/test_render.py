@@ -25,10 +25,10 @@ KNOWLEDGE = load_knowledge()
 AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
 
 
-def _windows_plan(**options):
+def _windows_plan(cache_dir: str = AWKWARD, **options):
     facts = load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
     return make_plan(
-        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=AWKWARD, compiler_cache="clcache", **options),
+        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, compiler_cache="clcache", **options),
         facts,
         KNOWLEDGE,
     )
@@ -72,7 +72,9 @@ def test_sh_quotes_single_quotes_and_keeps_an_empty_path_clean():
 
 
 def test_secret_values_never_reach_any_format():
-    plan = _windows_plan()
+    # A cache folder without a percent sign: the table prints the venv commands, which name it, and a % in them
+    # cannot be pasted into cmd (refused for every format that prints commands: tests/test_printed_commands.py).
+    plan = _windows_plan("C:\\R&D (x86)\\it's cache")
     leaked = "https://builder:hunter2@mirror.example/x"
     from dataclasses import replace
 
@@ -128,4 +130,13 @@ def test_json_has_env_and_ordered_changes_with_reasons():
     assert data["env"]["PATH"].endswith(";%PATH%")
     assert [c["name"] for c in data["changes"]][:3] == ["USE_CUDA", "NO_CUDA", "CUDA_PATH"]
     assert all(c["reason"] for c in data["changes"])
-    assert data["build_command"] == ["python", "setup.py", "install"]
+    # The venv's variables come last (as its activate script sets them), and setup.py runs under its interpreter:
+    # made from the machine's 3.6.8, the one of its Pythons PyTorch 1.0 takes (3.5 up to 3.8).
+    venv = f"{AWKWARD}\\venvs\\1.0-py3.6-{data['venv']['key']}"
+    assert [(c["name"], c["value"], c["action"]) for c in data["changes"]][-2:] == [
+        ("VIRTUAL_ENV", venv, "set"),
+        ("PATH", venv + "\\Scripts", "prepend"),
+    ]
+    assert data["build_python"]["executable"] == "C:\\Program Files\\Python36\\python.exe"
+    assert data["build_python"]["version"] == "3.6.8" and data["venv"]["folder"] == venv
+    assert data["build_command"] == [venv + "\\Scripts\\python.exe", "setup.py", "install"]

@@ -106,7 +106,13 @@ def test_bat_gives_exactly_the_planned_environment(tmp_path: Path, windows_machi
     assert env["CMAKE_INCLUDE_PATH"] == cache_dir + "\\deps\\mkl_2018.2.185\\include"
     assert "R&D 100% (x86) cache" in env["CMAKE_INCLUDE_PATH"]
     assert env["TORCH_CUDA_ARCH_LIST"] == "6.1;7.0+PTX"
-    assert env["PATH"].startswith(windows_machine["cuda"][0]["path"] + "\\bin;" + toolset_bin)
+    # The build venv comes last and so first on PATH: PyTorch 1.0.1 is era 1.0 (Python 3.5 up to 3.8), and the
+    # machine's only Python in that range is 3.6.8, so <cache>\venvs\1.0-py3.6-<key>, its Scripts first on PATH.
+    venv = f"{cache_dir}\\venvs\\1.0-py3.6-{plan.venv.key}"
+    assert len(plan.venv.key) == 12 and env["VIRTUAL_ENV"] == venv
+    assert env["PATH"] == ";".join(
+        [venv + "\\Scripts", windows_machine["cuda"][0]["path"] + "\\bin", toolset_bin, WINE_DEFAULT_PATH]
+    )
 
 
 def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(

@@ -3,7 +3,9 @@ off (/v:off) and on (/v:on): every argument arrives as planned and nothing runs 
 
 The programs are stand-ins on PATH: `invoke.bat` and `python.bat` hand their arguments to a JScript
 file that cscript runs, which prints them one a line as Windows' argument parser (CommandLineToArgvW)
-splits them; the vcvars script prints what CALL gave it. A stand-in .bat reads its arguments through
+splits them; the vcvars script prints what CALL gave it. The build's interpreters (the machine's Python
+and the build venv's) are stand-ins at the paths the plan names, which print which one ran (a bare
+`python` would reach python.bat and print no `EXE:` line). A stand-in .bat reads its arguments through
 cmd once more, which changes nothing of what the plan prints: no `%` or `!`, and every `^` and
 operator inside double quotes.
 """
@@ -81,13 +83,37 @@ def test_fetch_command_gives_invoke_the_planned_cache_folder(wine_prefix, stand_
     ]
 
 
+def interpreter_stand_in(wine_prefix: WinePrefix, windows_path: str, label: str) -> None:
+    """A program at `windows_path` (a C:\\ path) that prints `label` and its arguments one a line. It is a Unix
+    shell script, which Wine's CreateProcess starts like a Windows program; its arguments are the ones Wine split
+    from the command line cmd ran (no Python for Windows runs under this Wine)."""
+    drive, _, rest = windows_path.partition("\\")
+    assert drive == "C:", windows_path
+    path = wine_prefix.path / "drive_c" / Path(*rest.split("\\"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nprintf 'EXE:%s\\n' {label}\nprintf 'ARG:%s\\n' \"$@\"\n", encoding="ascii")
+    path.chmod(0o755)
+
+
 @pytest.mark.parametrize("mode", ["off", "on"])
 def test_vcvars_and_build_commands_run_as_planned(wine_prefix, stand_ins, mode: str) -> None:
+    """After the fetch, the build makes its venv from the machine's Python 3.6.8 (the facts file's only one in
+    PyTorch 1.1's range, 3.5 up to 3.8; CUDA 9.0 with VS 2017 plans era 1.1), fills it with pip, enters
+    vcvars and runs setup.py under the venv's own interpreter: each command, pasted, runs the program it names
+    with the planned arguments."""
     plan = plan_for(host_data(with_vcvars(f"C:\\{VCVARS_FOLDER}\\vcvarsall.bat")))
-    vcvars, build = plan.commands[1].command, plan.commands[2].command
-    assert vcvars.startswith("call ")
+    venv = f"C:\\c\\venvs\\1.1-py3.6-{plan.venv.key}"
+    interpreter_stand_in(wine_prefix, "C:\\Program Files\\Python36\\python.exe", "base")
+    interpreter_stand_in(wine_prefix, venv + "\\Scripts\\python.exe", "venv")
+    fetch, make_venv, pip_first, requirements, vcvars, build = (c.command for c in plan.commands)
+    assert fetch.startswith("invoke fetch-deps ") and vcvars.startswith("call ")
+    assert run_pasted(wine_prefix, stand_ins, make_venv, mode) == ["EXE:base", "ARG:-m", "ARG:venv", f"ARG:{venv}"]
+    pip = ["EXE:venv", "ARG:-m", "ARG:pip", "ARG:install", "ARG:--disable-pip-version-check", "ARG:--no-input"]
+    assert run_pasted(wine_prefix, stand_ins, pip_first, mode) == [*pip, "ARG:pip==21.3.1"]
+    installed = run_pasted(wine_prefix, stand_ins, requirements, mode)
+    assert installed[: len(pip)] == pip and "ARG:numpy==1.19.5" in installed and "ARG:pip==21.3.1" not in installed
     assert run_pasted(wine_prefix, stand_ins, vcvars, mode) == ["VCVARS:x64 -vcvars_ver=14.11"]
-    assert run_pasted(wine_prefix, stand_ins, build, mode) == ["ARG:setup.py", "ARG:install"]
+    assert run_pasted(wine_prefix, stand_ins, build, mode) == ["EXE:venv", "ARG:setup.py", "ARG:install"]
 
 
 @pytest.mark.parametrize("mode", ["off", "on"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from pytorch_winbuild.knowledge.config_files import config_dir
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.matrix import load_matrix, parse_matrix
 from pytorch_winbuild.nightly.shared_cache import load_engines
+from pytorch_winbuild.planning.python_choice import PythonRequest
 
 KNOWLEDGE = load_knowledge()
 SOURCE = "matrix.toml"
@@ -67,9 +69,14 @@ def test_defaults_and_options() -> None:
         options.compiler_cache,
         options.cache_dir,
         options.source_dir,
-    ) == ("cpu", "wheel", 4, "8.6", "sccache", "/c", "/s")
+        options.python,
+    ) == ("cpu", "wheel", 4, "8.6", "sccache", "/c", "/s", PythonRequest("release", "3.11"))
     bare = _parse({**ENTRY, "ref": ""}).entries[0]
-    assert bare.python == "current" and bare.ref is None and bare.plan_options == ()
+    # No `python`: the build Python is chosen as `invoke build` does without --python (auto), not the runner's own.
+    assert bare.python == "auto" and bare.ref is None and bare.plan_options == ()
+    assert bare.options(cache_dir=Path("/c"), source_dir=Path("/s")).python == PythonRequest()
+    current = _parse({**ENTRY, "python": "current"}).entries[0]
+    assert current.options(cache_dir=Path("/c"), source_dir=Path("/s")).python == PythonRequest("path", sys.executable)
     assert _parse(ENTRY).select(("cpu",)) == _parse(ENTRY).entries
 
 

@@ -4,21 +4,25 @@ interpreters, the disk."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from datetime import date
 from pathlib import Path
 
 import pytest
 from nightly_support import Redis, free_port
+from support import REPO_ROOT
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.facts.interpreter import ask_python, with_python
+from pytorch_winbuild.facts.model import load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
-from pytorch_winbuild.nightly.interpreter import resolve_python
-from pytorch_winbuild.nightly.matrix import parse_matrix
+from pytorch_winbuild.nightly.matrix import entry_python, parse_matrix
 from pytorch_winbuild.nightly.retention import apply_retention, newest_wheels
 from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
 from pytorch_winbuild.planning.plan import EnvChange
+from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest
 
 SOURCE = "/src/nightly/cpu"
 
@@ -195,15 +199,34 @@ def test_a_full_disk_names_where_the_threshold_was_set(
     assert not_named not in fix.replace(named, "")
 
 
-def test_entry_pythons() -> None:
+def test_entry_pythons(tmp_path: Path) -> None:
+    """An entry's `python` becomes the build's --python; a path is asked what it is (the interpreter answers for
+    itself) and joins the runner's facts, a path that is no Python is a configuration error naming the entry."""
     version = ".".join(map(str, sys.version_info[:3]))
-    assert resolve_python("current").executable == sys.executable
-    assert resolve_python(f"{sys.version_info.major}.{sys.version_info.minor}").version == version
-    asked = resolve_python(sys.executable)  # a path: the interpreter answers for itself
+    minor = f"{sys.version_info.major}.{sys.version_info.minor}"
+    data = {
+        "settings": {"output_dir": "out", "keep_days": 7, "min_free_gb": 1},
+        "entry": [{**CPU, "name": "default"}, {**CPU, "name": "current", "python": "current"}],
+    }
+    default, current = parse_matrix(data, MATRIX, load_knowledge()).entries
+    assert default.python == "auto" and default.options(cache_dir=tmp_path, source_dir=tmp_path).python == AUTO
+    assert current.options(cache_dir=tmp_path, source_dir=tmp_path).python == PythonRequest("path", sys.executable)
+    assert entry_python(minor) == PythonRequest("release", minor)
+    assert entry_python("/opt/python3.6/bin/python") == PythonRequest("path", "/opt/python3.6/bin/python")
+    with pytest.raises(ConfigurationError, match=r"entry\.python '3' is neither a Python release X\.Y nor a path"):
+        entry_python("3", "entry.python")
+
+    asked = ask_python(sys.executable)  # a path: the interpreter answers for itself
     assert (asked.version, asked.bits, asked.implementation) == (version, 64, "CPython")
-    with pytest.raises(ToolchainError, match=r"python = '3\.1': no Python 3\.1 was found"):
-        resolve_python("3.1")
-    with pytest.raises(ToolchainError, match="could not be run"):
-        resolve_python("/no/such/python")
-    with pytest.raises(ToolchainError, match="did not answer like a Python interpreter"):
-        resolve_python("/bin/false")
+    # The runner's facts (a Windows machine whose only Python is 3.12.10) gain the entry's interpreter once.
+    facts = load_facts(REPO_ROOT / "build_config" / "hosts" / "cpu-only.json")
+    assert [p.version for p in facts.pythons] == ["3.12.10"]
+    joined, executable = with_python(facts, sys.executable, "entry 'current'.python")
+    assert executable == asked.executable and [p.version for p in joined.pythons] == ["3.12.10", version]
+    assert with_python(joined, executable) == (joined, executable)  # already listed: not asked again
+
+    label = f"{MATRIX}: entry 'cpu'.python"
+    with pytest.raises(ConfigurationError, match=rf"{re.escape(label)} /no/such/python: no such file or command"):
+        with_python(facts, "/no/such/python", label)
+    with pytest.raises(ConfigurationError, match=r"/bin/false did not answer like a Python interpreter"):
+        ask_python("/bin/false", label)
