@@ -91,10 +91,17 @@ def _visual_studio(knowledge: Knowledge, lines: list[str]) -> str:
 
 
 def obstacles(
-    era: Era, knowledge: Knowledge, facts: Facts | None, cuda: str, vs: str, python: PythonRequest = AUTO
+    era: Era,
+    knowledge: Knowledge,
+    facts: Facts | None,
+    cuda: str,
+    vs: str,
+    python: PythonRequest = AUTO,
+    pinned: tuple[int, ...] | None = None,
 ) -> list[Obstacle]:
     """What stops `era` from being planned with these options on this machine (on any machine
-    when `facts` is None: fetch-deps needs no compiler, so only the options count)."""
+    when `facts` is None: fetch-deps needs no compiler, so only the options count). `pinned` is the release
+    asked for, whose CMake need is checked (else the era's newest release's)."""
     found = []
     if cuda not in ("auto", "cpu") and cuda not in era.cuda:
         found.append(
@@ -105,6 +112,9 @@ def obstacles(
     problem = python_problem(era, facts, python)
     if problem is not None:
         found.append(Obstacle(problem.text, install=problem.install))
+    cmake = _cmake_obstacle(era, facts, pinned)
+    if cmake is not None:
+        found.append(cmake)
     if facts.os == "windows":
         release = knowledge.cuda.get(cuda)
         if (
@@ -144,6 +154,38 @@ def obstacles(
                 )
             )
     return found
+
+
+def cmake_install(needed: str) -> str:
+    """How to get a CMake the build finds: on PATH before the build starts (the build venv's own comes later)."""
+    return (
+        f'CMake {needed} or newer (cmake.org, or `pip install "cmake>={needed}"` into a Python whose scripts are '
+        "on PATH)"
+    )
+
+
+def _cmake_obstacle(era: Era, facts: Facts, release: tuple[int, ...] | None) -> Obstacle | None:
+    """The machine's CMake against the era's cmake_minimum_required: of the `release` pinned,
+    else of the era's newest release, the one an unpinned plan builds (eras.toml min_cmake, min_cmake_from)."""
+    cmake = facts.tools.get("cmake")
+    if cmake is None or not cmake.version:
+        return None  # not found: the plan warns; unknown version: CMake itself says
+    shown = ".".join(map(str, release)) if release is not None else era.newest
+    if release is None and era.newest != "main":
+        release = version_tuple(era.newest)
+    needed = era.min_cmake_for(release)
+    if version_tuple(cmake.version) >= version_tuple(needed):
+        return None
+    return Obstacle(
+        f"PyTorch {shown}'s CMakeLists.txt has cmake_minimum_required(VERSION {needed}), and this machine's CMake "
+        f"is {cmake.version} ({cmake.path})",
+        install=cmake_install(needed),
+    )
+
+
+def _release(shown: str) -> tuple[int, ...] | None:
+    """The release a refusal shows ("1.8.1"), as obstacles() takes it; None for "main"."""
+    return None if shown == "main" else version_tuple(shown)
 
 
 def _installs(found: list[Obstacle]) -> list[str]:
@@ -197,7 +239,7 @@ def _fix(
     ways: list[str] = []
     if asked is not None and facts is not None:
         era, shown = asked
-        found = obstacles(era, knowledge, facts, cuda, vs, python)
+        found = obstacles(era, knowledge, facts, cuda, vs, python, _release(shown))
         if all(o.host for o in found):
             ways.append(f"to build PyTorch {shown} here, install {' and '.join([*_installs(found), *missing_cuda])}")
     if specific_cuda and facts is not None and not tree and (asked is None or cuda not in asked[0].cuda):
@@ -263,6 +305,8 @@ def _fix(
         ways.append(("with what this machine has, pass " if ways else "pass ") + " or ".join(flags))
     if not ways and facts is not None:
         ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree, python)
+    if not ways and facts is not None:
+        ways = _install_for_newest(knowledge, facts, cuda, vs, python)
     return "; or ".join(ways) + "."
 
 
@@ -280,6 +324,16 @@ def _python_flags(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, eras: 
     return [f"--python {minor}" for minor in minors[:2]] or ["--python auto"]
 
 
+def _install_for_newest(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, python: PythonRequest) -> list[str]:
+    """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
+    installing alone makes plannable."""
+    for era in reversed(knowledge.eras):
+        found = obstacles(era, knowledge, facts, cuda, vs, python)
+        if found and all(o.host for o in found):
+            return [f"install {' and '.join(dict.fromkeys(_installs(found)))} (for PyTorch {era.name})"]
+    return []
+
+
 def _without_conflicts(
     knowledge: Knowledge,
     facts: Facts,
@@ -293,7 +347,7 @@ def _without_conflicts(
     left out, and the nearest era that plans with what is installed, as one set of flags."""
     ways = []
     if asked is not None:
-        found = obstacles(asked[0], knowledge, facts, cuda, "auto", python)
+        found = obstacles(asked[0], knowledge, facts, cuda, "auto", python, _release(asked[1]))
         missing_cuda = [f"CUDA {cuda}"] if cuda in knowledge.cuda and facts.cuda_by_version(cuda) is None else []
         if found and all(o.host for o in found):
             ways.append(
@@ -356,7 +410,7 @@ def resolve_era(
     if pinned is not None:
         version, where = pinned
         era, warning = era_of(knowledge, version) if version is not None else (knowledge.eras[-1], None)
-        found = obstacles(era, knowledge, facts, cuda, vs, python)
+        found = obstacles(era, knowledge, facts, cuda, vs, python, release_key(version) if version else None)
         shown = str(version) if version is not None else era.newest
         if found:
             raise _refuse(

@@ -21,7 +21,7 @@ from pytorch_winbuild.knowledge.arch_list import parse_arch_list
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version
-from pytorch_winbuild.planning.era_choice import resolve_era
+from pytorch_winbuild.planning.era_choice import cmake_install, resolve_era
 from pytorch_winbuild.planning.gpu_plan import (
     buildable_gpus_problem,
     checked_arch_list,
@@ -900,20 +900,13 @@ def _path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: _
 
 
 def check_cmake(era: Era, pytorch_version: str, facts: Facts, plan: _Builder) -> None:
-    """The CMake the release's CMakeLists.txt requires (cmake_minimum_required): older is refused."""
-    release = None if pytorch_version in NEWEST_WORDS else version_tuple(pytorch_version)
-    needed = era.min_cmake_for(release)
-    cmake = facts.tools.get("cmake")
-    if cmake is None:
+    """A warning when no CMake was found (an older one than the release requires is an obstacle of the era
+    solver, which can then name a release that this CMake builds)."""
+    if facts.tools.get("cmake") is None:
+        release = None if pytorch_version in NEWEST_WORDS else version_tuple(pytorch_version)
         plan.warnings.append(
-            f"CMake was not found; PyTorch {pytorch_version} needs CMake {needed} or newer: pip install cmake."
-        )
-    elif cmake.version and version_tuple(cmake.version) < version_tuple(needed):
-        raise ToolchainError(
-            f"CMake {cmake.version} ({cmake.path}) is older than PyTorch {pytorch_version} needs: its "
-            f"CMakeLists.txt has cmake_minimum_required(VERSION {needed}), so CMake would stop at once.",
-            fix=f'pip install -U "cmake>={needed}" in the Python that builds PyTorch (or put a newer CMake first on '
-            "PATH), then run again.",
+            f"CMake was not found; PyTorch {pytorch_version} needs CMake {era.min_cmake_for(release)} or newer: "
+            f"install {cmake_install(era.min_cmake_for(release))}."
         )
 
 
@@ -982,6 +975,18 @@ def checked_requires(requires: tuple[str, ...]) -> tuple[str, ...]:
                 fix="correct the checkout's pyproject.toml, or check out a release.",
             ) from None
     return requires
+
+
+def _cache_python(os_name: str, cache_dir: str) -> PythonLocator:
+    """Where fetch-deps puts a NuGet CPython in the cache (<cache>/deps/<package folder>/tools/python.exe), for a
+    plan made without a caller's locator: the caller that can look into the cache says whether it is there."""
+
+    def locate(archive: Any) -> tuple[str, bool]:
+        from pytorch_winbuild.deps.catalog import python_interpreter  # the catalog loads only when a Python is fetched
+
+        return str(python_interpreter(_paths(os_name)(cache_dir, "deps", archive.folder_name))), False
+
+    return locate
 
 
 def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> list[Command]:
@@ -1147,7 +1152,9 @@ def make_plan(
             "aten/src/ATen/common_with_cwrap.py there when the file is missing."
         )
     plan.decisions.extend(caller_notes)
-    build_python = choose_build_python(era, facts, options.python, cache_python=locate_python)
+    build_python = choose_build_python(
+        era, facts, options.python, cache_python=locate_python or _cache_python(facts.os, options.cache_dir)
+    )
     plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
     build_arguments = _build_arguments(era, options)
     venv = None
