@@ -218,3 +218,20 @@ def test_python_from_the_configuration_and_a_path_the_probe_did_not_list(tmp_pat
     assert plan["build_python"]["version"] == "3.8.18"
     missing = run_invoke("env", "--cuda", "cpu", "--python", str(tmp_path / "no-such-python"), cwd=tmp_path)
     assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_nuget_pythons_without_venv_are_not_fetched_for_a_build(tmp_path: Path) -> None:
+    """NuGet's packages hold venv and ensurepip only from 3.7.4 (bpo-36010; deps.toml [python.layout_since]): the
+    seeds' CUDA 9.0 machine with only its tool's 3.11 gets CPython 3.7 (PyTorch 1.1 accepts 3.5-3.7), never 3.6;
+    asking for 3.6 there is exit 3 naming python.org's installer."""
+    data = json.loads((HOSTS / "vs2017-cuda90-cuda100.json").read_text())
+    data["pythons"] = [data["python"]]
+    host = tmp_path / "only-311.json"
+    host.write_text(json.dumps(data))
+    done, plan = plan_json("--cuda", "9.0", "--host", str(host), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert plan is not None and plan["era"] == "1.1"
+    assert plan["build_python"]["fetch"] == "3.7" and plan["build_python"]["version"] == "3.7.9"
+    asked = run_invoke("build", "--dry-run", "--cuda", "9.0", "--python", "3.6", "--host", str(host), cwd=tmp_path)
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    assert "Python 3.6 (64-bit, from python.org)" in " ".join(asked.stderr.split())

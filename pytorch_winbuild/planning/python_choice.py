@@ -101,11 +101,22 @@ def installed(facts: Facts) -> tuple[PythonInfo, ...]:
     return facts.pythons or (facts.python,)
 
 
-def fetchable(minor: str) -> str | None:
-    """The CPython release NuGet's `python` package gives for X.Y (Windows only), or None."""
+VENV_MODULE = "tools/Lib/venv/__init__.py"
+
+
+def nuget_python(minor: str) -> Any:
+    """NuGet's package of CPython X.Y (deps.catalog.Archive) when a build venv can be made from it, else None:
+    the packages hold venv and ensurepip only from 3.7.4 (build_config/deps.toml [python.layout_since]), so a
+    fetched 3.5 or 3.6 could not make the venv every build runs in."""
     from pytorch_winbuild.deps.catalog import python_archive
 
     archive = python_archive(minor)
+    return archive if archive is not None and VENV_MODULE in archive.layout else None
+
+
+def fetchable(minor: str) -> str | None:
+    """The CPython release a build can fetch from NuGet for X.Y (Windows only), or None."""
+    archive = nuget_python(minor)
     return archive.version if archive is not None else None
 
 
@@ -131,7 +142,8 @@ class BuildPython:
 
 
 def _install_hint(os_name: str, minor: str) -> str:
-    """How to get Python X.Y on the plan's OS (Windows fetches it; this is for Linux and 3.4 and older)."""
+    """How to get Python X.Y on the plan's OS (Windows fetches 3.7 and newer itself: this is for Linux, and for
+    Windows releases whose NuGet package cannot make a venv)."""
     if os_name == "windows":
         return f"Python {minor} (64-bit, from python.org)"
     return f"Python {minor} (`pyenv install {minor}`, or `conda create -n py{minor.replace('.', '')} python={minor}`)"
@@ -219,11 +231,9 @@ def choose_build_python(
             "path": f"--python {request.value}",
         }[request.kind]
         return BuildPython(chosen.version, chosen.executable, f"{why}; found by {chosen.found_by}", chosen)
-    from pytorch_winbuild.deps.catalog import python_archive
-
     minors = [request.value] if request.kind == "release" else era_minors(era)
     for minor in minors:
-        archive = python_archive(minor)
+        archive = nuget_python(minor)
         if archive is None:
             continue
         executable, present = cache_python(archive) if cache_python is not None else ("", False)
