@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ToolchainError
-from pytorch_winbuild.planning.venv_plan import venv_python
+from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, venv_python
 
 LAST_VENV = "last.json"  # in <cache>/venvs/: the venv python of the cache's last build, for `invoke verify`
 MARKER = "winbuild-venv.json"  # written last: its presence with the right key means the venv is complete
@@ -131,7 +131,7 @@ def _pip_failure(specs: Sequence[str], output: str, log_file: Path) -> Toolchain
 
 
 def _pip_install(python: Path, folder: Path, specs: Sequence[str], options: Sequence[str]) -> None:
-    argv = [str(python), "-E", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *options, *specs]
+    argv = [str(python), "-E", *PIP_INSTALL, *options, *specs]  # -E: the tool's PYTHON* variables stay out
     log_file = folder / PIP_LOG
     try:
         result = _run(argv, folder, PIP_SECONDS)
