@@ -10,6 +10,7 @@ JSON and scripts are exact data and are printed as they are.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
@@ -111,6 +112,44 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
     )
 
 
+_RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")  # PyTorch's release tags: v1.0.1, v2.6.0
+
+
+def ref_release(ref: str | None) -> tuple[str, str] | None:
+    """A --ref that names a release tag pins that release (before the clone shows its version.txt)."""
+    found = _RELEASE_TAG.fullmatch(ref or "")
+    return (found.group(1), f"--ref {ref}, a release tag") if found else None
+
+
+def describe_source(
+    source_dir: Path | None,
+    version: tuple[str, str] | None,
+    is_pytorch: bool,
+    not_cloned: tuple[str, str | None] | None,
+) -> tuple[str, str | None]:
+    """The plan's "Source" line, and a warning when the plan is not for a tree that exists."""
+    if not_cloned is not None:
+        repo, ref = not_cloned
+        where = f"{repo} at {ref}" if ref else f"{repo} (its default branch)"
+        if ref_release(ref):
+            return f"{where}, not checked out yet: planned for the release its tag names", None
+        return (
+            f"{where}, not checked out yet",
+            f"{where} is not checked out yet and {ref or 'its default branch'} is not a release tag (vX.Y.Z), so "
+            "this plan is for the newest era that fits; the build decides the era from the checkout's version.",
+        )
+    if source_dir is None:
+        return (
+            "none: not in a PyTorch checkout, and no --source or --repo (see the warning below)",
+            f"No PyTorch source: {Path.cwd()} is not a PyTorch checkout and neither --source nor --repo was given, "
+            "so this plan is for the newest era that fits, and `invoke build` without --dry-run would stop. "
+            "Pass --source DIR (a checkout) or --repo URL [--ref TAG].",
+        )
+    if not is_pytorch:
+        return str(source_dir), None
+    return str(source_dir) + (f" (PyTorch {version[0]}, from {version[1]})" if version else ""), None
+
+
 def build_python_request(c: Context, flag: str | None, facts: Any, *, asked_here: bool) -> tuple[Any, Any]:
     """--python (or winbuild.python) parsed once; a path on this machine that the probe did not list is asked
     what it is and added to the facts (a --host plan only chooses among the facts file's Pythons)."""
@@ -151,12 +190,14 @@ def plan_from_flags(
     measured_for: str | None = None,
     build_venv: bool = True,
     facts: Any = None,
+    not_cloned: tuple[str, str | None] | None = None,
 ):
     """Facts (probed or from --host) × knowledge × options → plan. `arguments` holds the task's
     flags by name; flags the task does not have count as not given.
     `source_is_pytorch` is False for build-ext, whose folder is an extension, not PyTorch.
     `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that earlier runs of
-    that task recorded in the cache for this machine and configuration (builder/memory_record.py)."""
+    that task recorded in the cache for this machine and configuration (builder/memory_record.py).
+    `not_cloned` (repo, ref): a dry run of --repo before the clone exists, planned from the ref's release tag."""
     from pytorch_winbuild.facts.source_tree import build_backend, is_pytorch_source, read_source_version
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.plan import Options, make_plan
@@ -216,6 +257,9 @@ def plan_from_flags(
     backend = build_backend(source_dir) if reads_version and source_dir else None
     tree_requires = backend.requires if backend else ()
     notes = (cache_note,) if cache_note else ()
+    source_text, source_warning = describe_source(source_dir, source_version, source_is_pytorch, not_cloned)
+    if not_cloned is not None and source_version is None:
+        source_version = ref_release(not_cloned[1])
     plan = make_plan(
         options,
         facts,
@@ -225,6 +269,9 @@ def plan_from_flags(
         caller_notes=notes,
         locate_python=locate_python,
         tree_requires=tree_requires,
+    )
+    plan = replace(
+        plan, source=source_text, warnings=(source_warning, *plan.warnings) if source_warning else plan.warnings
     )
     if measured_for is None or foreign or not peaks_file(Path(cache_dir)).exists():
         return plan  # no record yet: nothing measured to plan with (and the record's code is not loaded)
@@ -244,6 +291,7 @@ def plan_from_flags(
             locate_python=locate_python,
             tree_requires=tree_requires,
         )
+        plan = replace(plan, source=source_text)
     return replace(plan, warnings=(*plan.warnings, measured.warning)) if measured.warning else plan
 
 
@@ -421,6 +469,7 @@ def build(
         if log_dir:
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
+    not_cloned: tuple[str, str | None] | None = None
     if repo:
         from pytorch_winbuild.builder.source import acquire_source, clone_destination
 
@@ -432,11 +481,20 @@ def build(
             for warning in check_disk(checkout_needs(destination, load_knowledge())):  # before the clone starts
                 print(terminal_line(f"-- warning: {warning}"), flush=True)
             checkout = acquire_source(repo=repo, ref=ref, destination=destination)
-        source = (
-            str(destination) if destination.is_dir() else None
-        )  # --dry-run before the first clone plans without a source
+        # A dry run plans what the build would check out: an existing clone only when no --ref asks for another.
+        from_clone = destination.is_dir() and (checkout is not None or not ref)
+        source = str(destination) if from_clone else None
+        if not from_clone:
+            not_cloned = (repo, ref)
     plan = plan_from_flags(
-        c, host=host, source=source, mode=mode, libtorch=libtorch, arguments=plan_flags, measured_for="build"
+        c,
+        host=host,
+        source=source,
+        mode=mode,
+        libtorch=libtorch,
+        arguments=plan_flags,
+        measured_for="build",
+        not_cloned=not_cloned,
     )
     if dry_run:
         sys.stdout.write(render(plan, format))

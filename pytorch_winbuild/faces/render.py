@@ -51,7 +51,8 @@ def render_table(plan: Plan) -> str:
     """One screen for people: the choices, every variable with its reason, the commands, the warnings."""
     plan.check_printable()
     lines = [f"Plan for PyTorch {plan.pytorch_version} (era {plan.era.name}) on {plan.os}", ""]
-    rows = [("Build Python", f"{plan.build_python.label} ({plan.build_python.reason})")]
+    rows = [("Source", plan.source)] if plan.source else []
+    rows.append(("Build Python", f"{plan.build_python.label} ({plan.build_python.reason})"))
     if plan.venv:
         rows.append(("Build venv", f"{plan.venv.folder} (key {plan.venv.key}): {' '.join(plan.venv.specs)}"))
     if plan.compiler:

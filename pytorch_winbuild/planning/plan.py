@@ -207,6 +207,7 @@ class Plan:
     decisions: tuple[str, ...]
     warnings: tuple[str, ...]
     path_separator: str = field(default=";")
+    source: str = ""  # the tree this plan builds, as the caller found it ("none" when there is none)
 
     def check_printable(self) -> None:
         """ConfigurationError (exit 2) when a command the table shows cannot be written to work when pasted."""

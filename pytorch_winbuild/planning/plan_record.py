@@ -41,6 +41,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "pytorch_version": plan.pytorch_version,
         "pytorch_version_source": plan.pytorch_version_source,
         "era": plan.era.name,
+        "source": plan.source or None,
         "python": plan.python,
         "build_python": {
             "version": plan.build_python.version,

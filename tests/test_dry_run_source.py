@@ -1,0 +1,59 @@
+"""A dry run says which tree it plans for (issue 27, points 2 and 3): the checkout, the --repo/--ref it would
+check out (a release tag pins that release's era before any clone), or none, which it says first.
+
+Expected values come from outside the code: PyTorch 1.0.1's Windows CI used MKL 2018.2.185 (build_config/eras.toml
+cites v1.0.1's .jenkins scripts), and mini torch's version.txt says 2.13.0a0.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from support import REPO_ROOT, run_invoke
+
+HOST = REPO_ROOT / "build_config" / "hosts" / "vs2017-cuda90-cuda100.json"
+REPO = "https://github.com/pytorch/pytorch"
+
+
+def dry_run(*args: str, cwd: Path) -> dict:
+    done = run_invoke("build", "--dry-run", "--format", "json", *args, cwd=cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_release_tag_ref_plans_that_release_before_any_clone(tmp_path: Path) -> None:
+    plan = dry_run("--cuda", "10.0", "--repo", REPO, "--ref", "v1.0.1", "--host", str(HOST), cwd=tmp_path)
+    assert plan["pytorch_version"] == "1.0.1" and plan["era"] == "1.0"
+    assert plan["pytorch_version_source"] == "--ref v1.0.1, a release tag"
+    assert [a["version"] for a in plan["archives"] if a["name"] == "mkl"] == ["2018.2.185"]
+    assert plan["source"].startswith(f"{REPO} at v1.0.1, not checked out yet")
+    assert not any("not a release tag" in w for w in plan["warnings"])
+
+
+def test_a_branch_ref_says_the_era_is_decided_after_the_checkout(tmp_path: Path) -> None:
+    plan = dry_run("--cuda", "cpu", "--repo", REPO, "--ref", "main", "--host", str(HOST), cwd=tmp_path)
+    warning = next(w for w in plan["warnings"] if "not a release tag" in w)
+    assert warning.startswith(f"{REPO} at main is not checked out yet")
+    assert "the build decides the era from the checkout's version" in warning
+
+
+def test_no_source_is_said_first(tmp_path: Path) -> None:
+    done = run_invoke("build", "--dry-run", "--cuda", "cpu", "--host", str(HOST), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    assert rows[1].startswith("Source") and "none: not in a PyTorch checkout" in rows[1]
+    text = " ".join(done.stdout.split())
+    assert f"No PyTorch source: {tmp_path} is not a PyTorch checkout" in text
+    real = run_invoke("build", "--cuda", "cpu", cwd=tmp_path)  # what the warning says the real build does
+    assert real.returncode == 2 and "is not a PyTorch checkout" in real.stderr
+
+
+def test_a_checkout_is_named_with_its_version(tmp_path: Path) -> None:
+    tree = tmp_path / "pytorch"
+    shutil.copytree(REPO_ROOT / "tests" / "build" / "fixtures" / "mini_torch", tree)
+    plan = dry_run("--cuda", "cpu", "--cache-dir", str(tmp_path / "cache"), cwd=tree)  # this machine
+    assert plan["source"] == f"{tree} (PyTorch 2.13.0a0, from {tree / 'version.txt'})"
+    assert plan["pytorch_version"] == "2.13.0a0"
+    assert not any("No PyTorch source" in w for w in plan["warnings"])
