@@ -57,3 +57,16 @@ def test_a_checkout_is_named_with_its_version(tmp_path: Path) -> None:
     assert plan["source"] == f"{tree} (PyTorch 2.13.0a0, from {tree / 'version.txt'})"
     assert plan["pytorch_version"] == "2.13.0a0"
     assert not any("No PyTorch source" in w for w in plan["warnings"])
+
+
+def test_a_flag_of_other_tasks_names_them_not_a_look_alike(tmp_path: Path) -> None:
+    """Issue 27, point 6: `fetch-deps --host X` said "did you mean --jobs?". --host plans for another machine; the
+    tasks that take it are named (and build --dry-run --host prints that machine's exact fetch-deps line)."""
+    done = run_invoke("fetch-deps", "--host", str(HOST), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "configuration error: `invoke fetch-deps` has no flag --host; build, doctor, env have it."
+    )
+    assert "--jobs" not in done.stderr and "Traceback" not in done.stderr
+    typo = run_invoke("fetch-deps", "--jbos", "2", cwd=tmp_path)
+    assert typo.returncode == 2 and "did you mean --jobs?" in typo.stderr

@@ -101,6 +101,12 @@ def _task_names(program: Program) -> list[str]:
     )
 
 
+def _tasks_with_flag(program: Program, flag: str, task: str) -> list[str]:
+    """The other tasks that take `flag` (--host: build, doctor, env), for a flag given to the wrong task."""
+    contexts = getattr(getattr(program, "parser", None), "contexts", {}) or {}
+    return sorted(name for name, other in contexts.items() if name != task and flag in _long_flags(other))
+
+
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f"; did you mean {close[0]}?" if close else "."
@@ -127,6 +133,14 @@ def _explain_parse_error(program: Program, exc: ParseError) -> Exit:
         if token.startswith("-"):
             flag = token.split("=", 1)[0]
             if task:
+                others = _tasks_with_flag(program, flag, task)
+                if others:  # a flag of other tasks: say whose, not a look-alike of this task's
+                    return _fail(
+                        program,
+                        f"`{binary} {task}` has no flag {flag}; {', '.join(others)} "
+                        f"{'has' if len(others) == 1 else 'have'} it.",
+                        f"{task_help}, or run the task that has it (`{binary} {others[0]} --help`).",
+                    )
                 return _fail(
                     program,
                     f"`{binary} {task}` has no flag {flag}{_did_you_mean(flag, _long_flags(context))}",
