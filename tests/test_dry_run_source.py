@@ -70,3 +70,23 @@ def test_a_flag_of_other_tasks_names_them_not_a_look_alike(tmp_path: Path) -> No
     assert "--jobs" not in done.stderr and "Traceback" not in done.stderr
     typo = run_invoke("fetch-deps", "--jbos", "2", cwd=tmp_path)
     assert typo.returncode == 2 and "did you mean --jobs?" in typo.stderr
+
+
+def test_a_script_names_the_file_it_was_written_to_and_that_line_runs(tmp_path: Path) -> None:
+    """Issue 27, point 8: `env --format sh --output X` said "Use it with: . ./build_env.sh" whatever X was. The
+    script's "Run it" line, pasted into bash from the folder the user is in, sources the very file."""
+    import subprocess
+
+    script = tmp_path / "my env" / "linux build.sh"
+    script.parent.mkdir()
+    done = run_invoke("env", "--cuda", "cpu", "--format", "sh", "--output", str(script), "--cache-dir", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    hint = script.read_text().splitlines()[1]
+    assert hint.startswith("# Run it:  . ")
+    line = hint.removeprefix("# Run it:  ")
+    ran = subprocess.run(
+        ["bash", "-c", f'{line} && printf %s "$MAX_JOBS"'], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert ran.returncode == 0 and ran.stdout.isdigit(), ran.stderr
+    printed = run_invoke("env", "--cuda", "9.0", "--format", "bat", "--host", str(HOST), cwd=tmp_path)
+    assert 'rem Save it with --output build_env.bat, then run it:  call "build_env.bat"' in printed.stdout

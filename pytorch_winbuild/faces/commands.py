@@ -414,7 +414,7 @@ def env(
 
     target = output_file(output)
     plan = plan_from_flags(c, host=host, source=source, arguments=plan_flags)
-    write_output(render(plan, format), target)
+    write_output(render(plan, format, output), target)
 
 
 def build(

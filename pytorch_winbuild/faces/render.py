@@ -144,10 +144,26 @@ _VERSION = "the PyTorch version"
 _INSTANCE = "the Visual Studio instance's name"
 
 
-def render_bat(plan: Plan) -> str:
+def _run_hint(output: str | None, fmt: str, run: Callable[[str], str]) -> str:
+    """How to run the script, naming the file it was written to (`run` quotes it for the script's shell); printed
+    to standard output, the file does not exist yet, so the hint says how to write one."""
+    if output is None:
+        return f"Save it with --output build_env.{fmt}, then run it:  {run(f'build_env.{fmt}')}"
+    return f"Run it:  {run(output)}"
+
+
+_PS_HERE = ".\\"  # PowerShell's current folder prefix
+
+
+def _here(name: str, prefix: str) -> str:
+    """A bare file name as a path (`.` and PowerShell look a bare name up on PATH, not in the current folder)."""
+    return name if "/" in name or "\\" in name else prefix + name
+
+
+def render_bat(plan: Plan, output: str | None = None) -> str:
     header = [
         bat.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION),
-        "rem Run it in cmd.exe:  call build_env.bat",
+        bat.comment(_run_hint(output, "bat", lambda name: f'call "{name}"  (in cmd.exe)'), "the script's file name"),
     ]
     call: list[str] = []
     if plan.vcvars:
@@ -159,10 +175,17 @@ def render_bat(plan: Plan) -> str:
     return bat.script(header, call, BAT.change_lines(plan))
 
 
-def render_ps1(plan: Plan) -> str:
+def render_ps1(plan: Plan, output: str | None = None) -> str:
     lines = [
         ps1.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION),
-        "# Run it in PowerShell:  . .\\build_env.ps1",
+        ps1.comment(
+            _run_hint(
+                output,
+                "ps1",
+                lambda name: f". {ps1.quote(_here(name, _PS_HERE), 'the file name')}  (in PowerShell)",
+            ),
+            "the script's file name",
+        ),
     ]
     if plan.vcvars:
         # `cmd /c "call "<script>" args && set"`: without /s, cmd strips only the outer quotes, which is
@@ -182,25 +205,34 @@ def render_ps1(plan: Plan) -> str:
     return ps1.script(lines + PS1.change_lines(plan))
 
 
-def render_sh(plan: Plan) -> str:
+def render_sh(plan: Plan, output: str | None = None) -> str:
     if plan.os == "windows":
         raise ConfigurationError(
             "the sh format is for Linux plans; a Windows plan's paths and PATH separator are cmd's.",
             fix="use --format bat (cmd.exe) or --format ps1 (PowerShell).",
         )
-    lines = ["# Build environment for PyTorch, written by pytorch-winbuild.", "# Use it with:  . ./build_env.sh"]
+    lines = [
+        "# Build environment for PyTorch, written by pytorch-winbuild.",
+        sh.comment(
+            _run_hint(output, "sh", lambda name: ". " + sh.quote(_here(name, "./"), "the file name")),
+            "the script's file name",
+        ),
+    ]
     return sh.script(lines + SH.change_lines(plan))
 
 
-RENDERERS = {"table": render_table, "json": render_json, "bat": render_bat, "ps1": render_ps1, "sh": render_sh}
-SCRIPT_FORMATS = ("bat", "ps1", "sh")
+RENDERERS = {"table": render_table, "json": render_json}
+SCRIPTS = {"bat": render_bat, "ps1": render_ps1, "sh": render_sh}
+SCRIPT_FORMATS = tuple(SCRIPTS)
 
 
-def render(plan: Plan, fmt: str) -> str:
+def render(plan: Plan, fmt: str, output: str | None = None) -> str:
+    """The plan in `fmt`; a script names `output`, the file it is written to, in its "run it" line."""
+    if fmt in SCRIPTS:
+        return _without_secrets(plan, fmt, SCRIPTS[fmt](plan, output))
     if fmt not in RENDERERS:
         raise ConfigurationError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}.")
-    text = RENDERERS[fmt](plan)
-    return _without_secrets(plan, fmt, text) if fmt in SCRIPT_FORMATS else text
+    return RENDERERS[fmt](plan)
 
 
 def _without_secrets(plan: Plan, fmt: str, script: str) -> str:
