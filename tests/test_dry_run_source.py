@@ -90,3 +90,12 @@ def test_a_script_names_the_file_it_was_written_to_and_that_line_runs(tmp_path: 
     assert ran.returncode == 0 and ran.stdout.isdigit(), ran.stderr
     printed = run_invoke("env", "--cuda", "9.0", "--format", "bat", "--host", str(HOST), cwd=tmp_path)
     assert 'rem Save it with --output build_env.bat, then run it:  call "build_env.bat"' in printed.stdout
+
+
+def test_cuda_words_are_read_alike_by_every_task(tmp_path: Path) -> None:
+    """Issue 27, point 10: fetch-deps took --cuda CPU while build refused it. Both read cpu/auto in any case."""
+    upper = dry_run("--cuda", "CPU", "--host", str(HOST), cwd=tmp_path)
+    lower = dry_run("--cuda", "cpu", "--host", str(HOST), cwd=tmp_path)
+    assert upper["cuda"] is None and upper["changes"] == lower["changes"]
+    fetched = run_invoke("fetch-deps", "--cuda", "CPU", "--dry-run", cwd=tmp_path)
+    assert fetched.returncode == 0 and "MAGMA" not in fetched.stdout.split("\n", 1)[1]

@@ -112,6 +112,12 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
     )
 
 
+def cuda_word(value: str) -> str:
+    """--cuda as every task reads it: the words cpu and auto in any case (CPU, Auto), a version as given."""
+    word = value.strip().lower()
+    return word if word in ("cpu", "auto") else value
+
+
 _RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")  # PyTorch's release tags: v1.0.1, v2.6.0
 
 
@@ -204,7 +210,7 @@ def plan_from_flags(
 
     knowledge = load_knowledge()
     flags = {name: arguments.get(name) for name in PLAN_FLAGS}
-    cuda = str(setting(c, "cuda", flags["cuda"]))
+    cuda = cuda_word(str(setting(c, "cuda", flags["cuda"])))
     if facts is None:
         facts = facts_for(path_flag(host, "--host"), gpus=cuda != "cpu")
     facts, python = build_python_request(c, flags["python"], facts, asked_here=not host)
@@ -566,7 +572,7 @@ def fetch_deps(
         or no_magma
         or any(flag is not None for flag in (cuda, mkl_version, magma_version, pytorch_version, source))
     )
-    cuda_value = str(setting(c, "cuda", cuda) or "auto").lower()
+    cuda_value = cuda_word(str(setting(c, "cuda", cuda) or "auto"))
     cuda_given = cuda_value != "auto"
     if cuda_given and cuda_value != "cpu":
         from pytorch_winbuild.deps.catalog import cuda_prefix
