@@ -108,7 +108,15 @@ def test_vcvars_and_build_commands_run_as_planned(wine_prefix, stand_ins, mode: 
     fetch, make_venv, pip_first, requirements, vcvars, build = (c.command for c in plan.commands)
     assert fetch.startswith("invoke fetch-deps ") and vcvars.startswith("call ")
     assert run_pasted(wine_prefix, stand_ins, make_venv, mode) == ["EXE:base", "ARG:-m", "ARG:venv", f"ARG:{venv}"]
-    pip = ["EXE:venv", "ARG:-m", "ARG:pip", "ARG:install", "ARG:--disable-pip-version-check", "ARG:--no-input"]
+    pip = [
+        "EXE:venv",
+        "ARG:-m",
+        "ARG:pip",
+        "ARG:install",
+        "ARG:--disable-pip-version-check",
+        "ARG:--no-input",
+        "ARG:--no-compile",
+    ]
     assert run_pasted(wine_prefix, stand_ins, pip_first, mode) == [*pip, "ARG:pip==21.3.1"]
     installed = run_pasted(wine_prefix, stand_ins, requirements, mode)
     assert installed[: len(pip)] == pip and "ARG:numpy==1.19.5" in installed and "ARG:pip==21.3.1" not in installed
