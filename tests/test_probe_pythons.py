@@ -394,3 +394,18 @@ def test_probe_lists_this_machines_pythons_and_round_trips(truth: dict[str, tupl
         assert (version, real_python(name).resolve()) in listed, (name, facts.pythons)
     assert facts.python in facts.pythons and facts.python.executable == sys.executable
     assert facts_from_dict(json.loads(facts.to_json())) == facts
+
+
+def test_asking_the_running_python_leaves_setuptools_importable() -> None:
+    """`importlib.util.find_spec("pip")` makes setuptools' _distutils_hack switch itself off for the process, and a
+    later `import setuptools` then fails its own check (seen in CI: a probe, then an in-process extension build).
+    The running interpreter's pip and venv are looked up on sys.path only."""
+    code = (
+        "from pytorch_winbuild.facts.probe_pythons import running_python\n"
+        "info, _ = running_python()\n"
+        "import setuptools\n"
+        "print(info.pip, info.venv)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True"]

@@ -12,7 +12,7 @@ not answer is left out with a note, never an error.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import json
 import os
 import re
@@ -145,8 +145,11 @@ def answer_folders(executable: str, stdout: str) -> tuple[str, ...] | None:
 
 
 def running_python() -> tuple[PythonInfo, str]:
-    """The interpreter running pytorch-winbuild, asked in-process (no import runs), and its sys.prefix."""
-    found = importlib.util.find_spec
+    """The interpreter running pytorch-winbuild, asked in-process (no import runs), and its sys.prefix.
+
+    Looked up on sys.path only (PathFinder), past sys.meta_path: setuptools' _distutils_hack finder answers a
+    lookup of "pip" by switching itself off for the process, after which `import setuptools` fails."""
+    found = importlib.machinery.PathFinder.find_spec
     venv = found("venv") is not None and found("ensurepip") is not None
     return replace(python_info(), venv=venv, pip=found("pip") is not None), sys.prefix
 
