@@ -144,12 +144,16 @@ _VERSION = "the PyTorch version"
 _INSTANCE = "the Visual Studio instance's name"
 
 
-def _run_hint(output: str | None, fmt: str, run: Callable[[str], str]) -> str:
-    """How to run the script, naming the file it was written to (`run` quotes it for the script's shell); printed
-    to standard output, the file does not exist yet, so the hint says how to write one."""
+def _run_line(output: str | None, fmt: str, run: Callable[[str], str], comment: Callable[[str, str], str]) -> str:
+    """The script's comment saying how to run it, naming the file it was written to (`run` quotes it for the
+    script's shell); printed to standard output, the file does not exist yet, so it says how to write one. A file
+    name no line of the script can hold (a control character) is left out rather than refused."""
     if output is None:
-        return f"Save it with --output build_env.{fmt}, then run it:  {run(f'build_env.{fmt}')}"
-    return f"Run it:  {run(output)}"
+        return comment(f"Save it with --output build_env.{fmt}, then run it:  {run(f'build_env.{fmt}')}", "")
+    try:
+        return comment(f"Run it:  {run(output)}", "the script's file name")
+    except ConfigurationError:
+        return comment("Run this file as the lines above say (its name holds characters no script line shows).", "")
 
 
 _PS_HERE = ".\\"  # PowerShell's current folder prefix
@@ -163,7 +167,7 @@ def _here(name: str, prefix: str) -> str:
 def render_bat(plan: Plan, output: str | None = None) -> str:
     header = [
         bat.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION),
-        bat.comment(_run_hint(output, "bat", lambda name: f'call "{name}"  (in cmd.exe)'), "the script's file name"),
+        _run_line(output, "bat", lambda name: f'call "{name}"  (in cmd.exe)', bat.comment),
     ]
     call: list[str] = []
     if plan.vcvars:
@@ -178,13 +182,11 @@ def render_bat(plan: Plan, output: str | None = None) -> str:
 def render_ps1(plan: Plan, output: str | None = None) -> str:
     lines = [
         ps1.comment(f"Build environment for PyTorch {plan.pytorch_version}, written by pytorch-winbuild.", _VERSION),
-        ps1.comment(
-            _run_hint(
-                output,
-                "ps1",
-                lambda name: f". {ps1.quote(_here(name, _PS_HERE), 'the file name')}  (in PowerShell)",
-            ),
-            "the script's file name",
+        _run_line(
+            output,
+            "ps1",
+            lambda name: f". {ps1.quote(_here(name, _PS_HERE), 'the file name')}  (in PowerShell)",
+            ps1.comment,
         ),
     ]
     if plan.vcvars:
@@ -213,10 +215,7 @@ def render_sh(plan: Plan, output: str | None = None) -> str:
         )
     lines = [
         "# Build environment for PyTorch, written by pytorch-winbuild.",
-        sh.comment(
-            _run_hint(output, "sh", lambda name: ". " + sh.quote(_here(name, "./"), "the file name")),
-            "the script's file name",
-        ),
+        _run_line(output, "sh", lambda name: ". " + sh.quote(_here(name, "./"), "the file name"), sh.comment),
     ]
     return sh.script(lines + SH.change_lines(plan))
 
