@@ -276,10 +276,13 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
 
 
 def _preflight(record: BuildRecord, plan: Plan, build_root: Path, cache_dir: Path, book: PeakBook) -> None:
-    """Disk and memory before anything is written (builder/preflight.py), memory against the measured
-    figure when there is one; warnings go to the report."""
+    """The plan's own warnings (an --arch-list that misses this machine's GPU, …: a dry run shows them, and so
+    must the build that acts on them), then disk and memory before anything is written (builder/preflight.py),
+    memory against the measured figure when there is one; all go to the report."""
     from pytorch_winbuild.builder.preflight import preflight
 
+    for warning in plan.warnings:
+        record.note(f"warning: {warning}")
     measured = book.figure()
     if measured.warning:
         record.note(f"warning: {measured.warning}")
