@@ -46,6 +46,7 @@ _RULE_KEYS = {
     "phase",
     "preceded_by",
     "within_lines",
+    "names_gpus",
 }
 _ID_SHAPE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -149,6 +150,7 @@ class Rule:
     preceded_by: tuple[Pattern, ...] = ()
     within_lines: int = DEFAULT_WITHIN_LINES
     fix_posix: str | None = None  # the fix on Linux and macOS, where it differs from Windows' `fix`
+    names_gpus: bool = False  # the fix depends on the GPUs: `invoke diagnose` names this machine's and its --arch-list
 
     def fix_on(self, posix: bool | None) -> str:
         """The fix for a machine: Linux/macOS (`posix`), Windows, or None when the log's machine is unknown
@@ -295,6 +297,7 @@ def _parse_rule(table: Any, index: int, path: Path, linear: bool) -> Rule:
         preceded_by=preceded_by,
         within_lines=within_lines,
         fix_posix=_text(table, "fix_posix", where) if "fix_posix" in table else None,
+        names_gpus=optional(table, "names_gpus", bool, where, False),
     )
 
 

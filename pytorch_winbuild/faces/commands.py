@@ -757,7 +757,37 @@ def diagnose(c: Context, *, logfile: str, json: bool, rules: str | None) -> None
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure:  # a log's stray characters must not crash the report on a code-page console
         reconfigure(errors="replace")
-    print(result.to_json() if json else result.to_text())
+    gpus = this_machines_gpus() if any(match.rule.names_gpus for match in result.matches) else None
+    if json:
+        from pytorch_winbuild.text.terminal_text import terminal_json
+
+        data = result.to_dict()
+        if gpus is not None:
+            data["this_machine"] = gpus
+        print(terminal_json(data, indent=2))  # DEL and C1 controls \u-escaped, as the report stores them
+        return
+    text = result.to_text()
+    if gpus is not None:
+        text += "\n" + terminal_line(gpus["advice"])
+    print(text)
+
+
+def this_machines_gpus() -> dict[str, Any]:
+    """For a diagnosis whose fix depends on the GPU (no kernel image): the GPUs the probe sees here, and the
+    --arch-list that builds for them (their compute capabilities), or that none was seen."""
+    from pytorch_winbuild.facts.probe import probe
+    from pytorch_winbuild.planning.plan import quote_argument
+
+    gpus = [g for g in probe().gpus or () if g.compute_capability]
+    if not gpus:
+        return {"gpus": [], "advice": "On this machine: no NVIDIA GPU was found, so the fix above cannot be narrowed."}
+    arch = ";".join(sorted({g.compute_capability for g in gpus if g.compute_capability}, key=lambda c: float(c)))
+    names = ", ".join(f"GPU {g.index} {g.name} (compute capability {g.compute_capability})" for g in gpus)
+    return {
+        "gpus": [{"index": g.index, "name": g.name, "compute_capability": g.compute_capability} for g in gpus],
+        "arch_list": arch,
+        "advice": f"On this machine: {names}. Build for it with --arch-list {quote_argument(this_os(), arch)}.",
+    }
 
 
 def nightly(
