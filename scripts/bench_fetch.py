@@ -102,7 +102,8 @@ def make_tree(root: Path, kind: str, megabytes: int, seed: int) -> None:
 
 def make_archives(workdir: Path, mkl_mb: int, magma_mb: int) -> Path:
     """MKL with 7-Zip's Ultra preset, which puts BCJ2 on its .dll as on the published MKL archives
-    (../shared/reference/windows-build-facts.md: py7zr cannot decode them); MAGMA with the default LZMA2."""
+    (py7zr cannot decode them: its documentation lists BCJ2 under "Not supported algorithms", liblzma has
+    no BCJ2 filter); MAGMA with the default LZMA2."""
     served = workdir / f"served-{mkl_mb}-{magma_mb}-bcj2"
     if (served / MKL).is_file() and (served / MAGMA).is_file():
         return served

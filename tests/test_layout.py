@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytorch_winbuild"
 
-# What each layer may import besides itself (DESIGN.md "Shape: plan, then act"). `errors`, `paths`,
+# What each layer may import besides itself (README "Architecture"). `errors`, `paths`,
 # `atomic_file` (files written whole or not at all) and `text` (quoting, redaction, terminal-safe
 # output) are the base every layer uses.
 BASE = {"errors", "paths", "atomic_file", "text", "__init__"}

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.build
 
 CMAKE = str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
 NINJA = str(Path(ninja.BIN_DIR) / "ninja")
-NVCC = Path("/usr/local/cuda/bin/nvcc")  # CUDA 13.0 on the project's Linux machines (reference/gpu/README.md)
+NVCC = Path("/usr/local/cuda/bin/nvcc")  # CUDA 13.0 on the project's Linux machines and CI (NVIDIA's own install)
 
 
 def project(tmp_path: Path, cmakelists: str, files: dict[str, str] | None = None) -> Path:

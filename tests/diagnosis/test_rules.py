@@ -153,7 +153,9 @@ def test_rules_carry_advice_and_sources() -> None:
         assert (
             "seed" in rule.source
             or "#" in rule.source
-            or "reference/" in rule.source
+            or "Microsoft Learn" in rule.source
+            or "NVIDIA" in rule.source
+            or " tag " in rule.source
             or "documentation" in rule.source
             or "PyTorch" in rule.source
         )
