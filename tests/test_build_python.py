@@ -235,3 +235,19 @@ def test_nuget_pythons_without_venv_are_not_fetched_for_a_build(tmp_path: Path) 
     asked = run_invoke("build", "--dry-run", "--cuda", "9.0", "--python", "3.6", "--host", str(host), cwd=tmp_path)
     assert asked.returncode == 3, asked.stdout + asked.stderr
     assert "Python 3.6 (64-bit, from python.org)" in " ".join(asked.stderr.split())
+
+
+def test_doctor_names_a_venv_script_that_is_not_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's first command runs `.venv/bin/invoke doctor` without activating the venv: its "Ready to
+    plan" line names that script as it was started (plain `invoke` is not on PATH there: exit 127)."""
+    from pytorch_winbuild.faces.commands import _plan_command
+
+    script = tmp_path / "a venv" / "bin" / "invoke"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(script), "doctor"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert _plan_command(None) == f"'{script}' build --dry-run"
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert _plan_command(None) == "invoke build --dry-run"

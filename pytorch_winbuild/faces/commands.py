@@ -366,10 +366,16 @@ def installed_torch_version(python: str | None = None) -> str:
 def _plan_command(host: str | None) -> str:
     """The command that plans the machine doctor just looked at, as this shell runs it: the console
     script outside the repo (where `invoke` finds no tasks.py), the same facts file with --host."""
+    import shutil
+
     from pytorch_winbuild.planning.plan import quote_argument
 
-    program = "pytorch-winbuild" if Path(sys.argv[0]).stem == "pytorch-winbuild" else "invoke"
+    started = Path(sys.argv[0])
+    program = "pytorch-winbuild" if started.stem == "pytorch-winbuild" else "invoke"
     shell = "windows" if sys.platform == "win32" else "linux"
+    found = shutil.which(program)
+    if started.stem == program and (found is None or Path(found).resolve() != started.resolve()):
+        program = quote_argument(shell, str(started))  # a venv's script, not on PATH: name it as it was started
     return f"{program} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
 
 
