@@ -313,6 +313,9 @@ def _extract_nupkg(archive_file: Path, work: Path) -> str:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(info) as source, open(target, "wb") as out:
                     shutil.copyfileobj(source, out, 1024 * 1024)
+    # How zipfile reports a package that is not what it claims: BadZipFile (a bad CRC or header), zlib.error and
+    # EOFError (a truncated or corrupt deflate stream), ValueError (a bad member), NotImplementedError (a
+    # compression method it has no decoder for), RuntimeError (an encrypted member).
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
         raise damaged(archive_file, f"{type(exc).__name__}: {exc}") from None
     return "zipfile"
