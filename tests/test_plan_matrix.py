@@ -181,11 +181,6 @@ def test_missing_visual_studio_is_a_toolchain_error():
     assert error.value.exit_code == 3
 
 
-def _locate_python(archive) -> tuple[str, bool]:
-    """Where `fetch-deps --python` puts NuGet's CPython in the (empty) cache: <deps folder>\\tools\\python.exe."""
-    return _locate(archive)[0] + "\\tools\\python.exe", False
-
-
 LINUX_CACHE = "/pwb/cache"
 
 
@@ -205,9 +200,7 @@ def test_a_32_bit_python_is_never_the_build_python():
         f"configuration error: --python {executable}: it is 32-bit, and PyTorch builds and runs only with 64-bit "
         "Python. Fix: pass the path of a 64-bit CPython, or leave --python out."
     )
-    plan = make_plan(
-        Options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate, locate_python=_locate_python
-    )
+    plan = make_plan(Options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate)
     assert (plan.era.name, plan.build_python.fetch_minor, plan.build_python.info) == ("2.9+", "3.14", None)
     assert plan.build_python.version.startswith("3.14.")
     folder = f"{CACHE}\\deps\\python.{plan.build_python.version}"
@@ -246,7 +239,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
 
     def plan(version: str, python: str) -> Plan:
         options = Options(cuda="cpu", pytorch_version=version, cache_dir=CACHE, python=PythonRequest.parse(python))
-        return make_plan(options, facts, KNOWLEDGE, locate_archive=_locate, locate_python=_locate_python)
+        return make_plan(options, facts, KNOWLEDGE, locate_archive=_locate)
 
     with pytest.raises(ConfigurationError) as error:
         plan("2.6", "3.8")
@@ -292,9 +285,7 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     windows = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
 
     def plan(facts: Facts, cache: str = CACHE, **options) -> Plan:
-        return make_plan(
-            Options(cuda="cpu", cache_dir=cache, **options), facts, KNOWLEDGE, locate_python=_locate_python
-        )
+        return make_plan(Options(cuda="cpu", cache_dir=cache, **options), facts, KNOWLEDGE, locate_archive=_locate)
 
     python_3_9 = PythonRequest.parse("3.9")
     with pytest.raises(ConfigurationError) as error:

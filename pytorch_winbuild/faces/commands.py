@@ -251,13 +251,6 @@ def plan_from_flags(
             return str(deps_dir(cache_dir, archive)), False
         return str(deps_dir(Path(cache_dir), archive)), installed_path(Path(cache_dir), archive) is not None
 
-    def locate_python(archive: Any) -> tuple[str, bool]:
-        from pytorch_winbuild.deps.catalog import PYTHON_EXE
-
-        folder, there = locate(archive)
-        path_type: type[PurePath] = PureWindowsPath if facts.os == "windows" else PurePosixPath
-        return str(path_type(folder, *PYTHON_EXE)), there
-
     reads_version = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
     source_version = read_source_version(source_dir) if reads_version and source_dir else None
     backend = build_backend(source_dir) if reads_version and source_dir else None
@@ -273,7 +266,6 @@ def plan_from_flags(
         source_version=source_version,
         locate_archive=locate,
         caller_notes=notes,
-        locate_python=locate_python,
         tree_requires=tree_requires,
     )
     plan = replace(
@@ -294,7 +286,6 @@ def plan_from_flags(
             locate_archive=locate,
             caller_notes=(*notes, measured.note),
             measured_job_gib=measured.gib,
-            locate_python=locate_python,
             tree_requires=tree_requires,
         )
         plan = replace(plan, source=source_text)

@@ -31,7 +31,6 @@ from pytorch_winbuild.builder.source import (
     remote_url,
 )
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
-from pytorch_winbuild.deps.catalog import PYTHON_EXE
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
@@ -164,10 +163,6 @@ def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Pat
     def locate(archive: Any) -> tuple[str, bool]:
         return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
 
-    def locate_python(archive: Any) -> tuple[str, bool]:
-        folder, there = locate(archive)
-        return str(Path(folder, *PYTHON_EXE)), there
-
     options = replace(entry.options(cache_dir=cache_dir, source_dir=source_dir), python=python)
     plan = make_plan(
         options,
@@ -175,7 +170,6 @@ def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Pat
         context.knowledge,
         source_version=read_source_version(source_dir),
         locate_archive=locate,
-        locate_python=locate_python,
         tree_requires=backend.requires if (backend := build_backend(source_dir)) else (),
     )
     extra = tuple(

@@ -978,14 +978,18 @@ def checked_requires(requires: tuple[str, ...]) -> tuple[str, ...]:
     return requires
 
 
-def _cache_python(os_name: str, cache_dir: str) -> PythonLocator:
-    """Where fetch-deps puts a NuGet CPython in the cache (<cache>/deps/<package folder>/tools/python.exe), for a
-    plan made without a caller's locator: the caller that can look into the cache says whether it is there."""
+def _python_locator(os_name: str, cache_dir: str, locate_archive: ArchiveLocator | None) -> PythonLocator:
+    """Where a NuGet CPython's interpreter is in the cache: inside the folder fetch-deps extracts it to, as the
+    caller's archive locator says (and whether it is there); without one, <cache>/deps/<package folder>."""
 
     def locate(archive: Any) -> tuple[str, bool]:
         from pytorch_winbuild.deps.catalog import python_interpreter  # the catalog loads only when a Python is fetched
 
-        return str(python_interpreter(_paths(os_name)(cache_dir, "deps", archive.folder_name))), False
+        paths = _paths(os_name)
+        folder, present = (
+            locate_archive(archive) if locate_archive else (str(paths(cache_dir, "deps", archive.folder_name)), False)
+        )
+        return str(python_interpreter(paths(folder))), present
 
     return locate
 
@@ -1120,7 +1124,6 @@ def make_plan(
     locate_archive: ArchiveLocator | None = None,
     caller_notes: tuple[str, ...] = (),
     measured_job_gib: float | None = None,
-    locate_python: PythonLocator | None = None,
     tree_requires: tuple[str, ...] = (),
 ) -> Plan:
     """Decide everything a build needs. `source_version` is (version, where it was read);
@@ -1154,7 +1157,7 @@ def make_plan(
         )
     plan.decisions.extend(caller_notes)
     build_python = choose_build_python(
-        era, facts, options.python, cache_python=locate_python or _cache_python(facts.os, options.cache_dir)
+        era, facts, options.python, cache_python=_python_locator(facts.os, options.cache_dir, locate_archive)
     )
     plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
     build_arguments = _build_arguments(era, options)
