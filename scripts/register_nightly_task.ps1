@@ -18,7 +18,7 @@ Every night ends by regenerating the wheel channel in the output folder (-Output
 matrix's output_dir, dist\nightly by default): index.html (the dashboard), simple\ (the pip index)
 and entries\<entry>\simple\. Point any static web server at that folder, e.g.
     python -m http.server 8080 --directory C:\pytorch-winbuild\dist\nightly
-or an IIS site whose physical path is the folder (README, "The wheel channel": MIME types for .whl
+or an IIS site whose physical path is the folder (docs/nightly.md, "The wheel channel": MIME types for .whl
 and .log, and allowDoubleEscaping, since wheel names hold a '+').
 The task's own log (-LogFile) is kept outside that folder, so the server does not publish it.
 

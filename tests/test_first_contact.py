@@ -1,4 +1,4 @@
-"""First contact: the commands the README shows and the commands every plan prints, run as printed.
+"""First contact: the commands every plan prints, run as printed (the README's own: tests/test_readme_*.py).
 
 A new user on Linux plans for the shipped Windows machines with --host. Every shipped facts file
 must plan every CUDA it holds (and cpu and auto), its `.bat` must be written, and the fetch steps
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from support import HOSTS_DIR, REPO_ROOT, run_invoke
+from support import HOSTS_DIR, run_invoke
 
 HOSTS = sorted(HOSTS_DIR.glob("*.json"))
 CASES = [
@@ -22,7 +22,6 @@ CASES = [
     for host in HOSTS
     for cuda in ["auto", "cpu", *(c["version"] for c in json.loads(host.read_text(encoding="utf-8"))["cuda"])]
 ]
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _split_windows(command: str) -> list[str]:
@@ -79,26 +78,18 @@ def test_every_shipped_facts_file_plans_every_cuda_it_holds(tmp_path: Path):
             future.result()
 
 
-README_EXAMPLES = [
-    # (command as the README shows it, extra arguments needed on Linux: a Windows machine's facts)
-    ("invoke build --cuda 9.0 --dry-run --host build_config/hosts/vs2017-cuda90-cuda100.json", []),
-    (
-        "invoke env --cuda 9.0 --format bat --output build_env.bat",
-        ["--host", "build_config/hosts/vs2017-cuda90-cuda100.json"],
-    ),
-    ("invoke fetch-deps --cuda 9.0 --dry-run", []),
-    ("invoke build --dry-run", []),
-]
-
-
-@pytest.mark.parametrize(("command", "extra"), README_EXAMPLES)
-def test_readme_examples_run_as_printed(command: str, extra: list[str], tmp_path: Path):
-    assert command in README, "the README shows this command"
-    words = command.split()[1:]
-    if "--output" in words:
-        words[words.index("--output") + 1] = str(tmp_path / "build_env.bat")
-    result = run_invoke(*words, *extra, cwd=REPO_ROOT)
-    assert result.returncode == 0, result.stderr
+@pytest.mark.parametrize(
+    ("flag", "env", "label", "fix"),
+    [
+        (["--cache-dir", "x"], {}, "--cache-dir 'x'", "e.g. --cache-dir C:\\Users\\you"),
+        ([], {"INVOKE_WINBUILD_CACHE_DIR": "/tmp/c"}, "winbuild.cache_dir '/tmp/c'", "INVOKE_WINBUILD_CACHE_DIR=C:\\"),
+    ],
+)
+def test_a_cache_folder_of_this_machine_for_a_windows_plan_is_named_where_it_was_set(flag, env, label, fix):
+    """A Linux cache folder set in the environment is not a --cache-dir the user typed: say which one it was."""
+    result = run_invoke("build", "--dry-run", "--host", str(HOSTS_DIR / "vs2017-cuda90-cuda100.json"), *flag, env=env)
+    assert result.returncode == 2 and f"configuration error: {label} is not an absolute windows path" in result.stderr
+    assert fix in result.stderr and "or leave it out for the facts file's own" in result.stderr
 
 
 @pytest.mark.parametrize(

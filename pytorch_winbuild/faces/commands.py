@@ -23,6 +23,7 @@ from pytorch_winbuild.faces.flags import (
     cache_folder,
     cache_origin,
     default_cache_dir,
+    example,
     finite_number,
     flag_label,
     output_file,
@@ -77,7 +78,7 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
     if facts.os == this_os():
         return (Path(given) if given else default_cache_dir()), None
     path_type: type[PurePath] = PureWindowsPath if facts.os == "windows" else PurePosixPath
-    example = (
+    sample = (
         "C:\\Users\\you\\AppData\\Local\\pytorch-winbuild"
         if facts.os == "windows"
         else "/home/you/.cache/pytorch-winbuild"
@@ -85,9 +86,11 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
     if given:
         folder = path_type(given)
         if not folder.is_absolute() or (facts.os == "windows" and "/" in str(given)):
+            label = flag_label("cache_dir", flag)
             raise ConfigurationError(
-                f"--cache-dir {given!r} is not an absolute {facts.os} path, and this plan is for a {facts.os} machine.",
-                fix=f"pass that machine's folder, e.g. --cache-dir {example}.",
+                f"{label} {given!r} is not an absolute {facts.os} path, and this plan is for a {facts.os} machine.",
+                fix=f"pass that machine's folder, e.g. {example(label, sample)}, or leave it out for the "
+                "facts file's own.",
             )
         return folder, None
     if facts.cache_dir:
@@ -108,7 +111,7 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
         )
     raise ConfigurationError(
         f"the facts file does not say where pytorch-winbuild keeps its cache on that {facts.os} machine.",
-        fix=f"pass --cache-dir with that machine's folder, e.g. --cache-dir {example}.",
+        fix=f"pass --cache-dir with that machine's folder, e.g. --cache-dir {sample}.",
     )
 
 

@@ -2,7 +2,7 @@
 
 One prefix per test session (first boot takes seconds), with its wineserver kept alive for the
 session and stopped at the end. Without Wine these fixtures fail, never skip: CI must install it
-(see the README's Tests section).
+(see docs/architecture.md, "Tests").
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def _bat_with_vcvars(folder: Path, windows_machine: dict, vcvarsall: bytes, cach
 def test_bat_stops_when_vcvars_reports_an_error_and_exits_0(
     tmp_path: Path, windows_machine: dict, run_cmd, wine_path, dev: bool
 ):
-    """VS 2017+ vcvars prints `[ERROR:vcvars.bat] ...` for a missing toolset and still exits 0 (README,
+    """VS 2017+ vcvars prints `[ERROR:vcvars.bat] ...` for a missing toolset and still exits 0 (docs/reference.md,
     "Entering the Visual Studio environment"); the script must stop there too, show vcvars' output, say
     what to do, set none of the plan's variables and leave no log behind. `dev`: a cache folder with `!`,
     whose helper variables come after the call and so must never appear."""
