@@ -262,16 +262,18 @@ def test_nvidia_compatibility_rules(entry: Arch, gpu: str, runs: bool):
 
 
 def test_pytorch_names_expand_as_cpp_extension_expands_them():
-    """torch/utils/cpp_extension.py named_arches: Ampere = '8.0;8.6+PTX', Hopper = '9.0+PTX'; spaces read as ';'."""
-    entries = parse_arch_list("Ampere Hopper;7.5", KNOWLEDGE.gpu.names)
+    """v2.9.0 torch/utils/cpp_extension.py lines 2400 and 2402 (named_arches): Ampere = '8.0;8.6+PTX',
+    Hopper = '9.0+PTX'; spaces read as ';' (line 2450's replace(' ', ';'))."""
+    names = KNOWLEDGE.gpu.names_for("2.9.0", "cpp_extension")
+    entries = parse_arch_list("Ampere Hopper;7.5", names)
     assert [str(e) for e in entries] == ["8.0", "8.6+PTX", "9.0+PTX", "7.5"]
-    assert covers(entries, "8.9") and not covers(parse_arch_list("7.5", KNOWLEDGE.gpu.names), "8.0")
+    assert covers(entries, "8.9") and not covers(parse_arch_list("7.5", names), "8.0")
 
 
 @pytest.mark.parametrize("bad", ["sm_61", "Amperee", "9", "6.1+ptx", "8.6;;x", ""])
 def test_malformed_entries_are_refused(bad: str):
     with pytest.raises(ConfigurationError):
-        parse_arch_list(bad, KNOWLEDGE.gpu.names)
+        parse_arch_list(bad, KNOWLEDGE.gpu.any_release())
 
 
 def test_a_gpu_newer_than_the_cuda_gets_ptx_and_an_older_one_nothing():

@@ -150,7 +150,7 @@ THROUGH_CLI = settings(
 def documented_exit_codes() -> dict[int, str]:
     """README's "Exit codes" table: code → meaning."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Exit codes", 1)[1]
+    section = text.split("## Exit codes", 1)[1]
     section = section.split("\n#", 1)[0]
     return {
         int(match.group(1)): match.group(2).strip()

@@ -10,7 +10,6 @@ JSON and scripts are exact data and are printed as they are.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
@@ -121,12 +120,11 @@ def cuda_word(value: str) -> str:
     return word if word in ("cpu", "auto") else value
 
 
-_RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")  # PyTorch's release tags: v1.0.1, v2.6.0
-
-
 def ref_release(ref: str | None) -> tuple[str, str] | None:
     """A --ref that names a release tag pins that release (before the clone shows its version.txt)."""
-    found = _RELEASE_TAG.fullmatch(ref or "")
+    from pytorch_winbuild.knowledge.versions import RELEASE_TAG
+
+    found = RELEASE_TAG.fullmatch(ref or "")
     return (found.group(1), f"--ref {ref}, a release tag") if found else None
 
 
@@ -243,6 +241,7 @@ def plan_from_flags(
         no_magma=bool(flags["no_magma"]),
         python=python,
         build_venv=build_venv,
+        extension=not source_is_pytorch,  # build-ext: torch.utils.cpp_extension reads --arch-list's names
     )
     foreign = facts.os != this_os()
 

@@ -5,7 +5,8 @@ would reject ("nvcc fatal : Unsupported gpu architecture 'compute_50'") before a
 and to see which GPUs a list leaves out. The rules are NVIDIA's (CUDA C++ Programming Guide,
 "Binary Compatibility" and "PTX Compatibility"): a cubin for X.y runs on X.z with z >= y; PTX for
 X.Y is compiled by the driver for any GPU of X.Y or newer; `a` builds (9.0a) run only on that
-exact GPU. The names are PyTorch's (torch/utils/cpp_extension.py `named_arches`).
+exact GPU. The names are PyTorch's, which differ by release and by reader (its CMake for a build,
+torch/utils/cpp_extension.py for build-ext): build_config/gpu.toml [[arch_names]].
 """
 
 from __future__ import annotations
@@ -54,21 +55,52 @@ def split_entries(text: str) -> list[str]:
     return [part for part in re.split(r"[;\s]+", text.strip()) if part]
 
 
-def parse_arch_list(text: str, names: dict[str, str], flag: str = "--arch-list") -> tuple[Arch, ...]:
-    """Entries, PyTorch's names expanded ('Ampere' → 8.0;8.6+PTX); ConfigurationError naming the bad entry."""
+@dataclass(frozen=True)
+class NameTable:
+    """The architecture names one plan reads --arch-list with, and where they were read.
+
+    A name stands for different numbers in different releases and readers ('Blackwell' is 10.0 in
+    2.6's CMake, 10.0;12.0 in 2.7's), so whatever refuses or expands a name says whose table it used.
+    """
+
+    names: dict[str, str]  # name → the entries it stands for; the NAME+PTX forms the reader accepts are keys too
+    label: str  # "PyTorch 2.6.0's CMake names (v2.6.0 cmake/…/select_compute_arch.cmake lines 201-235)"
+    note: str = ""  # set when the release is newer than every table read and the newest stands in
+
+    def known(self) -> str:
+        """The names, for a message, with the NAME+PTX forms as one remark."""
+        plain = [name for name in self.names if not name.endswith("+PTX")]
+        with_ptx = [name for name in self.names if name.endswith("+PTX")]
+        if not plain:
+            return "none: it reads only numbers"
+        if len(with_ptx) == len(plain):
+            return ", ".join(plain) + " (each also as NAME+PTX)"
+        return ", ".join(plain) + (f"; also {', '.join(with_ptx)}" if with_ptx else "")
+
+
+def parse_arch_list(text: str, names: NameTable, flag: str = "--arch-list") -> tuple[Arch, ...]:
+    """Entries, names expanded with the plan's table ('Ampere' → 8.0;8.6); ConfigurationError naming the bad entry."""
+    fix = (
+        f'pass your GPU\'s compute capability, e.g. {flag} 8.6 or {flag} "7.5;8.6+PTX" '
+        "(nvidia-smi --query-gpu=name,compute_cap --format=csv prints it; NVIDIA lists every "
+        "GPU at https://developer.nvidia.com/cuda-gpus)."
+    )
     entries: list[Arch] = []
     for part in split_entries(text):
-        expanded = names.get(part)
+        expanded = names.names.get(part)
         for item in split_entries(expanded) if expanded is not None else [part]:
             match = _ENTRY.fullmatch(item)
+            if match is None and expanded is not None:  # CMake's Fermi: "2.1(2.0)", sm_21 built from compute_20
+                raise ConfigurationError(
+                    f"{flag} entry {part!r} stands for {expanded!r} in {names.label}, and pytorch-winbuild writes "
+                    f"only X.Y, X.Y+PTX, X.Ya and X.Yf entries ({item!r} is none).",
+                    fix=fix,
+                )
             if match is None:
-                known = ", ".join(names)
                 raise ConfigurationError(
                     f"{flag} entry {part!r} is not a compute capability (X.Y, X.Y+PTX, X.Ya, X.Yf) or one of "
-                    f"PyTorch's architecture names ({known}).",
-                    fix=f'pass your GPU\'s compute capability, e.g. {flag} 8.6 or {flag} "7.5;8.6+PTX" '
-                    "(nvidia-smi --query-gpu=name,compute_cap --format=csv prints it; NVIDIA lists every "
-                    "GPU at https://developer.nvidia.com/cuda-gpus).",
+                    f"{names.label}: {names.known()}.",
+                    fix=fix,
                 )
             arch = Arch(int(match["major"]), int(match["minor"]), match["suffix"], bool(match["ptx"]))
             if arch not in entries:

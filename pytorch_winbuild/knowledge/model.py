@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.arch_list import NameTable, split_entries
 from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, load_build_requirements
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
+from pytorch_winbuild.knowledge.versions import NEWEST_WORDS
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")
 _DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")
@@ -134,6 +136,9 @@ class Era:
     min_cmake_from: tuple[tuple[str, str], ...] = ()
     # cuDNN location variables the era's build reads from the environment → what reads each.
     cudnn_env: dict[str, str] = field(default_factory=dict)
+    # The one folder the era links NvToolsExt from when its build reads no variable for it ("": it reads
+    # NVTOOLSEXT_PATH): PyTorch 1.1 hard-codes it.
+    nvtoolsext_fixed: str = ""
 
     @property
     def first(self) -> tuple[int, int, int]:
@@ -177,10 +182,63 @@ class PathLimits:
     deepest_cache_suffix: int
 
 
+# Who reads TORCH_CUDA_ARCH_LIST, each with its own table of names: PyTorch's CMake (a build) and
+# torch.utils.cpp_extension (build-ext); the words messages use for them.
+ARCH_READERS = {"cmake": "CMake", "cpp_extension": "torch.utils.cpp_extension"}
+
+
+@dataclass(frozen=True)
+class ArchNames:
+    """One reader's architecture names for a range of PyTorch releases (gpu.toml [[arch_names]])."""
+
+    reader: str  # a key of ARCH_READERS
+    pytorch: tuple[str, str]  # the releases [first, end) it holds for
+    source: str  # the tag, file and lines it was read from
+    names: dict[str, str]  # name → the entries it stands for; the "NAME+PTX" forms the reader accepts are keys too
+
+    @property
+    def first(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[0])
+
+    @property
+    def end(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[1])
+
+
 @dataclass(frozen=True)
 class GpuKnowledge:
-    names: dict[str, str]  # PyTorch's architecture names → entries ("Ampere" → "8.0;8.6+PTX")
+    arch_names: tuple[ArchNames, ...]  # every reader's tables, oldest first, back to back
     minor_compatible: dict[str, dict[str, str]]  # CUDA major → OS → oldest driver that runs every minor release
+
+    def names_for(self, release: str, reader: str) -> NameTable:
+        """The names PyTorch `release` (a version, or main/latest) gives --arch-list when `reader` reads it;
+        a release newer than every table read gets the newest table, with a note saying so."""
+        tables = [table for table in self.arch_names if table.reader == reader]
+        who = ARCH_READERS[reader]
+        key = None if release in NEWEST_WORDS else _release(release)
+        if key is not None and key < tables[0].first:
+            raise ConfigurationError(
+                f"PyTorch {release} is older than every table of {who} architecture names (build_config/gpu.toml "
+                f"[[arch_names]] starts at {tables[0].pytorch[0]})."
+            )
+        for table in tables:
+            if key is not None and key < table.end:
+                return NameTable(table.names, f"PyTorch {release}'s {who} names ({table.source})")
+        newest = tables[-1]
+        return NameTable(
+            newest.names,
+            f"the newest {who} names read, PyTorch {newest.pytorch[0]}'s ({newest.source})",
+            f"PyTorch {release} is newer than every release whose {who} architecture names were read (the last "
+            f"table holds for releases before {newest.pytorch[1]}), so its names are read with the newest table; "
+            "compare that with the source tree and update build_config/gpu.toml.",
+        )
+
+    def any_release(self) -> NameTable:
+        """Every name some release knows: --arch-list is checked before the plan knows its release."""
+        names: dict[str, str] = {}
+        for table in self.arch_names:
+            names.update(table.names)
+        return NameTable(names, "PyTorch's architecture names (of any release)")
 
 
 @dataclass(frozen=True)
@@ -263,16 +321,62 @@ def driver_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def _entries_table(table: dict[str, Any], key: str, where: str) -> dict[str, str]:
+    value = optional(table, key, dict, where, {})
+    if not all(isinstance(item, str) for item in value.values()):
+        raise ConfigurationError(f"{where}.{key}: every value must be a string of entries.")
+    return dict(value)
+
+
+def _with_ptx(entries: str, ptx: str | None) -> str:
+    """CMake's NAME+PTX: the name's cubins, plus PTX for its arch_ptx (for all of them when it has none)."""
+    marked = split_entries(ptx) if ptx else split_entries(entries)
+    return ";".join(f"{entry}+PTX" if entry in marked else entry for entry in split_entries(entries))
+
+
+def _arch_names(data: dict[str, Any], name: str) -> tuple[ArchNames, ...]:
+    """The [[arch_names]] tables; each reader's must follow one another with no gap."""
+    tables: list[ArchNames] = []
+    for number, table in enumerate(require(data, "arch_names", list, name)):
+        where = f"{name}: arch_names[{number}]"
+        reader = require(table, "reader", str, where)
+        if reader not in ARCH_READERS:
+            raise ConfigurationError(f"{where}.reader: '{reader}' is not one of {', '.join(ARCH_READERS)}.")
+        pytorch = string_list(table, "pytorch", where)
+        if len(pytorch) != 2 or _release(pytorch[0]) >= _release(pytorch[1]):
+            raise ConfigurationError(f"{where}.pytorch: expected [first, end) releases, got {pytorch!r}.")
+        names = _entries_table(table, "names", where)
+        ptx = _entries_table(table, "ptx", where)
+        if (ptx and reader != "cmake") or any(
+            name not in names or not set(split_entries(entries)) <= set(split_entries(names[name]))
+            for name, entries in ptx.items()
+        ):
+            raise ConfigurationError(
+                f"{where}.ptx: only a CMake table has one, and a name's arch_ptx must be among its arch_bin."
+            )
+        if reader == "cmake":
+            names |= {f"{name}+PTX": _with_ptx(entries, ptx.get(name)) for name, entries in names.items()}
+        else:  # cpp_extension replaces the name in the text: "Kepler+Tesla+PTX" is "3.7+PTX", "Ampere+PTX" nothing
+            names |= {f"{name}+PTX": f"{entries}+PTX" for name, entries in names.items() if "+PTX" not in entries}
+        tables.append(ArchNames(reader, (pytorch[0], pytorch[1]), require(table, "source", str, where), names))
+    for reader in ARCH_READERS:
+        ranges = [table.pytorch for table in tables if table.reader == reader]
+        gaps = [f"{a[1]} vs {b[0]}" for a, b in itertools.pairwise(ranges) if a[1] != b[0]]
+        if not ranges or gaps:
+            raise ConfigurationError(
+                f"{name}: arch_names for reader '{reader}' must cover the releases in order, each table starting "
+                f"where the one before ends ({'; '.join(gaps) or 'none given'})."
+            )
+    return tuple(tables)
+
+
 def _gpu_table(path: Path) -> GpuKnowledge:
     data = load_toml(path)
-    names = require(data, "pytorch_names", dict, path.name)
-    if not all(isinstance(value, str) for value in names.values()):
-        raise ConfigurationError(f"{path.name}: pytorch_names: every value must be a string of entries.")
     minor = {
         major: _drivers(table, f"{path.name}: minor_version_compatibility.{major}")
         for major, table in require(data, "minor_version_compatibility", dict, path.name).items()
     }
-    return GpuKnowledge(names=dict(names), minor_compatible=minor)
+    return GpuKnowledge(arch_names=_arch_names(data, path.name), minor_compatible=minor)
 
 
 def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, str], tuple[ToolsetInfo, ...]]:
@@ -400,6 +504,7 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
                 sources=tuple(string_list(entry, "sources", where)),
                 min_cmake_from=_min_cmake_from(entry, where),
                 cudnn_env=_cudnn_env(entry, where),
+                nvtoolsext_fixed=optional(entry, "nvtoolsext_fixed", str, where, ""),
             )
         )
         era = eras[-1]

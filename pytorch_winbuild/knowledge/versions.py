@@ -8,6 +8,7 @@ no whitespace or control character: it is printed into plans and scripts.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 # Words that mean "the newest era" wherever a PyTorch version is asked for.
 NEWEST_WORDS = ("latest", "main", "master", "nightly")
+RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")  # PyTorch's release tags: v1.0.1, v2.6.0
 
 
 def _shown(text: str) -> str:

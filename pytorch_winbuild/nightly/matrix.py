@@ -18,6 +18,7 @@ from pytorch_winbuild.builder.source import check_ref, check_repo
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
 from pytorch_winbuild.knowledge.model import Knowledge
+from pytorch_winbuild.knowledge.versions import RELEASE_TAG
 from pytorch_winbuild.planning.gpu_plan import checked_arch_list
 from pytorch_winbuild.planning.plan import Options
 from pytorch_winbuild.planning.python_choice import PythonRequest
@@ -255,7 +256,7 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         min_free_gb=_free_gb(table["min_free_gb"], f"{where}.min_free_gb")
         if "min_free_gb" in table
         else default_free_gb,
-        plan_options=_arch_list_for_cuda(_plan_options(table, where, knowledge), cuda, where, knowledge),
+        plan_options=_arch_list_for_cuda(_plan_options(table, where, knowledge), cuda, ref, where, knowledge),
         min_free_gb_from=f"min_free_gb of entry '{name}' in {source}"
         if "min_free_gb" in table
         else f"[settings] min_free_gb in {source}",
@@ -263,13 +264,16 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
 
 
 def _arch_list_for_cuda(
-    options: tuple[tuple[str, Any], ...], cuda: str, where: str, knowledge: Knowledge
+    options: tuple[tuple[str, Any], ...], cuda: str, ref: str | None, where: str, knowledge: Knowledge
 ) -> tuple[tuple[str, Any], ...]:
-    """An arch_list the entry's nvcc would refuse fails now, not at 3 a.m. an hour into the build."""
+    """An arch_list the entry's nvcc would refuse fails now, not at 3 a.m. an hour into the build. Its names
+    are read as the release the ref tags builds them (a branch: as the newest release read)."""
     arch_list = dict(options).get("arch_list")
     if arch_list is not None and cuda != "cpu":
+        tag = RELEASE_TAG.fullmatch(ref or "")
+        names = knowledge.gpu.names_for(tag.group(1) if tag else "main", "cmake")
         try:
-            checked_arch_list(knowledge, knowledge.cuda_release(cuda), arch_list, flag="arch_list =")
+            checked_arch_list(knowledge, knowledge.cuda_release(cuda), arch_list, names, flag="arch_list =")
         except ConfigurationError as error:
             raise ConfigurationError(f"{where}: {error.message}", fix=error.fix) from None
     return options

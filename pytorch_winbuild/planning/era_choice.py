@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts
-from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version, release_key
 from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest, accepts, installed, python_problem, unusable
+from pytorch_winbuild.text import quoting_bat as bat
 
 if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
     from packaging.version import Version
@@ -132,6 +134,9 @@ def obstacles(
                     "installer)",
                 )
             )
+        moved = _moved_nvtoolsext(era, facts, cuda, release)
+        if moved is not None:
+            found.append(moved)
         installed = sorted({v.product_line for v in facts.visual_studio})
         if vs != "auto" and vs not in era.visual_studio:
             found.append(
@@ -154,6 +159,31 @@ def obstacles(
                 )
             )
     return found
+
+
+def same_windows_folder(a: str, b: str) -> bool:
+    """Windows folder names compare without case, whichever slash or trailing separator they were written with."""
+    return PureWindowsPath(a.rstrip("\\/")) == PureWindowsPath(b.rstrip("\\/"))
+
+
+def _moved_nvtoolsext(era: Era, facts: Facts, cuda: str, release: CudaRelease | None) -> Obstacle | None:
+    """An era that links NvToolsExt from one fixed folder (eras.toml nvtoolsext_fixed) cannot use one elsewhere."""
+    if not (era.nvtoolsext_fixed and release and release.needs_nvtx and cuda in era.cuda):
+        return None
+    folder = next((c.nvtx for c in facts.cuda if c.version == cuda and c.nvtx), None) or facts.nvtoolsext
+    if not folder or same_windows_folder(folder, era.nvtoolsext_fixed):
+        return None
+    fixed = era.nvtoolsext_fixed
+    try:
+        target, source = (bat.command_argument(path, "the folder", "") for path in (fixed, folder))
+        link = f"a junction there works: `mklink /J {target} {source}` in an administrator Command Prompt"
+    except ConfigurationError:  # a folder no cmd quoting keeps literal: say it in words
+        link = f"a copy of {folder} there works"
+    return Obstacle(
+        f"PyTorch {era.name} links NvToolsExt only from {fixed} (its torch/CMakeLists.txt reads no variable for "
+        f"it, not NVTOOLSEXT_PATH), and this machine's is {folder}",
+        install=f"NvToolsExt in {fixed} ({link})",
+    )
 
 
 def cmake_install(needed: str) -> str:

@@ -14,11 +14,13 @@ from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts, Gpu
 from pytorch_winbuild.knowledge.arch_list import (
     Arch,
+    NameTable,
     capability_key,
     covers,
     default_for_gpus,
     format_arch_list,
     parse_arch_list,
+    split_entries,
 )
 from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge, driver_key, version_tuple
 
@@ -107,15 +109,29 @@ def buildable_gpus_problem(facts: Facts, release: CudaRelease) -> str | None:
     return None
 
 
+def _named(requested: str, names: NameTable) -> str:
+    """'Blackwell → 10.0, Ampere → 8.0;8.6': the names of `requested` and what the plan's table makes of them."""
+    return ", ".join(f"{part} → {names.names[part]}" for part in split_entries(requested) if part in names.names)
+
+
 def checked_arch_list(
-    knowledge: Knowledge, release: CudaRelease, requested: str, gpus: list[Gpu] | None = None, flag: str = "--arch-list"
+    knowledge: Knowledge,
+    release: CudaRelease,
+    requested: str,
+    names: NameTable,
+    gpus: list[Gpu] | None = None,
+    flag: str = "--arch-list",
 ) -> tuple[Arch, ...]:
-    """The entries of `requested`, or ConfigurationError when the release's nvcc would refuse one."""
-    entries = parse_arch_list(requested, knowledge.gpu.names, flag)
+    """The entries of `requested` (names read with `names`); ConfigurationError when the release's nvcc would
+    refuse one."""
+    entries = parse_arch_list(requested, names, flag)
     refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
     if refused:
+        expanded = _named(requested, names)
         raise ConfigurationError(
-            f"{flag} {requested!r}: CUDA {release.version}'s nvcc does not compile for "
+            f"{flag} {requested!r}"
+            + (f" ({expanded} in {names.label})" if expanded else "")
+            + f": CUDA {release.version}'s nvcc does not compile for "
             f"{', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop "
             'with "nvcc fatal : Unsupported gpu architecture".',
             fix=f"pass architectures from that range (e.g. {flag} "
@@ -124,8 +140,11 @@ def checked_arch_list(
     return entries
 
 
-def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, release: CudaRelease) -> ArchDecision:
-    """TORCH_CUDA_ARCH_LIST for this build: --arch-list checked against nvcc, else the installed GPUs."""
+def plan_arch_list(
+    knowledge: Knowledge, facts: Facts, requested: str | None, release: CudaRelease, names: NameTable
+) -> ArchDecision:
+    """TORCH_CUDA_ARCH_LIST for this build: --arch-list (names read with `names`) checked against nvcc, else the
+    installed GPUs."""
     gpus = [gpu for gpu in facts.gpus or () if gpu.compute_capability]
     count = len(release.arch_list.split(";"))
     everything = (
@@ -133,12 +152,17 @@ def plan_arch_list(knowledge: Knowledge, facts: Facts, requested: str | None, re
         "kernel again"
     )
     if requested:
-        entries = checked_arch_list(knowledge, release, requested, gpus)
+        entries = checked_arch_list(knowledge, release, requested, names, gpus)
         decision = ArchDecision(
             format_arch_list(entries),
             "build kernels only for these GPUs (--arch-list): shorter builds, and the fix for 'no kernel "
             "image is available'",
         )
+        expanded = _named(requested, names)
+        if expanded:
+            decision.decisions.append(
+                f"--arch-list names, read with {names.label}: {expanded}." + (f" {names.note}" if names.note else "")
+            )
         for gpu in gpus:
             if not covers(entries, gpu.compute_capability or ""):
                 decision.warnings.append(

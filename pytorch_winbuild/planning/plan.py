@@ -16,12 +16,12 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
-from pytorch_winbuild.facts.model import CudaInstall, Facts, VisualStudio
-from pytorch_winbuild.knowledge.arch_list import parse_arch_list
+from pytorch_winbuild.facts.model import CudaInstall, Facts, Gpu, VisualStudio
+from pytorch_winbuild.knowledge.arch_list import NameTable, parse_arch_list
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version
-from pytorch_winbuild.planning.era_choice import cmake_install, resolve_era
+from pytorch_winbuild.planning.era_choice import cmake_install, resolve_era, same_windows_folder
 from pytorch_winbuild.planning.gpu_plan import (
     buildable_gpus_problem,
     checked_arch_list,
@@ -78,6 +78,7 @@ class Options:
     no_magma: bool = False
     python: PythonRequest = AUTO  # the build's Python (--python), parsed by the faces
     build_venv: bool = True  # run in a venv of the era's requirements (build-ext: in the Python that has torch)
+    extension: bool = False  # build-ext: torch.utils.cpp_extension reads TORCH_CUDA_ARCH_LIST, not PyTorch's CMake
 
     def validate(self, knowledge: Knowledge) -> None:
         """Reject malformed values before any decision, naming the flag."""
@@ -107,7 +108,7 @@ class Options:
             names = ", ".join([*knowledge.compiler_caches, "none", "auto"])
             raise ConfigurationError(f"--compiler-cache {self.compiler_cache!r} is not one of {names}.")
         if self.arch_list is not None:
-            parse_arch_list(self.arch_list, knowledge.gpu.names)
+            parse_arch_list(self.arch_list, knowledge.gpu.any_release())  # the release's own names: make_plan
         if self.jobs is not None and self.jobs < 1:
             raise ConfigurationError(f"--jobs {self.jobs} must be a positive number of parallel compile jobs.")
         if self.mode not in MODES:
@@ -208,6 +209,7 @@ class Plan:
     warnings: tuple[str, ...]
     path_separator: str = field(default=";")
     source: str = ""  # the tree this plan builds, as the caller found it ("none" when there is none)
+    gpus: tuple[Gpu, ...] = ()  # the machine's GPUs (facts): build-ext checks what it built against them
 
     def check_printable(self) -> None:
         """ConfigurationError (exit 2) when a command the table shows cannot be written to work when pasted."""
@@ -388,8 +390,15 @@ def vcvars_call(knowledge: Knowledge, choice: CompilerChoice, arch: str) -> Vcva
     )
 
 
-def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall) -> str | None:
-    """Why an installed CUDA cannot be used by 'auto', or None when it can."""
+def arch_names(knowledge: Knowledge, options: Options, pytorch_version: str) -> NameTable:
+    """The names --arch-list means for this release: its CMake's for a build, its cpp_extension's for build-ext."""
+    return knowledge.gpu.names_for(pytorch_version, "cpp_extension" if options.extension else "cmake")
+
+
+def _usable_cuda(
+    knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall, names: NameTable
+) -> str | None:
+    """Why an installed CUDA cannot be used by 'auto', or None when it can (`names`: the release's arch names)."""
     if cuda.version not in knowledge.cuda:
         return f"CUDA {cuda.version} is not in build_config/cuda.toml"
     if cuda.version not in era.cuda:
@@ -400,7 +409,7 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
         return driver[0]
     if options.arch_list:
         try:
-            checked_arch_list(knowledge, release, options.arch_list)
+            checked_arch_list(knowledge, release, options.arch_list, names)
         except ConfigurationError:
             return f"its nvcc does not compile every architecture of --arch-list {options.arch_list}"
     else:
@@ -409,10 +418,14 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
             return problem
     if facts.os != "windows":
         return host_problem(era, facts, cuda)
-    if (release.needs_nvtx or era.nvtoolsext == "always") and not (
-        cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
-    ):
-        return f"PyTorch {era.name} links NvToolsExt with CUDA {cuda.version}, and no NvToolsExt was found"
+    if release.needs_nvtx or era.nvtoolsext == "always":
+        folder = cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
+        if not folder:
+            return f"PyTorch {era.name} links NvToolsExt with CUDA {cuda.version}, and no NvToolsExt was found"
+        if era.nvtoolsext_fixed and not same_windows_folder(folder, era.nvtoolsext_fixed):
+            return (
+                f"PyTorch {era.name} links NvToolsExt only from {era.nvtoolsext_fixed}, and this machine's is {folder}"
+            )
     msc_range, _ = _cuda_range(cuda, release)
     if not any(
         msc_range[0] <= c.msc_ver < msc_range[1]
@@ -423,7 +436,9 @@ def _usable_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options,
     return None
 
 
-def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, plan: _Builder) -> CudaInstall | None:
+def choose_cuda(
+    knowledge: Knowledge, era: Era, facts: Facts, options: Options, plan: _Builder, names: NameTable
+) -> CudaInstall | None:
     """--cuda X.Y must be known, built by the era and installed; auto takes the newest usable one."""
     if options.cuda == "cpu":
         plan.decisions.append("CUDA: off (--cuda cpu).")
@@ -432,7 +447,7 @@ def choose_cuda(knowledge: Knowledge, era: Era, facts: Facts, options: Options, 
     if options.cuda == "auto":
         usable = []
         for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True):
-            why_not = _usable_cuda(knowledge, era, facts, options, cuda)
+            why_not = _usable_cuda(knowledge, era, facts, options, cuda, names)
             if why_not:
                 plan.decisions.append(f"CUDA auto: skipped {cuda.version}: {why_not}.")
             else:
@@ -501,6 +516,15 @@ def choose_generator(facts: Facts, options: Options, plan: _Builder) -> str:
     return "vs"
 
 
+def _fixed_nvtoolsext(era: Era, plan: _Builder) -> None:
+    """An era whose build reads no variable for NvToolsExt links it from one folder (the era solver has
+    refused the plan when NvToolsExt is elsewhere: era_choice._moved_nvtoolsext)."""
+    plan.decisions.append(
+        f"NvToolsExt: {era.nvtoolsext_fixed}, the one folder PyTorch {era.name} links it from (its "
+        "torch/CMakeLists.txt reads no variable for it, so NVTOOLSEXT_PATH is not set)."
+    )
+
+
 def choose_compiler_cache(
     knowledge: Knowledge, era: Era, facts: Facts, options: Options, generator: str, plan: _Builder
 ) -> str:
@@ -541,11 +565,19 @@ def choose_compiler_cache(
         if name in facts.tools and generator in cache.generators:
             plan.decisions.append(f"Compiler cache: {name} ({facts.tools[name].path}).")
             return name
-    hint = "; ".join(knowledge.compiler_caches[name].install for name in candidates)
-    plan.decisions.append(
-        f"Compiler cache: none installed that fits ({hint or 'none available'}); rebuilds will compile everything "
-        "again."
-    )
+    installed = [name for name in candidates if name in facts.tools]
+    if installed:
+        reason = (
+            f"{' and '.join(installed)} {'is' if len(installed) == 1 else 'are'} installed, but the Visual Studio "
+            "generator runs the toolset's cl.exe and ignores compiler launchers (pass --generator ninja to use it)"
+        )
+    else:
+        reason = (
+            "none installed that fits ("
+            + ("; ".join(knowledge.compiler_caches[name].install for name in candidates) or "none available")
+            + ")"
+        )
+    plan.decisions.append(f"Compiler cache: {reason}; rebuilds will compile everything again.")
     return "none"
 
 
@@ -554,7 +586,13 @@ def _paths(os_name: str) -> type[PureWindowsPath] | type[PurePosixPath]:
 
 
 def _cuda_changes(
-    knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall | None, plan: _Builder
+    knowledge: Knowledge,
+    era: Era,
+    facts: Facts,
+    options: Options,
+    cuda: CudaInstall | None,
+    plan: _Builder,
+    names: NameTable,
 ) -> None:
     path_type = _paths(facts.os)
     if cuda is None:
@@ -602,12 +640,15 @@ def _cuda_changes(
                 + ("" if release.needs_nvtx else "; or build PyTorch 2.5 or later, which uses CUDA's header-only NVTX3")
                 + ".",
             )
-        plan.set("NVTOOLSEXT_PATH", folder, "where PyTorch's CMake finds nvToolsExt64_1.lib")
+        if era.nvtoolsext_fixed:
+            _fixed_nvtoolsext(era, plan)
+        else:
+            plan.set("NVTOOLSEXT_PATH", folder, f"where PyTorch {era.name}'s build finds nvToolsExt64_1.lib")
     _cudnn_changes(era, facts, cuda, plan)
     warning = driver_warning(knowledge, facts, release)
     if warning:
         plan.warnings.append(warning)
-    arch = plan_arch_list(knowledge, facts, options.arch_list, release)
+    arch = plan_arch_list(knowledge, facts, options.arch_list, release, names)
     if arch.value is not None:
         plan.set("TORCH_CUDA_ARCH_LIST", arch.value, arch.reason)
     plan.decisions += arch.decisions
@@ -1132,6 +1173,7 @@ def make_plan(
     earlier build of this configuration on this machine (it replaces the cited figure)."""
     options.validate(knowledge)
     check_request(facts, options.python)
+    pinned = source_version[0] if source_version else options.pytorch_version  # else each era's newest
     choice = resolve_era(
         knowledge,
         facts,
@@ -1142,11 +1184,13 @@ def make_plan(
         usable_cuda=lambda era: tuple(
             cuda.version
             for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True)
-            if _usable_cuda(knowledge, era, facts, options, cuda) is None
+            if _usable_cuda(knowledge, era, facts, options, cuda, arch_names(knowledge, options, pinned or era.newest))
+            is None
         ),
         python=options.python,
     )
     era = choice.era
+    names = arch_names(knowledge, options, choice.pytorch_version)
     plan = _Builder(warnings=list(choice.warnings))
     plan.decisions.append(f"PyTorch {choice.pytorch_version} (from {choice.source}) → era {era.name}.")
     if era.cwrap_prep:
@@ -1186,7 +1230,7 @@ def make_plan(
             fix="leave them out on Linux, or plan for a Windows machine with --host FILE.",
         )
 
-    cuda = choose_cuda(knowledge, era, facts, options, plan)
+    cuda = choose_cuda(knowledge, era, facts, options, plan, names)
     msc_range, range_source = (
         _cuda_range(cuda, knowledge.cuda_release(cuda.version)) if cuda and windows else (None, "")
     )
@@ -1219,7 +1263,7 @@ def make_plan(
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
     archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
 
-    _cuda_changes(knowledge, era, facts, options, cuda, plan)
+    _cuda_changes(knowledge, era, facts, options, cuda, plan, names)
     if nvcc_host and nvcc_host.overridden:
         plan.set(
             "CUDAHOSTCXX",
@@ -1242,7 +1286,6 @@ def make_plan(
                 else ""
             ),
         )
-        plan.set("MSSdk", "1", "tells distutils the SDK environment is already set up (pairs with DISTUTILS_USE_SDK)")
     _compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
     _jobs_changes(knowledge, era, facts, options, cuda, plan, measured_job_gib)
     if windows:
@@ -1291,4 +1334,5 @@ def make_plan(
         decisions=tuple(plan.decisions),
         warnings=tuple(plan.warnings),
         path_separator=";" if windows else ":",
+        gpus=tuple(facts.gpus or ()),
     )
