@@ -11,15 +11,23 @@ import shutil
 import pytest
 from support import run_invoke
 
+from pytorch_winbuild.builder.built_arches import find_cuobjdump
+
+# cuobjdump where build-ext finds it: CUDA's bin, PATH, or the nvidia-cuda-cuobjdump wheel (the test extra)
+CUOBJDUMP = find_cuobjdump("/usr/local/cuda") or "cuobjdump"
+
 # marker → the executables its tests drive for real
 TIER_TOOLS = {
     "cmd": ["wine"],
     "network": ["7z", "7zz"],  # 7zz: Debian's 7zip (7-Zip 22+), 7z: p7zip-full
-    "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache", "/usr/local/cuda/bin/nvcc"],
+    "build": ["cmake", "ninja", "g++", "make", "git", "ccache", "sccache", "/usr/local/cuda/bin/nvcc", CUOBJDUMP],
     "services": ["redis-server", "memcached"],
     "browser": ["chromium", "chromedriver"],  # Debian's packages; Selenium drives them (tests/nightly)
     # pyenv's real CPythons as build Pythons, making venvs that pip fills from PyPI (its configured index)
     "pypi": [f"/root/.pyenv/versions/{version}/bin/python" for version in ("2.7.18", "3.7.16", "3.9.18")],
+    # PyTorch's real sources from Debian (apt-get source, with the deb-src lines .ci/run writes) and PyTorch's
+    # CMake scripts run in script mode (select_compute_arch.cmake) by the cmake the project installs
+    "client": ["apt-get", "apt-cache", "cmake"],
 }
 
 
@@ -30,7 +38,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if missing:
                 pytest.fail(
                     f"the '{marker}' tier needs {', '.join(missing)} on PATH; .ci/run installs it (apt-get install "
-                    "...).",
+                    "..., or pip: the test extra).",
                     pytrace=False,
                 )
 

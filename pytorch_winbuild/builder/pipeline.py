@@ -4,7 +4,8 @@ Each phase is timed into the report, and the report is written whatever happens 
 compile error, a failed verification, Ctrl-C), because a failed build is exactly when a user
 needs it. While the command runs, the memory watch samples its compilers (memory_watch.py): their
 peaks go to the report and to the cache's record for the next plan (memory_record.py), and after
-an out-of-memory failure they give the MAX_JOBS that would have fitted.
+an out-of-memory failure they give the MAX_JOBS that would have fitted. After build-ext, the GPU code
+its libraries hold is checked against this machine's GPUs (built_arches.py).
 """
 
 from __future__ import annotations
@@ -411,8 +412,20 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
         exit_code = _run_command(record, session, path, env, settings, book)
         if exit_code != 0:
             raise _build_failed(record, exit_code, book)
+        with record.phase("check"):
+            _check_built_archs(record, plan, path)
 
     return _conclude(record, body)
+
+
+def _check_built_archs(record: BuildRecord, plan: Plan, folder: Path) -> None:
+    """What the built libraries hold for the GPU against this machine's GPUs (builder/built_arches.py): a GPU
+    none of it runs on is a warning with the --arch-list to rebuild with, before the user's first kernel
+    launch finds out."""
+    from pytorch_winbuild.builder.built_arches import check_built_archs
+
+    for line in check_built_archs(folder, plan.gpus, plan.cuda.path if plan.cuda else None, plan.os):
+        record.note(line)
 
 
 def default_log_dir(cache_dir: Path) -> Path:

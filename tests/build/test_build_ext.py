@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,14 @@ def test_built_extension_imports_and_computes(builds: Builds) -> None:
     assert results == ["[1.0, 3.0, 5.0]", "[1.0, 2.0, 3.0]", "[5.0, 10.0]"]
     # STD_TORCH_CHECK's message: the function, the file and line, then the extension's own words.
     assert re.fullmatch(r"add_scaled, .*ops\.cpp:\d+, add_scaled: shapes differ: \[2\] and \[3\]", error), error
+
+
+def test_the_built_cpu_extension_is_read_for_gpu_code_and_holds_none(builds: Builds) -> None:
+    """After the build, cuobjdump reads the library (issue 27, point 15): a CPU extension is no warning."""
+    library = f"winbuild_ext{sysconfig.get_config_var('EXT_SUFFIX')}"
+    note = f"{library} holds no CUDA code (cuobjdump: no device code): no GPU architecture to check."
+    assert note in builds.cold_report["notes"] and "check" in builds.cold_report["phases"]
+    assert f"-- {note}" in builds.cold.stdout
 
 
 def test_clean_rebuild_is_served_by_the_cache(builds: Builds) -> None:
