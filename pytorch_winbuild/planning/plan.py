@@ -611,6 +611,14 @@ def _cuda_changes(
     if others and facts.cuda_path and facts.cuda_path.rstrip("\\/") != cuda.path.rstrip("\\/"):
         why += f"; {root_variable} points at {facts.cuda_path}, the last CUDA installed"
     plan.set(root_variable, cuda.path, why)
+    if facts.os == "windows":
+        plan.set(
+            "CUDA_HOME",
+            cuda.path,
+            f"CUDA {cuda.version} for PyTorch's own build scripts: tools/build_pytorch_libs.py hands CMake "
+            "CUDA_BIN_PATH = CUDA_HOME, and without it the first CUDA\\v*.* folder, which can be another CUDA "
+            "(v2.6.0 lines 63-71); torch.utils.cpp_extension reads it first too",
+        )
     plan.prepend(
         "PATH",
         str(path_type(cuda.path) / "bin"),
