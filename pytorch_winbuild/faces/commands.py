@@ -205,7 +205,12 @@ def plan_from_flags(
     `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that earlier runs of
     that task recorded in the cache for this machine and configuration (builder/memory_record.py).
     `not_cloned` (repo, ref): a dry run of --repo before the clone exists, planned from the ref's release tag."""
-    from pytorch_winbuild.facts.source_tree import build_backend, is_pytorch_source, read_source_version
+    from pytorch_winbuild.facts.source_tree import (
+        backend_without_setup_py,
+        build_backend,
+        is_pytorch_source,
+        read_source_version,
+    )
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.plan import Options, make_plan
 
@@ -257,6 +262,7 @@ def plan_from_flags(
     source_version = read_source_version(source_dir) if reads_version and source_dir else None
     backend = build_backend(source_dir) if reads_version and source_dir else None
     tree_requires = backend.requires if backend else ()
+    tree_backend = backend_without_setup_py(source_dir) if reads_version and source_dir else None
     notes = (cache_note,) if cache_note else ()
     source_text, source_warning = describe_source(source_dir, source_version, source_is_pytorch, not_cloned)
     if not_cloned is not None and source_version is None:
@@ -269,6 +275,7 @@ def plan_from_flags(
         locate_archive=locate,
         caller_notes=notes,
         tree_requires=tree_requires,
+        tree_backend=tree_backend,
     )
     plan = replace(
         plan, source=source_text, warnings=(source_warning, *plan.warnings) if source_warning else plan.warnings
@@ -289,6 +296,7 @@ def plan_from_flags(
             caller_notes=(*notes, measured.note),
             measured_job_gib=measured.gib,
             tree_requires=tree_requires,
+            tree_backend=tree_backend,
         )
         plan = replace(plan, source=source_text)
     return replace(plan, warnings=(*plan.warnings, measured.warning)) if measured.warning else plan

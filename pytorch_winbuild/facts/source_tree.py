@@ -61,6 +61,17 @@ def build_backend(folder: Path) -> BuildBackend | None:
     return BuildBackend(backend, names, "pyproject.toml [build-system]")
 
 
+def backend_without_setup_py(folder: Path) -> str | None:
+    """The tree's PEP 517 backend when the tree has no setup.py (PyTorch main after pytorch/pytorch#180247), whose
+    build then reads only CMake's own environment variables; None for a tree with setup.py, which runs
+    tools/setup_helpers whatever backend its pyproject.toml names (ROCm/TheRock#6523: the move was to be
+    reverted, so the tree decides, never its version)."""
+    if (folder / "setup.py").is_file():
+        return None
+    backend = build_backend(folder)
+    return backend.name if backend else None
+
+
 def _names_torch(folder: Path) -> bool:
     """pyproject.toml's [project] name is torch (PEP 621), as on PyTorch `main` since setup.py was removed."""
     data = _pyproject(folder)

@@ -34,7 +34,7 @@ from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
-from pytorch_winbuild.facts.source_tree import build_backend, read_source_version
+from pytorch_winbuild.facts.source_tree import backend_without_setup_py, build_backend, read_source_version
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.matrix import Entry, Matrix
@@ -171,6 +171,7 @@ def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Pat
         source_version=read_source_version(source_dir),
         locate_archive=locate,
         tree_requires=backend.requires if (backend := build_backend(source_dir)) else (),
+        tree_backend=backend_without_setup_py(source_dir),
     )
     extra = tuple(
         EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}") for name, value in entry.env

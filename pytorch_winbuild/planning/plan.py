@@ -728,8 +728,16 @@ def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> st
 
 
 def _generator_changes(
-    knowledge: Knowledge, era: Era, facts: Facts, generator: str, compiler: CompilerChoice | None, plan: _Builder
+    knowledge: Knowledge,
+    era: Era,
+    facts: Facts,
+    generator: str,
+    compiler: CompilerChoice | None,
+    plan: _Builder,
+    tree_backend: str | None = None,
 ) -> None:
+    """The generator, and for Visual Studio its platform and toolset, in the variables the tree's build reads:
+    the era's (tools/setup_helpers) or, for a tree without setup.py (`tree_backend`), CMake's own."""
     if generator == "ninja":
         plan.set(
             "CMAKE_GENERATOR",
@@ -751,6 +759,8 @@ def _generator_changes(
         "hard-coded": "this era's setup uses this generator whatever CMAKE_GENERATOR says",
         "checked": "the exact name this era's tools/setup_helpers/cmake.py accepts; it adds -A x64 itself",
     }[era.generator_from]
+    if tree_backend is not None:
+        how = f"read by CMake itself, CMake 3.15+: the tree builds through {tree_backend}, not tools/setup_helpers"
     plan.set("CMAKE_GENERATOR", name, f"the CMake generator of {compiler.instance.label} ({how})")
     if era.ninja_switch == "use_ninja":
         plan.set(
@@ -764,13 +774,21 @@ def _generator_changes(
             f"Ninja off: PyTorch {era.name}'s setup builds with Ninja only when CMAKE_GENERATOR is Ninja once it "
             "is set (USE_NINJA counts only without it)."
         )
-    if era.generator_platform and product.generator_platform:
+    if (era.generator_platform or tree_backend is not None) and product.generator_platform:
         plan.set(
             "CMAKE_GENERATOR_PLATFORM",
             product.generator_platform,
             "64-bit target (from VS 2019 the architecture is not part of the generator name)",
         )
-    if era.toolset_variable and compiler.instance.product_line != "2015":
+    if tree_backend is not None and era.toolset_variable and compiler.instance.product_line != "2015":
+        plan.set(
+            "CMAKE_GENERATOR_TOOLSET",
+            f"version={compiler.short},host=x64",
+            f"the Visual Studio generator builds with toolset {compiler.short}: CMake's own default toolset "
+            f"(CMake 3.15+), since the tree builds through {tree_backend} and has no tools/setup_helpers/cmake.py "
+            f"to turn {era.toolset_variable} into -T",
+        )
+    elif era.toolset_variable and compiler.instance.product_line != "2015":
         plan.set(
             era.toolset_variable,
             compiler.short,
@@ -781,6 +799,19 @@ def _generator_changes(
             f"PyTorch {era.name} passes no toolset to the Visual Studio generator, so MSBuild uses "
             f"{compiler.instance.label}'s default {compiler.instance.default_toolset}, not {compiler.toolset}; "
             "use --generator ninja, which builds with the toolset vcvars selected."
+        )
+
+
+def _own_cmake_jobs(tree_backend: str, plan: _Builder) -> None:
+    """MAX_JOBS is tools/setup_helpers' (its cmake.py passes it to `cmake --build` as -j); a tree without them
+    gets the same limit through CMake's own CMAKE_BUILD_PARALLEL_LEVEL (CMake 3.12+)."""
+    jobs = next((c.value for c in reversed(plan.changes) if c.name == "MAX_JOBS"), None)
+    if jobs is not None:
+        plan.set(
+            "CMAKE_BUILD_PARALLEL_LEVEL",
+            jobs,
+            f"MAX_JOBS for CMake itself (CMake 3.12+): the tree builds through {tree_backend}, and MAX_JOBS is "
+            "read only by tools/setup_helpers",
         )
 
 
@@ -1174,8 +1205,11 @@ def make_plan(
     caller_notes: tuple[str, ...] = (),
     measured_job_gib: float | None = None,
     tree_requires: tuple[str, ...] = (),
+    tree_backend: str | None = None,
 ) -> Plan:
     """Decide everything a build needs. `source_version` is (version, where it was read);
+    `tree_backend` is the source tree's own PEP 517 backend when the tree has no setup.py (then only CMake's own
+    environment variables reach CMake: there is no tools/setup_helpers to translate PyTorch's);
     `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
     plan's cache folder is); `measured_job_gib` is the peak memory of one compile job measured by an
     earlier build of this configuration on this machine (it replaces the cited figure)."""
@@ -1208,6 +1242,11 @@ def make_plan(
             "aten/src/ATen/common_with_cwrap.py there when the file is missing."
         )
     plan.decisions.extend(caller_notes)
+    if tree_backend is not None:
+        plan.decisions.append(
+            f"Build front end: {tree_backend}, the tree's pyproject.toml [build-system] (it has no setup.py), so "
+            "the generator, toolset and job count go in CMake's own variables, not tools/setup_helpers'."
+        )
     build_python = choose_build_python(
         era, facts, options.python, cache_python=_python_locator(facts.os, options.cache_dir, locate_archive)
     )
@@ -1279,7 +1318,7 @@ def make_plan(
             f"nvcc's host compiler: {nvcc_host.compiler.family} {nvcc_host.compiler.version}, which CUDA "
             f"{cuda.version if cuda else ''} accepts ({nvcc_host.limits})",
         )
-    _generator_changes(knowledge, era, facts, generator, compiler, plan)
+    _generator_changes(knowledge, era, facts, generator, compiler, plan, tree_backend)
     if windows:
         if compiler and cuda and generator == "ninja" and cuda_host and cuda_host.instance.product_line == "2015":
             _vs2015_host_changes(era, compiler, cuda_host, plan)
@@ -1296,6 +1335,8 @@ def make_plan(
         )
     _compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
     _jobs_changes(knowledge, era, facts, options, cuda, plan, measured_job_gib)
+    if tree_backend is not None:
+        _own_cmake_jobs(tree_backend, plan)
     if windows:
         for switch in era.windows_off:
             plan.set(switch.name, switch.value, switch.reason)
