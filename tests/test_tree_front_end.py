@@ -27,7 +27,7 @@ def _tree(folder: Path, build_system: str, setup_py: bool) -> Path:
     (folder / "pyproject.toml").write_text(f'[project]\nname = "torch"\n\n{build_system}', encoding="utf-8")
     (folder / "version.txt").write_text("2.15.0a0\n", encoding="utf-8")
     if setup_py:
-        (folder / "setup.py").write_text("# PyTorch's setup.py: builds torch through tools/setup_helpers\n", encoding="utf-8")
+        (folder / "setup.py").write_text("# PyTorch's setup.py: torch through tools/setup_helpers\n", encoding="utf-8")
     return folder
 
 

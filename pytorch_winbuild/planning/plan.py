@@ -624,6 +624,15 @@ def _cuda_changes(
         str(path_type(cuda.path) / "bin"),
         f"nvcc and the DLLs of CUDA {cuda.version} first, ahead of other CUDA installs",
     )
+    if "CUDA" in era.launchers:  # the era compiles .cu files with CMake's CUDA language
+        nvcc = path_type(cuda.path) / "bin" / ("nvcc.exe" if facts.os == "windows" else "nvcc")
+        plan.set(
+            "CUDACXX",
+            nvcc.as_posix(),
+            f"the nvcc of CUDA {cuda.version} for CMake's CUDA language, which takes CUDACXX before PATH, so one "
+            "left in the environment would pick another CUDA (PyTorch's Windows CI pins it the same way with "
+            "CMAKE_CUDA_COMPILER, forward slashes: .ci/pytorch/windows/build_pytorch.bat)",
+        )
     if facts.os == "windows" and (release.needs_nvtx or era.nvtoolsext == "always"):
         folder = cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
         if not folder:

@@ -229,6 +229,7 @@ EXTERNAL_READERS = {
     "CXX": "CMake (the C++ compiler)",
     "VIRTUAL_ENV": "the venv",
     "CUDAHOSTCXX": "CMake's CUDA language",
+    "CUDACXX": "CMake's CUDA language (CMakeDetermineCUDACompiler: the nvcc to use)",
 }
 EXTERNAL_PREFIXES = {"SCCACHE_": "sccache", "CLCACHE_": "clcache", "CMAKE_": "CMake"}
 
