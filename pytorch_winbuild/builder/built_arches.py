@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,14 +114,26 @@ def built_libraries(folder: Path) -> list[Path]:
         )
         found += [Path(root, name) for name in sorted(files) if name.endswith(LIBRARY_SUFFIXES)]
     found.sort(key=lambda path: folder / "build" in path.parents)  # stable: the in-place copies first
-    unique: dict[bytes, Path] = {}
-    for path in found:
-        try:
-            with path.open("rb") as library:
-                unique.setdefault(hashlib.file_digest(library, "sha256").digest(), path)
-        except OSError:  # unreadable: cuobjdump says why
-            unique.setdefault(str(path).encode(), path)
+    sizes = Counter(_size(path) for path in found)
+    unique: dict[object, Path] = {}
+    for path in found:  # only libraries of one size can be copies of each other: only those are hashed
+        unique.setdefault(_digest(path) if sizes[_size(path)] > 1 else path, path)
     return list(unique.values())
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # unreadable: cuobjdump says why
+        return -1
+
+
+def _digest(path: Path) -> object:
+    try:
+        with path.open("rb") as library:
+            return hashlib.file_digest(library, "sha256").digest()
+    except OSError:  # unreadable: cuobjdump says why
+        return path
 
 
 def describe(archs: Sequence[str]) -> str:
