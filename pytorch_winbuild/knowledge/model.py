@@ -104,8 +104,22 @@ class WindowsOff:
     reason: str
 
 
+class ReleaseRange:
+    """PyTorch releases [first, end) as written in `pytorch` (["1.2", "1.7"]), compared as release keys."""
+
+    pytorch: tuple[str, str]
+
+    @property
+    def first(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[0])
+
+    @property
+    def end(self) -> tuple[int, int, int]:
+        return _release(self.pytorch[1])
+
+
 @dataclass(frozen=True)
-class Era:
+class Era(ReleaseRange):
     name: str
     pytorch: tuple[str, str]
     python: tuple[str, str]
@@ -139,14 +153,6 @@ class Era:
     # The one folder the era links NvToolsExt from when its build reads no variable for it ("": it reads
     # NVTOOLSEXT_PATH): PyTorch 1.1 hard-codes it.
     nvtoolsext_fixed: str = ""
-
-    @property
-    def first(self) -> tuple[int, int, int]:
-        return _release(self.pytorch[0])
-
-    @property
-    def end(self) -> tuple[int, int, int]:
-        return _release(self.pytorch[1])
 
     def min_cmake_for(self, release: tuple[int, ...] | None) -> str:
         """The CMake a release of this era requires; None: the era's newest release (what "main" needs)."""
@@ -188,21 +194,13 @@ ARCH_READERS = {"cmake": "CMake", "cpp_extension": "torch.utils.cpp_extension"}
 
 
 @dataclass(frozen=True)
-class ArchNames:
+class ArchNames(ReleaseRange):
     """One reader's architecture names for a range of PyTorch releases (gpu.toml [[arch_names]])."""
 
     reader: str  # a key of ARCH_READERS
     pytorch: tuple[str, str]  # the releases [first, end) it holds for
     source: str  # the tag, file and lines it was read from
     names: dict[str, str]  # name → the entries it stands for; the "NAME+PTX" forms the reader accepts are keys too
-
-    @property
-    def first(self) -> tuple[int, int, int]:
-        return _release(self.pytorch[0])
-
-    @property
-    def end(self) -> tuple[int, int, int]:
-        return _release(self.pytorch[1])
 
 
 @dataclass(frozen=True)
