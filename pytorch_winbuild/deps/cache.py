@@ -7,6 +7,7 @@
     <cache>/deps/.tmp-*, .trash-*      extraction work folders, swept by the next run
     <cache>/.lock                      held by whoever changes the cache
     <cache>/deps.lock                  checksums first seen by this cache (trust on first use; lockfile.py)
+    <cache>/CACHEDIR.TAG               says the folder is a pytorch-winbuild cache: `clean` deletes nothing elsewhere
 
 A folder is renamed into place only after a complete extraction, a layout check and its marker,
 so a folder without a valid marker (an interrupted run, a hand-made copy) is never trusted.
@@ -28,11 +29,19 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
 from pytorch_winbuild.deps.catalog import Archive
-from pytorch_winbuild.errors import BusyError, DependencyError
+from pytorch_winbuild.errors import BusyError, ConfigurationError, DependencyError
 
 MARKER_NAME = ".pytorch-winbuild-archive.json"
 MARKER_SCHEMA = 1
 LOCK_NAME = ".lock"
+# The Cache Directory Tagging Specification (bford.info/cachedir): backup tools skip a folder holding this file,
+# and `clean` deletes only in a folder whose tag pytorch-winbuild wrote.
+TAG_NAME = "CACHEDIR.TAG"
+TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
+TAG_TEXT = (
+    f"{TAG_SIGNATURE}\n# This file is a cache directory tag created by pytorch-winbuild.\n"
+    "# For information about cache directory tags, see https://bford.info/cachedir/\n"
+)
 WORK_PREFIXES = (".tmp-", ".trash-")
 
 
@@ -162,6 +171,7 @@ def cache_lock(cache_dir: Path, *, timeout: float, log: Callable[[str], None]) -
             f"cannot create the cache folder {cache_dir} ({exc.strerror or exc}).",
             fix="pass a writable folder with --cache-dir.",
         ) from None
+    tag_cache(cache_dir)
     lock = FileLock(str(cache_dir / LOCK_NAME))
     try:
         lock.acquire(timeout=0)
@@ -200,12 +210,55 @@ class Removed:
     bytes: int
 
 
-def clean(cache_dir: Path, *, deps: bool, downloads: bool, timeout: float, log: Callable[[str], None]) -> list[Removed]:
-    """Delete the extracted archives and/or the downloaded ones (partial downloads included)."""
+def tag_cache(cache_dir: Path) -> None:
+    """Mark the folder as a pytorch-winbuild cache (CACHEDIR.TAG), once; a folder that cannot be written stays
+    as it is (a read-only cache is only read)."""
+    tag = cache_dir / TAG_NAME
+    if tag.is_file() and not tag.is_symlink():
+        return
+    with contextlib.suppress(OSError):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tag, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(TAG_TEXT)
+
+
+def is_cache(cache_dir: Path) -> bool:
+    """Whether pytorch-winbuild made this folder its cache: its CACHEDIR.TAG, or (a cache from before the tag) an
+    archive folder under deps/ holding the marker only pytorch-winbuild writes."""
+    tag = cache_dir / TAG_NAME
+    try:
+        if tag.is_file() and not tag.is_symlink() and "pytorch-winbuild" in tag.read_text("ascii", "replace")[:512]:
+            return True
+        folders = list(deps_root(cache_dir).iterdir()) if deps_root(cache_dir).is_dir() else []
+    except OSError:
+        return False
+    return any(read_marker(folder) is not None for folder in folders if folder.is_dir() and not folder.is_symlink())
+
+
+def clean(
+    cache_dir: Path,
+    *,
+    deps: bool,
+    downloads: bool,
+    timeout: float,
+    log: Callable[[str], None],
+    label: str = "the cache folder",
+    instead: str = "pass the cache folder with --cache-dir",
+) -> list[Removed]:
+    """Delete the extracted archives and/or the downloaded ones (partial downloads included), only in a folder
+    that is a pytorch-winbuild cache: a mistyped --cache-dir must not cost the user their Downloads folder.
+    `label` names where the folder came from (a flag, a setting), `instead` how to choose another."""
     targets = ([deps_root(cache_dir)] if deps else []) + ([downloads_root(cache_dir)] if downloads else [])
     removed: list[Removed] = []
     if not cache_dir.exists():
         return removed
+    if not is_cache(cache_dir):
+        raise ConfigurationError(
+            f"{label} {cache_dir} is not a pytorch-winbuild cache (it has no {TAG_NAME} written by pytorch-winbuild "
+            "and no archive it extracted), so clean deletes nothing there.",
+            fix=f"check the folder name, and {instead}.",
+        )
     with cache_lock(cache_dir, timeout=timeout, log=log):
         for target in targets:
             if target.exists():

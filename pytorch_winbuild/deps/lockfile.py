@@ -12,7 +12,9 @@ Two of them, with different standing:
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +68,30 @@ def _basic_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _regular_or_absent(path: Path) -> Path:
+    """The file to read and replace: a symlink's target (written through, as `env --output` does), which must be a
+    regular file or not exist yet. A device, pipe, socket or folder is refused: reading a pipe would hang, and
+    replacing /dev/null with a lock file would break the system."""
+    target = path.resolve() if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise ConfigurationError(
+            f"the lock file {path} cannot be read ({exc.strerror or exc}); nothing was read or written.",
+            fix="name a readable regular file with --lock-file, or leave it out for the cache's deps.lock.",
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise ConfigurationError(
+            f"the lock file {path} is not a regular file (a device, pipe, socket or folder); nothing was read or "
+            "written.",
+            fix="name a regular file with --lock-file (a new one is created), or leave it out for the cache's "
+            "deps.lock.",
+        )
+    return target
+
+
 class LockFile:
     """The entries of one lock file; `record` merges into what is on disk at that moment."""
 
@@ -76,6 +102,7 @@ class LockFile:
     @classmethod
     def load(cls, path: Path) -> LockFile:
         """Read the lock file; a missing file is an empty lock."""
+        path = _regular_or_absent(path)
         if not path.exists():
             return cls(path, {})
         data = load_toml(path)
@@ -108,6 +135,7 @@ class LockFile:
         lines = [_leading_comments(self.path) or _HEADER]
         for name, item in self.entries.items():
             lines.append(f'\n[{_basic_string(name)}]\nsha256 = "{item.sha256}"\nsize = {item.size}\n')
+        self.path = _regular_or_absent(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_file.write_text(self.path, "".join(lines), newline="\n")
 

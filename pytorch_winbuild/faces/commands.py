@@ -114,6 +114,13 @@ def plan_cache_dir(c: Context, flag: str | None, facts: Any) -> tuple[PurePath, 
     )
 
 
+def tag_cache(folder: Path) -> None:
+    """Mark the cache a task is about to write as pytorch-winbuild's (CACHEDIR.TAG), so `clean` knows it."""
+    from pytorch_winbuild.deps.cache import tag_cache as write_tag
+
+    write_tag(folder)
+
+
 def cuda_word(value: str) -> str:
     """--cuda as every task reads it: the words cpu and auto in any case (CPU, Auto), a version as given."""
     word = value.strip().lower()
@@ -479,6 +486,7 @@ def build(
     mirror = None if dry_run else checked_mirror(c, None)  # before the clone: where missing MKL/MAGMA come from
     if not dry_run:
         writable_cache(c, folder, plan_flags["cache_dir"])
+        tag_cache(folder)
         if log_dir:
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
@@ -666,7 +674,10 @@ def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> 
     folder = cache_folder(c, cache_dir)
     if folder.exists():
         writable_cache(c, folder, cache_dir)
-    removed = clean_cache(folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line)
+    label, instead = cache_origin(c, cache_dir)
+    removed = clean_cache(
+        folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line, label=label, instead=instead
+    )
     for item in removed:
         print(terminal_line(f"removed {item.path} ({human_size(item.bytes)})"))
     if not removed:
@@ -682,6 +693,7 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
     cache = cache_folder(c, plan_flags["cache_dir"])
     writable_cache(c, cache, plan_flags["cache_dir"])
+    tag_cache(cache)
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
@@ -822,6 +834,7 @@ def nightly(
     min_free = finite_number(min_free_gb, "--min-free-gb")
     folder = cache_folder(c, cache_dir)
     writable_cache(c, folder, cache_dir)
+    tag_cache(folder)
     if output_dir:
         writable_folder(Path(output_dir), "--output-dir")
     options = NightlyOptions(
