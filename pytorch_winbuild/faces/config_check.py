@@ -80,6 +80,52 @@ def _parse(path: Path) -> Any:
         ) from None
 
 
+# What Invoke copies when it merges a file: YAML aliases (*name) load as shared references, and Invoke's merge
+# copies each one again, so an 814-byte file of nested aliases became 2.3 GB. A real configuration has a few
+# dozen values; this bound is far above any and far below what hurts.
+MAX_CONFIG_VALUES = 100_000
+
+
+def _expanded_values(path: Path, data: Any) -> int:
+    """How many values `data` holds once every alias is copied: counted over the loaded graph, each shared node
+    once with its count remembered, so the count itself stays cheap however large the expansion. An alias that
+    contains itself would make Invoke's copy endless: refused."""
+    counted: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def count(node: Any) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        if id(node) in counted:
+            return counted[id(node)]
+        if id(node) in open_nodes:
+            raise ConfigurationError(
+                f"config file {path}: a YAML alias (*name) contains itself, which no configuration can be copied from.",
+                fix="write the values out instead of the alias, or remove the file.",
+            )
+        open_nodes.add(id(node))
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        counted[id(node)] = total = 1 + sum(count(child) for child in children)
+        return total
+
+    try:
+        return count(data)
+    except RecursionError:
+        raise ConfigurationError(
+            f"config file {path}: nested too deeply to be a configuration file.", fix="correct the file or remove it."
+        ) from None
+
+
+def _refuse_expansion(path: Path, data: Any) -> None:
+    values = _expanded_values(path, data)
+    if values > MAX_CONFIG_VALUES:
+        raise ConfigurationError(
+            f"config file {path}: its YAML aliases expand to {values:,} values (more than {MAX_CONFIG_VALUES:,}), "
+            "which Invoke would copy one by one into memory.",
+            fix="write the values out instead of nesting aliases (*name), or remove the file.",
+        )
+
+
 def check_config_files(paths: Iterable[Path], known_keys: Iterable[str]) -> None:
     """Raise ConfigurationError for a file that does not parse or a `winbuild` key that does not exist."""
     known = set(known_keys)
@@ -87,6 +133,7 @@ def check_config_files(paths: Iterable[Path], known_keys: Iterable[str]) -> None
         data = _parse(path)
         if data is None:
             continue
+        _refuse_expansion(path, data)
         if not isinstance(data, dict):
             raise ConfigurationError(
                 f"config file {path}: expected a mapping at the top level, got {type(data).__name__}."
