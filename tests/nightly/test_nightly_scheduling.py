@@ -42,7 +42,7 @@ def test_least_privilege_and_one_run_at_a_time() -> None:
     workflow = _workflow()
     assert workflow["permissions"] == {"contents": "read"}
     assert workflow["concurrency"]["cancel-in-progress"] is False and workflow["concurrency"]["group"]
-    [job] = workflow["jobs"].values()
+    job = workflow["jobs"]["nightly"]
     assert "permissions" not in job  # the job cannot widen the token
     assert job["runs-on"] == ["self-hosted", "windows", "x64"]
     checkout = next(step for step in job["steps"] if str(step.get("uses", "")).startswith("actions/checkout@"))
@@ -50,7 +50,7 @@ def test_least_privilege_and_one_run_at_a_time() -> None:
 
 
 def test_credentials_come_from_secrets_only() -> None:
-    [job] = _workflow()["jobs"].values()
+    job = _workflow()["jobs"]["nightly"]
     secret_names = [name for name in job["env"] if re.search(r"PASSWORD|TOKEN|SECRET|KEY|CONNECTION", name)]
     assert secret_names == ["SCCACHE_REDIS_PASSWORD"]
     for name in secret_names:
@@ -63,8 +63,38 @@ def test_credentials_come_from_secrets_only() -> None:
         assert "${{ inputs." not in step.get("run", "")
 
 
+def test_pages_are_deployed_by_a_later_job_that_may_only_deploy_them() -> None:
+    """Issue 29 point 11: no workflow_run trigger (zizmor's dangerous-triggers); the site is deployed by a job of
+    the same run, on a GitHub-hosted runner, running no code of the repository, with pages and id-token only."""
+    workflows = sorted((REPO_ROOT / ".github" / "workflows").glob("*.y*ml"))
+    assert workflows == [WORKFLOW]
+    assert "workflow_run" not in _triggers(_workflow())
+    jobs = _workflow()["jobs"]
+    assert set(jobs) == {"nightly", "pages"}
+    pages = jobs["pages"]
+    assert pages["needs"] == "nightly" and pages["runs-on"] == "ubuntu-latest"
+    assert pages["permissions"] == {"pages": "write", "id-token": "write"}
+    assert "vars.NIGHTLY_PAGES == 'true'" in pages["if"] and "!cancelled()" in pages["if"]
+    assert [step["uses"].split("@")[0] for step in pages["steps"]] == [
+        "actions/download-artifact",
+        "actions/upload-pages-artifact",
+        "actions/deploy-pages",
+    ]
+    assert pages["steps"][0]["with"]["name"] == "nightly-site"
+    assert jobs["nightly"]["outputs"]["site"] == "${{ steps.site.outputs.dir != '' }}"
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_release_named() -> None:
+    """zizmor's unpinned-uses: a tag can be moved to other code; a commit cannot."""
+    uses = re.findall(r"^\s*(?:-\s*)?uses:\s*(\S+)(.*)$", WORKFLOW.read_text(encoding="utf-8"), re.MULTILINE)
+    assert len(uses) == 6
+    for action, comment in uses:
+        assert re.fullmatch(r"actions/[a-z-]+@[0-9a-f]{40}", action), action
+        assert re.fullmatch(r"\s*# v\d+\.\d+\.\d+", comment), (action, comment)
+
+
 def test_runs_invoke_nightly_and_uploads_the_run_folder() -> None:
-    [job] = _workflow()["jobs"].values()
+    job = _workflow()["jobs"]["nightly"]
     steps = job["steps"]
     bootstrap = next(step for step in steps if "bootstrap_runner.ps1" in step.get("run", ""))
     nightly = next(step for step in steps if "-m invoke nightly" in step.get("run", ""))
