@@ -73,10 +73,17 @@ class BusyError(WinbuildError):
 
 
 class InterruptedByUser(WinbuildError):
-    """Ctrl-C: the process tree was stopped."""
+    """Ctrl-C, or another stop signal (SIGTERM, SIGHUP; SIGBREAK on Windows): the process tree was stopped.
+
+    130 for Ctrl-C; a signal's stop passes its own code, 128 + its number (143 for SIGTERM, 129 for SIGHUP)."""
 
     exit_code = 130
     title = "interrupted"
+
+    def __init__(self, message: str, *, fix: str | None = None, exit_code: int | None = None) -> None:
+        super().__init__(message, fix=fix)
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 class InternalError(WinbuildError):

@@ -15,12 +15,20 @@ every night). It:
   3. warns when Windows' long paths are off (PyTorch's submodules have deep paths), and sets git's
      core.longpaths for the same reason;
   4. runs `invoke doctor` in the environment: Visual Studio, toolsets, CUDA, tools. A MISSING line
-     fails the script (-SkipDoctor to only show it).
+     fails the script (-SkipDoctor to only show it);
+  5. prints the runner labels of what doctor found (`invoke nightly --runner-labels`: vs2019,
+     cuda-12.8, ... by build_config/runner_labels.toml), and with -RunnerDir registers the GitHub
+     Actions runner unpacked there with them (config.cmd; GitHub adds self-hosted, Windows, X64).
+     A fleet's nightly gives each entry's job to a runner with the labels the entry needs
+     (docs/nightly.md, "From one runner to a fleet"). To change the labels of a runner already
+     registered, remove it first (.\config.cmd remove --token TOKEN) and run this again.
 
 .EXAMPLE
 .\scripts\bootstrap_runner.ps1
 .\scripts\bootstrap_runner.ps1 -PythonVersion 3.11 -Venv C:\pytorch-winbuild\venv -Clcache
 .\scripts\bootstrap_runner.ps1 -Requirements C:\pytorch-winbuild\cache\nightly\src\cpu-py311\requirements.txt
+.\scripts\bootstrap_runner.ps1 -Venv C:\pytorch-winbuild\venv -RunnerDir C:\actions-runner -RunnerUrl https://github.com/OWNER/REPO -RunnerToken TOKEN -RunAsService
+(TOKEN: Settings > Actions > Runners > New self-hosted runner; it expires after an hour.)
 #>
 [CmdletBinding()]
 param(
@@ -29,7 +37,12 @@ param(
     [string] $Venv = (Join-Path (Split-Path -Parent $PSScriptRoot) '.venv'),
     [switch] $Clcache,
     [string] $Requirements,
-    [switch] $SkipDoctor
+    [switch] $SkipDoctor,
+    # The folder of an unpacked GitHub Actions runner (config.cmd) to register with this machine's labels.
+    [string] $RunnerDir,
+    [string] $RunnerUrl,
+    [string] $RunnerToken,
+    [switch] $RunAsService
 )
 
 $ErrorActionPreference = 'Stop'
@@ -82,5 +95,23 @@ if ($SkipDoctor) {
     & $python -m invoke --search-root $RepoRoot doctor
 } else {
     Invoke-Checked 'invoke doctor' $python @('-m', 'invoke', '--search-root', $RepoRoot, 'doctor')
+}
+
+# The labels of what doctor found here, as config.cmd --labels takes them (GitHub adds self-hosted, Windows, X64).
+$labels = & $python -m invoke --search-root $RepoRoot nightly --runner-labels
+if ($LASTEXITCODE -ne 0) { throw "invoke nightly --runner-labels failed (exit code $LASTEXITCODE)" }
+Write-Host "-- runner labels (besides self-hosted, Windows, X64): $(if ($labels) { $labels } else { '(none)' })"
+
+if ($RunnerDir) {
+    if (-not $RunnerUrl -or -not $RunnerToken) {
+        throw '-RunnerDir needs -RunnerUrl (https://github.com/OWNER/REPO) and -RunnerToken (Settings > Actions > Runners > New self-hosted runner).'
+    }
+    $config = @('--unattended', '--url', $RunnerUrl, '--token', $RunnerToken, '--name', $env:COMPUTERNAME, '--replace')
+    if ($labels) { $config += @('--labels', $labels) }
+    if ($RunAsService) { $config += @('--runasservice') }
+    Write-Host "-- register the runner in $RunnerDir for $RunnerUrl"
+    & (Join-Path $RunnerDir 'config.cmd') @config
+    # Not Invoke-Checked: its message repeats the arguments, and the registration token is one of them.
+    if ($LASTEXITCODE -ne 0) { throw "config.cmd failed (exit code $LASTEXITCODE); see its messages above." }
 }
 Write-Host "Runner ready: $python -m invoke --search-root $RepoRoot nightly"

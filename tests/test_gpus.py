@@ -223,7 +223,7 @@ def test_schema_1_files_load_with_gpus_unknown_and_schema_2_round_trips():
             {"gpus": [{"index": 0, "name": "x", "compute_capability": "9"}]},
             "gpus[0].compute_capability: expected MAJOR.MINOR",
         ),
-        ({"gpus": [{"index": -1, "name": "x"}]}, "cannot be negative"),
+        ({"gpus": [{"index": -1, "name": "x"}]}, "expected a GPU number from 0 to 65535, got -1"),
         ({"driver_version": "latest"}, "driver_version: expected an NVIDIA driver version"),
         ({"driver_cuda": "13"}, "driver_cuda: expected MAJOR.MINOR"),
         ({"gpus": "H100"}, "gpus: expected list"),

@@ -11,13 +11,16 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "pytorch_winbuild"
 
 # What each layer may import besides itself (README "Architecture"). `errors`, `paths`,
-# `atomic_file` (files written whole or not at all) and `text` (quoting, redaction, terminal-safe
-# output) are the base every layer uses.
-BASE = {"errors", "paths", "atomic_file", "text", "__init__"}
+# `atomic_file` (files written whole or not at all), `json_file` (every JSON document read, bounded),
+# `text` (quoting, redaction, terminal-safe output) and `child_processes` (every long-running child in the tool's
+# tree, stopped with it on Ctrl-C and the other stop signals) are the base every layer uses.
+BASE = {"errors", "paths", "atomic_file", "json_file", "text", "child_processes", "__init__"}
 ALLOWED = {
     "errors": {"text"},
     "paths": set(),
     "atomic_file": set(),
+    "json_file": set(),
+    "child_processes": set(),
     "text": {"errors"},
     "knowledge": set(),
     "facts": {"knowledge"},

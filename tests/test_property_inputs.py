@@ -1127,6 +1127,10 @@ def _fixed_arguments(draw: st.DrawFn, spec: Spec, names: set[str]) -> tuple[list
             ),
         ]
         excluded = {"output-dir", "min-free-gb"}
+    elif task == "nightly-merge":  # writes only its --output-dir (a folder of the test), reads its parts
+        output = draw(st.one_of(GOOD_OUTPUTS, GOOD_OUTPUTS, GOOD_OUTPUTS, WRITER_VALUES))
+        spec.outputs.append(output)
+        fixed, excluded = ["--output-dir", output], {"output-dir"}
     elif task == "fetch-deps":
         mode = draw(st.sampled_from(["dry-run", "dry-run", "mirror", "from-dir"]))
         if mode == "dry-run":

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytorch_winbuild.json_file import read_json
+
 BUILD_FOLDER = "build"
 MEMORY_FILE = ".pytorch-winbuild.json"
 _GENERATOR_ENTRY = "CMAKE_GENERATOR:INTERNAL="
@@ -63,7 +65,7 @@ def clean_build_folder(source_dir: Path) -> Path | None:
 
 def _from_memory(folder: Path) -> FolderIdentity | None:
     try:
-        data = json.loads((folder / MEMORY_FILE).read_text(encoding="utf-8"))
+        data = read_json(folder / MEMORY_FILE)
         return FolderIdentity(str(data["generator"]), data.get("toolset"))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytorch_winbuild import atomic_file
+from pytorch_winbuild import atomic_file, child_processes
 from pytorch_winbuild.errors import ToolchainError
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, venv_python
 
 LAST_VENV = "last.json"  # in <cache>/venvs/: the venv python of the cache's last build, for `invoke verify`
@@ -42,7 +43,7 @@ _FAILED_REQUIREMENT = re.compile(
 
 def _run(argv: Sequence[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """Output captured as text whatever its encoding; stdin closed, so nothing waits for an answer."""
-    return subprocess.run(
+    return child_processes.run(  # pip in the tool's tree: a stop signal ends it with the tool
         list(argv),
         cwd=cwd,
         stdin=subprocess.DEVNULL,
@@ -52,7 +53,6 @@ def _run(argv: Sequence[str], cwd: Path, timeout: float) -> subprocess.Completed
         encoding="utf-8",
         errors="replace",
         timeout=timeout,
-        check=False,
     )
 
 
@@ -68,7 +68,7 @@ def _runs(python: Path, cwd: Path) -> bool:
 
 def _marker(folder: Path) -> dict[str, object] | None:
     try:
-        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        data = read_json(folder / MARKER)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -236,7 +236,7 @@ def remember_last_venv(cache_dir: Path, python: str) -> None:
 def last_venv(cache_dir: Path) -> str | None:
     """The venv python of this cache's last build while it is still there; None: no build recorded one."""
     try:
-        data = json.loads((cache_dir / "venvs" / LAST_VENV).read_text(encoding="utf-8"))
+        data = read_json(cache_dir / "venvs" / LAST_VENV)
     except (OSError, ValueError):
         return None
     python = data.get("python") if isinstance(data, dict) else None

@@ -8,7 +8,6 @@ with (cache folder, idle timeout), whatever the build's variables say.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -22,6 +21,7 @@ from typing import Any
 
 from pytorch_winbuild.builder.settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.text import quoting_sh
 from pytorch_winbuild.text.redact import redact_text
 
@@ -76,7 +76,7 @@ def _sum(values: list[int | None]) -> int | None:
 def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, Any]:
     """(hits, misses, raw) from what a stats command printed, in the spec's format."""
     if spec.format == "json":
-        data = json.loads(text)
+        data = parse_json(text)
         return _sum([_json_count(data, p) for p in spec.hits]), _sum([_json_count(data, p) for p in spec.misses]), data
     if spec.format == "tsv":
         table: dict[str, int] = {}

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytorch_winbuild import atomic_file
-from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.facts.model import MAX_MIB, Facts
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.jobs import arch_count
@@ -85,11 +86,12 @@ class Measured:
 
 
 def _valid_run(run: Any) -> bool:
+    """A run whose peak is a number of MiB a machine can have (10**400 made MAX_JOBS's arithmetic overflow)."""
     return (
         isinstance(run, dict)
         and isinstance(run.get("peak_job_mib"), int)
         and not isinstance(run.get("peak_job_mib"), bool)
-        and run["peak_job_mib"] > 0
+        and 0 < run["peak_job_mib"] <= MAX_MIB
     )
 
 
@@ -106,7 +108,7 @@ class PeakBook:
         """(the whole file, why it was ignored, whether a new record may replace it): an empty record
         when the file is absent; a corrupt file may be replaced, another version's may not."""
         try:
-            data = json.loads(self.file.read_text(encoding="utf-8"))
+            data = read_json(self.file)
         except FileNotFoundError:
             return {"format": RECORD_FORMAT, "machines": {}}, None, True
         except (OSError, UnicodeDecodeError, ValueError) as error:

@@ -41,6 +41,7 @@ from pytorch_winbuild.builder.progress import ProgressDisplay
 from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
 from pytorch_winbuild.builder.settings import RunnerSettings, load_settings
 from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
+from pytorch_winbuild.child_processes import stop_cause
 from pytorch_winbuild.errors import BuildError, ConfigurationError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
@@ -253,16 +254,17 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
     try:
         body()
         record.result, record.exit_code = "success", 0
-    except (BuildInterrupted, KeyboardInterrupt) as stop:
-        stopped = (
-            f"the build's {stop.stopped} processes were stopped ({stop.killed} of them had to be killed)"
-            if isinstance(stop, BuildInterrupted)
-            else "no build process was running yet"
-        )
+    except (BuildInterrupted, KeyboardInterrupt) as stop:  # Ctrl-C, SIGTERM, SIGHUP, SIGBREAK (child_processes.py)
+        if isinstance(stop, BuildInterrupted):
+            cause, exit_code = stop.cause, stop.exit_code
+            stopped = f"the build's {stop.stopped} processes were stopped ({stop.killed} of them had to be killed)"
+        else:
+            (cause, exit_code), stopped = stop_cause(stop), "no build process was running yet"
         error = InterruptedByUser(
-            f"stopped by Ctrl-C: {stopped}. The log so far is {record.log}.",
+            f"stopped by {cause}: {stopped}. The log so far is {record.log}.",
             fix="run the same command again to continue: compiled objects are kept, so the build picks up where "
             "it stopped.",
+            exit_code=exit_code,
         )
         record.result, record.exit_code, record.error = "interrupted", error.exit_code, error.paragraph()
         raise error from None

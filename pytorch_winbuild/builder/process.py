@@ -1,47 +1,50 @@
-"""Run one build command: output to the console and the log, and Ctrl-C stops the whole tree.
+"""Run one build command: output to the console and the log, and a stop signal stops the whole tree.
 
-The command starts in its own process group (a new session on Linux, CREATE_NEW_PROCESS_GROUP on
-Windows), so a Ctrl-C reaches only this process, which then stops the build deliberately:
-first the signal a console would send (SIGINT to the group; CTRL_BREAK_EVENT on Windows, the
-only console signal a group can be sent), so Ninja and setup.py end their compilers and clean
-up; then, after a grace period, every process of the tree that is still there is killed (what
-`taskkill /T /F` does). The tree is read before the signal, because a child whose parent died
-is no longer listed under it.
+The command starts as a child of the tool's tree (child_processes.py: a new session on POSIX; a new
+process group in the tool's job object on Windows), so Ctrl-C, SIGTERM or SIGHUP (SIGBREAK on Windows)
+reach only this process, which then stops the build deliberately: first the same signal to the
+command's process group (CTRL_BREAK_EVENT on Windows, the only console signal a group can be sent),
+so Ninja and setup.py end their compilers and clean up; then, after a grace period, every process of
+the tree that is still there is killed (what `taskkill /T /F` does).
 
 Every line is masked before anyone sees it (the log, the console, the progress bar): the exact
 values of the build environment's secrets (`redact.remember_secrets`, before the command starts)
 and credential patterns. Masking works on whole lines: the pipe is read line by line (a line
-arrives complete however the child split its writes and however long it is), so a secret the
-child writes in pieces, or that straddles the reader's buffer, is still one string to mask.
+arrives complete however the child split its writes), so a secret the child writes in pieces, or
+that straddles the reader's buffer, is still one string to mask. A line is kept up to LINE_LIMIT
+bytes: past that (a setup.py printing a gigabyte without a newline), the rest of the line is read
+and dropped as it comes, so the tool's memory stays bounded, and the line is shown and logged as its
+first part (less a tail as long as the longest secret, which could be cut in two there) and a note
+of its length.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
-
-import psutil
+from typing import IO, TextIO
 
 from pytorch_winbuild.builder.memory_watch import MemoryWatch
+from pytorch_winbuild.child_processes import popen, stop_cause, stop_signal_number, stop_tree
 from pytorch_winbuild.errors import ToolchainError
-from pytorch_winbuild.text.redact import redact_text, remember_secrets
+from pytorch_winbuild.text.redact import longest_secret, redact_text, remember_secrets
+
+LINE_LIMIT = 1024 * 1024  # bytes of one output line that are kept: Ninja's longest (a failed command) is ~32 KiB
+CUT_MARGIN = 256  # at least this much of a cut line's end is dropped too, in case it holds part of a credential
 
 
 class BuildInterrupted(Exception):
-    """Ctrl-C arrived while the command ran; its process tree has been stopped."""
+    """A stop signal (Ctrl-C, SIGTERM, ...) arrived while the command ran; its process tree has been stopped."""
 
-    def __init__(self, stopped: int, killed: int) -> None:
+    def __init__(self, stopped: int, killed: int, cause: str = "Ctrl-C", exit_code: int = 130) -> None:
         super().__init__(f"{stopped} processes stopped, {killed} of them killed")
         self.stopped = stopped
         self.killed = killed
+        self.cause = cause  # "Ctrl-C", "SIGTERM", ...
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -50,48 +53,37 @@ class CommandResult:
     seconds: float
 
 
-def _group_options() -> dict[str, Any]:
-    if sys.platform == "win32":
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
-    return {"start_new_session": True}
-
-
-def _signal_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        if sys.platform == "win32":
-            process.send_signal(signal.CTRL_BREAK_EVENT)
-        else:
-            os.killpg(process.pid, signal.SIGINT)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass  # the group is already gone
-
-
-def stop_tree(process: subprocess.Popen[bytes], grace_seconds: float) -> tuple[int, int]:
-    """Stop `process` and all its descendants; (how many there were, how many had to be killed)."""
-    try:
-        root = psutil.Process(process.pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        tree = []
-    _signal_group(process)
-    if sys.platform != "win32":
-        for member in tree[1:]:
-            try:
-                if os.getpgid(member.pid) != process.pid:
-                    member.send_signal(signal.SIGINT)  # one that left the group (setsid) gets it too
-            except (psutil.Error, ProcessLookupError):
-                pass
-    _, alive = psutil.wait_procs(tree, timeout=grace_seconds)
-    for member in alive:
-        with contextlib.suppress(psutil.Error):
-            member.kill()
-    psutil.wait_procs(alive, timeout=grace_seconds)
-    process.wait()
-    return len(tree), len(alive)
-
-
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def bounded_lines(stream: IO[bytes], limit: int = LINE_LIMIT) -> Iterator[tuple[bytes, int]]:
+    """Each line of `stream` (up to b"\n" or the end) as (its first `limit` bytes at most, how many bytes of
+    it were read past those and dropped). Never holds more than `limit` bytes of a line."""
+    while True:
+        head = stream.readline(limit)
+        if not head:
+            return
+        dropped = 0
+        if len(head) == limit and not head.endswith(b"\n"):
+            while True:
+                more = stream.readline(limit)
+                if not more:
+                    break
+                if more.endswith(b"\n"):
+                    dropped += len(more) - 1  # the line's end is not part of it
+                    break
+                dropped += len(more)
+        yield head, dropped
+
+
+def line_text(head: bytes, dropped: int) -> str:
+    """The line as the log and the console show it: masked; a cut one as its first part and its length."""
+    text = redact_text(_decode(head))
+    if not dropped:
+        return text
+    keep = max(0, len(text) - max(CUT_MARGIN, longest_secret()))
+    return f"{text[:keep]} [... pytorch-winbuild cut this line: {len(head) + dropped:,} bytes long]"
 
 
 def run_streamed(
@@ -108,19 +100,19 @@ def run_streamed(
 
     `watch` samples the command's process tree from its start until it ends, fails or is
     interrupted (its thread is joined before this returns or raises).
-    Raises BuildInterrupted after stopping the tree when Ctrl-C arrives.
+    Raises BuildInterrupted after stopping the tree when a stop signal arrives (Ctrl-C, SIGTERM, ...);
+    any other exception stops the tree too before it goes on.
     """
     remember_secrets(env)  # the build's own environment: plan and runner variables this process does not have
     started = time.monotonic()
     try:
-        process = subprocess.Popen(
-            list(command),
+        process = popen(
+            command,
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            **_group_options(),
         )
     except OSError as exc:
         raise ToolchainError(
@@ -131,18 +123,18 @@ def run_streamed(
     if watch is not None:
         watch.start(process.pid)
     try:
-        for raw in process.stdout:  # complete lines (up to b"\n" or the end), never a partial chunk
-            text = redact_text(_decode(raw))
+        for head, dropped in bounded_lines(process.stdout):  # whole lines (to b"\n" or the end), never a partial chunk
+            text = line_text(head, dropped)
             log.write(text + "\n")
             on_line(text)
         process.wait()
-    except KeyboardInterrupt:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        try:
-            stopped, killed = stop_tree(process, grace_seconds)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        raise BuildInterrupted(stopped, killed) from None
+    except KeyboardInterrupt as stop:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP, SIGBREAK)
+        stopped, killed = stop_tree(process, grace_seconds, stop_signal_number(stop))
+        cause, exit_code = stop_cause(stop)
+        raise BuildInterrupted(stopped, killed, cause, exit_code) from None
+    except BaseException:
+        stop_tree(process, grace_seconds)  # the log's disk is full, ...: the build must not go on unseen
+        raise
     finally:
         if watch is not None:
             watch.stop()

@@ -27,6 +27,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
+from pytorch_winbuild import child_processes
 from pytorch_winbuild.errors import ConfigurationError, DependencyError, ToolchainError
 from pytorch_winbuild.knowledge.model import Era
 from pytorch_winbuild.text.redact import StreamRedactor, redact_text, remember_secrets
@@ -220,8 +221,13 @@ class _Git:
         """Run a step with git's output on stderr as it comes, less control sequences (a remote's messages
         are not trusted)."""
         command = [self.git, "-C", str(self.folder), *args]
-        with subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env
+        with child_processes.started(  # in the tool's tree: a stop signal ends the clone with the tool
+            command,
+            terminal=True,  # git and ssh may ask for a password on the terminal
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self.env,
         ) as process:
             stream = process.stdout
             assert isinstance(stream, io.BufferedIOBase)  # a buffered pipe (bufsize -1), so read1 is there
@@ -240,12 +246,12 @@ class _Git:
             )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return child_processes.run(
             [self.git, "-C", str(self.folder), *args],
+            terminal=True,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            check=False,
             env=self.env,
         )
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import VerificationError
+from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.knowledge.arch_list import (
     TEGRA_CAPABILITIES,
     arch_list_flag,
@@ -312,7 +313,7 @@ def _parse(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
-                data = json.loads(line[len(MARKER) :])
+                data = parse_json(line[len(MARKER) :], allow_nonfinite=True)
             except ValueError:
                 return None
             return data if isinstance(data, dict) else None

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import stat
 import sys
@@ -30,6 +31,7 @@ from typing import Any, TypeVar
 
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.errors import BusyError, ConfigurationError, DependencyError
+from pytorch_winbuild.json_file import read_json
 
 MARKER_NAME = ".pytorch-winbuild-archive.json"
 MARKER_SCHEMA = 1
@@ -83,7 +85,7 @@ def partial_path(cache_dir: Path, archive: Archive) -> Path:
 def read_marker(folder: Path) -> Marker | None:
     """The folder's marker, or None when it is missing or unreadable."""
     try:
-        data: Any = json.loads((folder / MARKER_NAME).read_text(encoding="utf-8"))
+        data: Any = read_json(folder / MARKER_NAME)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema") != MARKER_SCHEMA:
@@ -97,6 +99,10 @@ def read_marker(folder: Path) -> Marker | None:
 
 
 def write_marker(folder: Path, marker: Marker) -> None:
+    """Write the folder's marker whole and never through a link: a new temporary file (O_EXCL, O_NOFOLLOW: a
+    link in its place fails) renamed over the marker's name (a rename replaces a name, it follows no link).
+    Anything but a regular file already under that name (a link, a folder, a device) raises OSError, as a
+    marker written there would land elsewhere or nowhere."""
     data = {
         "schema": MARKER_SCHEMA,
         "file": marker.file_name,
@@ -104,7 +110,24 @@ def write_marker(folder: Path, marker: Marker) -> None:
         "size": marker.size,
         "extractor": marker.extractor,
     }
-    (folder / MARKER_NAME).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    target = folder / MARKER_NAME
+    temp = folder / f"{MARKER_NAME}.{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(temp, flags, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write((json.dumps(data, indent=2) + "\n").encode("utf-8"))
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EEXIST, "not a regular file: a link, folder or device is in its place", str(target))
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def missing_layout(folder: Path, layout: tuple[str, ...]) -> list[str]:

@@ -176,6 +176,17 @@ def _body(response: requests.Response, chunk_size: int) -> Iterator[bytes]:
         yield chunk
 
 
+def size_bound(settings: DownloadSettings, expected_size: int | None, size_source: str = "expected") -> tuple[int, str]:
+    """The most bytes a download or copy may write, and how a message names that bound: the size recorded for
+    the archive (`size_source` says where), else [download] max_size."""
+    if expected_size is not None:
+        return expected_size, f"the {expected_size} bytes {size_source}"
+    return settings.max_size, (
+        f"the limit of {settings.max_size} bytes for an archive of unknown size ([download] max_size in "
+        "build_config/deps.toml)"
+    )
+
+
 def download(
     url: str,
     part: Path,
@@ -197,13 +208,7 @@ def download(
     """
     shown = redact_text(url)
     name = part.name.removesuffix(".part")
-    limit = expected_size if expected_size is not None else settings.max_size
-    limit_text = (
-        f"the {expected_size} bytes {size_source}"
-        if expected_size is not None
-        else f"the limit of {settings.max_size} bytes for an archive of unknown size ([download] max_size in "
-        "build_config/deps.toml)"
-    )
+    limit, limit_text = size_bound(settings, expected_size, size_source)
     started = time.monotonic()
     deadline_at = started + settings.deadline
 
@@ -214,10 +219,12 @@ def download(
             fix=remedies.limits,
         )
 
-    digest, have = _hash_file(part, settings.chunk_size) if part.exists() else (hashlib.sha256(), 0)
-    if have > limit:
-        log(f"{name}: the partial download is larger than {limit_text}; starting over")
-        digest, have = hashlib.sha256(), 0
+    digest, have = hashlib.sha256(), 0
+    if part.exists():
+        if part.stat().st_size > limit:  # by its size, before reading it: a huge .part is not hashed for nothing
+            log(f"{name}: the partial download is larger than {limit_text}; starting over")
+        else:
+            digest, have = _hash_file(part, settings.chunk_size)
     if expected_size is not None and have == expected_size:
         return Received(sha256=digest.hexdigest(), size=have, transferred=0)
 
@@ -375,14 +382,31 @@ def copy_local(
     progress: Progress,
     cancel: threading.Event,
     missing_fix: str,
+    expected_size: int | None = None,
+    size_source: str = "expected",
+    limit_fix: str | None = None,
 ) -> Received:
-    """Copy an archive from a folder (`--from-dir`, `file://` mirror) into `part`, hashing it."""
+    """Copy an archive from a folder (`--from-dir`, `file://` mirror) into `part`, hashing it.
+
+    The same bound as a download: at most `expected_size` bytes (`settings.max_size` when it is None). A file
+    whose size is past it is refused before anything is copied; one that turns out longer while it is read (it
+    grows, or its size said less: /proc, a FUSE folder) is stopped before the chunk that would pass it. The
+    caller deletes `part` after any failure. `limit_fix` is the fix for a file past the bound (default
+    `missing_fix`).
+    """
+    limit_fix = limit_fix or missing_fix
+    limit, limit_text = size_bound(settings, expected_size, size_source)
     try:
         total = source.stat().st_size
     except OSError:
         raise DependencyError(f"{source} does not exist or cannot be read.", fix=missing_fix) from None
     if not source.is_file():
         raise DependencyError(f"{source} is not a file.", fix=missing_fix)
+    if total > limit:
+        raise DependencyError(
+            f"{source} is {total} bytes, more than {limit_text}; nothing was copied.",
+            fix=limit_fix,
+        )
     digest = hashlib.sha256()
     size = 0
     progress.start(total, 0)
@@ -391,6 +415,12 @@ def copy_local(
             while chunk := src.read(settings.chunk_size):
                 if cancel.is_set():
                     raise Cancelled()
+                if size + len(chunk) > limit:
+                    raise DependencyError(
+                        f"{source} holds more than {limit_text}: stopped after {size} bytes, before copying any "
+                        "more; the partial copy was deleted.",
+                        fix=limit_fix,
+                    )
                 out.write(chunk)
                 digest.update(chunk)
                 size += len(chunk)

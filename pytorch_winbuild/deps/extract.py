@@ -1,9 +1,11 @@
 """Safe extraction of a verified archive into the cache, all or nothing.
 
 Entries are checked before anything is written (absolute paths, drive letters, `..`, entries
-under a link) and links are checked after (none may point outside). A link that 7-Zip refuses as
-"dangerous" (its target has a `..`) is recreated when it stays inside the folder, or skipped with a
-note where links cannot be made; one leading outside refuses the archive. Extraction goes into a
+under a link, the marker's reserved name), each by the path it writes (entry_path: `./`, `.` and
+empty segments dropped, `\\` a separator; compared case-insensitively, as Windows matches names),
+and links are checked after (none may point outside). A link that 7-Zip refuses as "dangerous"
+(its target has a `..`) is recreated when it stays inside the folder, or skipped with a note where
+links cannot be made; one leading outside refuses the archive. Extraction goes into a
 work folder next to the target; only a complete extraction with the expected layout gets its
 marker and is renamed into place, with ordinary permissions (folders 0777 and files 0666, plus
 x where the archive has it, less the umask). A native 7-Zip is the fast path where the catalog
@@ -33,7 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from pytorch_winbuild.deps.cache import Marker, missing_layout, remove_tree, write_error, write_marker
+from pytorch_winbuild import child_processes
+from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, missing_layout, remove_tree, write_error, write_marker
 from pytorch_winbuild.deps.catalog import Archive, ExtractSettings
 from pytorch_winbuild.errors import DependencyError
 
@@ -146,7 +149,7 @@ def _run_7zip(program: str, options: list[str], archive_file: Path, **run: Any) 
     if os.sep in program or (os.altsep and os.altsep in program):
         program = os.path.abspath(program)  # a relative program path would be looked up from the new cwd
     command = [program, *options, "--", archive_file.name]
-    return subprocess.run(command, cwd=archive_file.parent, stdin=subprocess.DEVNULL, **run)
+    return child_processes.run(command, cwd=archive_file.parent, stdin=subprocess.DEVNULL, **run)  # stops with the tool
 
 
 def parse_listing(text: str) -> list[Entry] | None:
@@ -214,6 +217,23 @@ def _attribute_kinds(attributes: str | None) -> tuple[bool, bool] | None:
     return "D" in windows, is_link
 
 
+def entry_path(name: str) -> str:
+    """The path an entry name writes, relative to the folder: `\\` a separator as on Windows, empty and `.`
+    segments dropped (`./a//b/` is `a/b`), as 7-Zip, py7zr and NuGet/zipfile make them. `..` stays, for
+    unsafe_reason to refuse."""
+    return "/".join(part for part in name.replace("\\", "/").split("/") if part not in ("", "."))
+
+
+def _same_on_windows(path: str) -> str:
+    """A key under which two entry paths are equal when Windows writes them to the same file: case-insensitive,
+    trailing dots and spaces of a segment dropped (Win32 path normalisation; `...` stays a name). Used only
+    to refuse, so matching more paths than a file system would is safe."""
+    return "/".join(part.rstrip(". ").casefold() or part for part in path.split("/"))
+
+
+_MARKER_KEY = _same_on_windows(MARKER_NAME)
+
+
 def unsafe_reason(name: str) -> str | None:
     """Why an entry name could write outside the target folder, or None when it is safe."""
     if not name or "\x00" in name:
@@ -231,14 +251,23 @@ def unsafe_reason(name: str) -> str | None:
 
 
 def check_entries(archive_file: Path, entries: list[Entry], kind: str = "MKL/MAGMA archive") -> None:
-    """Refuse the archive when any entry could land outside the target folder (`kind` names what it claims
-    to be)."""
-    links = {entry.name.replace("\\", "/").rstrip("/") for entry in entries if entry.is_link}
+    """Refuse the archive when any entry could land outside the target folder, or where pytorch-winbuild writes
+    its marker (`kind` names what it claims to be). Names are compared as entry_path normalises them and as
+    Windows matches them, so `./a/x` is under the link `a`, and `A/x` too."""
+    links = {_same_on_windows(entry_path(entry.name)) for entry in entries if entry.is_link}
     for entry in entries:
         reason = unsafe_reason(entry.name)
-        parts = entry.name.replace("\\", "/").split("/")
+        path = entry_path(entry.name)
+        parts = _same_on_windows(path).split("/")
+        if reason is None and not path and (entry.is_link or not entry.is_dir):  # py7zr may list the folder as '.'
+            reason = "a name that is the folder itself"
         if reason is None and any("/".join(parts[:i]) in links for i in range(1, len(parts))):
             reason = "a parent folder that is a link"
+        if reason is None and parts == [_MARKER_KEY]:
+            reason = (
+                f"the name {MARKER_NAME}, which pytorch-winbuild reserves for the marker it writes into every "
+                "complete extraction"
+            )
         if reason is not None:
             raise BadArchive(
                 f"{archive_file.name} holds the entry {entry.name!r} with {reason}; nothing was extracted "
@@ -566,6 +595,13 @@ def install_archive(
                 f"{', '.join(missing)} missing after extraction; it has been removed.",
                 fix=f"check that the mirror or --from-dir folder holds the original file from {archive.url} under "
                 "this name.",
+            )
+        if os.path.lexists(work / MARKER_NAME):  # the extractor wrote a name the listing did not show as such
+            raise BadArchive(
+                f"{archive_file.name} extracted something named {MARKER_NAME}, the name pytorch-winbuild reserves "
+                "for its marker; it was not installed and has been removed.",
+                fix="the file is not a genuine archive: check where it came from (the mirror, or the folder given "
+                "with --from-dir) and replace it with the original.",
             )
         write_marker(work, Marker(file_name=archive.file_name, sha256=sha256, size=size, extractor=tool))
         _swap_into_place(work, target)

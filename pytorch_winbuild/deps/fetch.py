@@ -182,6 +182,7 @@ def fetch_archives(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     log: Callable[[str], None] = log_line,
     shipped_lock_path: Path | None = None,
+    before_writing: Callable[[], None] | None = None,
 ) -> FetchResult:
     """Make every archive present in `cache_dir`; return where each one is and how far it is trusted.
 
@@ -193,7 +194,9 @@ def fetch_archives(
     which later downloads must match unless `update_lock`. `jobs` = parallel downloads (0: one per
     archive, at most 4). `download_settings` is a download.DownloadSettings (timeouts, retries,
     size/speed/time limits; default: deps.toml [download]). `prefer` ("native"/"py7zr") and
-    `native_7zip` (a 7-Zip program) override the catalog's extraction choice.
+    `native_7zip` (a 7-Zip program) override the catalog's extraction choice. `before_writing` runs before
+    the first write to the cache (its lock), only when an archive is missing: a cache that holds everything is
+    only read, so it may be read-only.
     """
     started = time.monotonic()
     cache_dir = Path(cache_dir)
@@ -203,6 +206,8 @@ def fetch_archives(
     done: dict[Archive, FetchedArchive] = {}
     pending = _not_installed(archives, cache_dir, shipped, lock, done)
     if pending:
+        if before_writing is not None:
+            before_writing()
         with cache.cache_lock(cache_dir, timeout=lock_timeout, log=log):
             cache.sweep_work_folders(cache_dir)
             lock = LockFile.load(lock.path)  # another run may have recorded checksums while we waited

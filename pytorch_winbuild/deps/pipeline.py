@@ -31,6 +31,7 @@ from pytorch_winbuild.deps.download import (
     download,
     new_session,
     sha256_of,
+    size_bound,
 )
 from pytorch_winbuild.deps.extract import BadArchive, install_archive
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
@@ -152,14 +153,22 @@ class Pipeline:
         except OSError as exc:
             raise cache.write_error(exc, final) from None
         if final.exists():
-            sha256, size = sha256_of(final, self.settings.chunk_size)
-            if self._mismatch(archive, sha256, size) is None:
-                return _Obtained(final, sha256, size, 0, "extracted from downloads/", started)
-            self.log(
-                f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; "
-                "fetching it again"
-            )
-            final.unlink()
+            expected_size, size_source = self._expected_size(archive)
+            limit, limit_text = size_bound(self.settings, expected_size, size_source)
+            if final.stat().st_size > limit:  # not read: past the bound, it cannot be the archive
+                self.log(
+                    f"{archive.file_name}: the copy in {final.parent} is larger than {limit_text}; fetching it again"
+                )
+                final.unlink()
+            else:
+                sha256, size = sha256_of(final, self.settings.chunk_size)
+                if self._mismatch(archive, sha256, size) is None:
+                    return _Obtained(final, sha256, size, 0, "extracted from downloads/", started)
+                self.log(
+                    f"{archive.file_name}: the copy in {final.parent} does not match the expected checksum; "
+                    "fetching it again"
+                )
+                final.unlink()
         try:
             received, action = self._receive(archive, row, part)
             self._verify(archive, received)
@@ -176,18 +185,22 @@ class Pipeline:
 
     def _receive(self, archive: Archive, row: int, part: Path) -> tuple[Received, str]:
         progress = make_progress(archive.file_name, row, self.log, copying=self.source.folder is not None)
+        expected_size, size_source = self._expected_size(archive)  # a copy has the bound a download has
         if self.source.folder is not None:
+            remedies = remedies_for(self.source, archive)
             received = copy_local(
                 self.source.folder / archive.file_name,
                 part,
                 settings=self.settings,
                 progress=progress,
                 cancel=self.cancel,
-                missing_fix=remedies_for(self.source, archive).missing,
+                missing_fix=remedies.missing,
+                expected_size=expected_size,
+                size_source=size_source,
+                limit_fix=remedies.limits,
             )
             return received, "copied"
         assert self._session is not None
-        expected_size, size_source = self._expected_size(archive)
         received = download(
             self._where(archive),
             part,

@@ -5,6 +5,7 @@ neither imports the other's module for them.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,17 @@ def mirror_url(mirror: str, label: str) -> ParseResult:
             "ways (not shown here: it may hold a password).",
             fix="percent-encode those characters in the user name and password (/ is %2F, ? is %3F, # is %23, "
             "@ is %40).",
+        )
+    if "?" in mirror or "#" in mirror:  # what a '?' or '#' in the user name or password leaves was refused above
+        base = re.split(r"[?#]", mirror, maxsplit=1)[0]
+        raise ConfigurationError(
+            f"{label} {redact_text(base)} has a query or a fragment (a part after '?' or '#', not shown here: it may "
+            "hold a token), and a mirror is a folder: each archive's file name is added to the URL, so every request "
+            "would miss the file.",
+            fix="pass the folder's URL alone, e.g. https://mirror.example.com/ossci-windows/; a mirror that needs a "
+            "token takes it as the password in the URL (USER:TOKEN@ before the host name, sent as HTTP basic "
+            "authentication and never printed) or from a netrc file for its host (~/.netrc, or %USERPROFILE%\\_netrc "
+            "on Windows; NETRC names another); a '?' or '#' in a folder name is written %3F or %23.",
         )
     return parsed
 

@@ -34,6 +34,12 @@ RULES_FILE = "diagnosis.toml"
 PHASES = ("install", "build", "import", "runtime")
 
 DEFAULT_WITHIN_LINES = 30
+# The widest `preceded_by` window a rule may ask for. The shipped rules use 20 to 40 lines (a
+# traceback, a solver's conflict report); 10,000 is five times the longest error block triage
+# follows (triage.MAX_BLOCK_SCAN, 2,000 lines: a runaway template error), and the lines of the
+# window are kept in memory while the log is read, so a wider one (10**18 kept the whole log) is
+# refused at load time.
+MAX_WITHIN_LINES = 10_000
 
 _RULE_KEYS = {
     "id",
@@ -284,8 +290,12 @@ def _parse_rule(table: Any, index: int, path: Path, linear: bool) -> Rule:
     within_lines = optional(table, "within_lines", int, where, DEFAULT_WITHIN_LINES)
     if "within_lines" in table and not preceded_by:
         raise ConfigurationError(f"{where}.within_lines: only meaningful together with 'preceded_by'.")
-    if within_lines < 0:
-        raise ConfigurationError(f"{where}.within_lines: expected a number of lines >= 0, got {within_lines}.")
+    if not 0 <= within_lines <= MAX_WITHIN_LINES:
+        raise ConfigurationError(
+            f"{where}.within_lines: expected a number of lines from 0 to {MAX_WITHIN_LINES}, got {within_lines}.",
+            fix="a preceded_by pattern is looked for on the same line (0) or up to within_lines lines before it; "
+            f"the shipped rules use 20 to 40, and {MAX_WITHIN_LINES} is the most the scanner keeps.",
+        )
     return Rule(
         id=rule_id,
         title=title.strip(),

@@ -9,7 +9,11 @@ whose patterns occur in the log.
 Logs of a full build reach hundreds of MB, so the file is read as bytes in chunks of whole lines,
 and one Hyperscan pass over each chunk finds the lines holding a literal that some pattern
 requires. Only those few lines are decoded, and a regular expression only ever runs on them.
-Nothing holds more than one chunk at a time.
+Memory is bounded whatever the input, and time linear in its length: nothing holds more than one
+chunk at a time, a line longer than MAX_LINE_BYTES is cut (its start is matched and shown, the
+result warns with its length in bytes), and the lines kept for preceded_by windows are bounded by
+rules.MAX_WITHIN_LINES and WINDOW_CHARS. An endless input (/dev/zero, a pipe that never closes)
+is read on in constant memory until it ends or the user stops it.
 
 Rules from a file other than the shipped one run on RE2 (diagnosis.LinearPattern), in time
 linear in the log; a costly one may still take microseconds per character, so each such rule
@@ -23,14 +27,14 @@ from __future__ import annotations
 
 import codecs
 import functools
+import io
 import re
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from io import BufferedReader
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TextIO
 
 import hyperscan
 
@@ -40,6 +44,18 @@ from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_json, terminal_safe
 
 CHUNK_BYTES = 2 * 1024 * 1024
+# A line longer than this is cut: only its first MAX_LINE_BYTES are matched and shown, the rest is
+# read and dropped, so memory stays bounded whatever the log holds (1 GiB of NUL bytes, /dev/zero).
+# The longest real lines are command lines (Ninja's FAILED blocks, verbose builds): on Windows at
+# most 32,767 UTF-16 characters (CreateProcess; longer ones go through response files), under
+# 96 KiB of UTF-8 even if every character took 3 bytes; on Linux one argument is at most 128 KiB
+# (MAX_ARG_STRLEN). The errors themselves are short lines of their own.
+MAX_LINE_BYTES = 256 * 1024
+# Lines kept from earlier chunks for preceded_by windows and context: at most a rule's within_lines
+# (rules.MAX_WITHIN_LINES) and, past CONTEXT_LINES, at most this many characters (a window of
+# 10,000 lines of 256 KiB would otherwise hold 2.5 GB).
+WINDOW_CHARS = 4 * 1024 * 1024
+MAX_CUT_LINES_LISTED = 5  # cut lines named in the warning
 CONTEXT_LINES = 3
 MAX_BLOCK_LINES = 40  # lines of the first error block kept for the report
 MAX_BLOCK_SCAN = 2000  # a block longer than this is cut (a runaway template error)
@@ -401,9 +417,12 @@ def _indent(text: str) -> int:
     return len(text) - len(text.lstrip())
 
 
-def _clean(text: str) -> str:
-    """A line as it may appear in a report: no credentials, bounded length."""
+def _clean(text: str, cut: int = 0) -> str:
+    """A line as it may appear in a report: no credentials, bounded length; `cut`: the length in bytes of
+    a line longer than MAX_LINE_BYTES, of which `text` is the start."""
     text = redact_text(text.rstrip())
+    if cut:
+        return f"{text[:MAX_LINE_CHARS]} ... [line cut: {cut} bytes long, only its first {MAX_LINE_BYTES} searched]"
     if len(text) > MAX_LINE_CHARS:
         text = f"{text[:MAX_LINE_CHARS]} ... [{len(text) - MAX_LINE_CHARS} more characters]"
     return text
@@ -434,11 +453,14 @@ class _BlockCollector:
         self._take(first)
 
     def feed(self, number: int, text: str) -> bool:
+        if not text.strip():
+            text = ""  # as reported (_clean strips it), without keeping a long run of spaces
         line = LogLine(number, text)
         if not self.in_block:
             self.after.append(line)
             return len(self.after) < CONTEXT_LINES
-        if self.scanned >= MAX_BLOCK_SCAN or not self._belongs(text):
+        # Blank lines waiting to be taken count too: a run of them must not grow the list without end.
+        if self.scanned + len(self.pending_blank) >= MAX_BLOCK_SCAN or not self._belongs(text):
             self.in_block = False
             self.after, self.pending_blank = self.pending_blank, []
             return self.feed(number, text)
@@ -482,7 +504,8 @@ class _BlockCollector:
         ):
             self.summary_more = line.text.strip()  # "RuntimeError:" + its indented message
 
-    def result(self) -> FirstError:
+    def result(self, cut_lines: dict[int, int]) -> FirstError:
+        """The block; `cut_lines`: the length in bytes of each line of it that was cut, by number."""
         summary = self.summary or self.first
         if self.kind == "ninja" and self.summary is None and len(self.kept) > 2:
             summary = next((line for line in self.kept[2:] if line.text.strip()), self.first)
@@ -490,13 +513,13 @@ class _BlockCollector:
             summary = LogLine(summary.number, f"{summary.text.rstrip()} {self.summary_more}")
 
         def clean(lines: Iterable[LogLine]) -> tuple[LogLine, ...]:
-            return tuple(LogLine(line.number, _clean(line.text)) for line in lines)
+            return tuple(LogLine(line.number, _clean(line.text, cut_lines.get(line.number, 0))) for line in lines)
 
         return FirstError(
             kind=self.kind,
             line_number=self.first.number,
             end_line_number=self.last_number,
-            summary=LogLine(summary.number, _clean(summary.text)),
+            summary=LogLine(summary.number, _clean(summary.text, cut_lines.get(summary.number, 0))),
             lines=clean(self.kept),
             omitted_lines=self.scanned - len(self.kept),
             context_before=clean(self.before),
@@ -604,6 +627,20 @@ def _lines_before(chunk: _Chunk, start: int, count: int) -> list[_Chunk]:
     return lines[::-1]
 
 
+def _recent(lines: list[str], count: int) -> list[str]:
+    """The last `count` of `lines`, less the oldest ones past WINDOW_CHARS characters (the last
+    CONTEXT_LINES are always kept)."""
+    lines = lines[-count:]
+    if sum(map(len, lines)) <= WINDOW_CHARS:
+        return lines
+    total = 0
+    for index in range(len(lines) - 1, -1, -1):
+        total += len(lines[index])
+        if total > WINDOW_CHARS and len(lines) - index > CONTEXT_LINES:
+            return lines[index + 1 :]
+    return lines
+
+
 def _newlines(chunk: _Chunk) -> int:
     """chunk.count(b"\\n"), but up to 4 times as fast on long lines (Ninja's command lines).
 
@@ -655,6 +692,11 @@ class _LogScan:
         self.bytes_seen = 0
         self.spent: dict[int, float] = {}  # seconds taken by each guarded rule
         self.skipped: dict[int, str] = {}  # guarded rule index -> the warning saying why
+        self.chunk_cut = 0  # the length in bytes of this chunk's first line, where it was cut
+        self.cut_count = 0
+        self.cut_listed: list[tuple[int, int]] = []  # (line number, bytes) of the first cut lines
+        # Cut lines the first error block may show (its lines and the context before them), by number.
+        self.cut_lines: dict[int, int] = {}
 
     def _decode(self, data: _Chunk) -> str:
         return data.decode("utf-8", self.errors)
@@ -678,9 +720,13 @@ class _LogScan:
         ends.sort()
         return ends
 
-    def feed(self, chunk: _Chunk) -> None:
+    def feed(self, chunk: _Chunk, cut: int = 0) -> None:
+        """Scan the next chunk; `cut`: the length in bytes of its first line where it was cut (_line_chunks)."""
         if not chunk:
             return
+        self.chunk_cut = cut
+        if cut:
+            self._note_cut(self.lines_before_chunk + 1, cut)
         self.bytes_seen += len(chunk)
         if self.collector is not None:
             self._continue_block(chunk, 0)
@@ -702,12 +748,35 @@ class _LogScan:
             self._gated_hits(line, start, hits)
         self._match_rules(chunk, hits)
         window = self.scanner.window
-        self.carry = (self.carry + self._text_before(chunk, len(chunk), window))[-window:]
+        self.carry = _recent(self.carry + self._text_before(chunk, len(chunk), window), window)
         self.lines_before_chunk += _newlines(chunk)
         self.ends_with_newline = chunk.endswith(b"\n")
 
     def line_count(self) -> int:
         return self.lines_before_chunk + (0 if self.ends_with_newline else 1)
+
+    def _note_cut(self, number: int, size: int) -> None:
+        self.cut_count += 1
+        if len(self.cut_listed) < MAX_CUT_LINES_LISTED:
+            self.cut_listed.append((number, size))
+        if self.first_error is None:  # the block may show it; before a block, only as context
+            if self.collector is None:
+                self.cut_lines = {line: cut for line, cut in self.cut_lines.items() if line >= number - CONTEXT_LINES}
+            self.cut_lines[number] = size
+
+    def _cut_warning(self) -> str:
+        listed = ", ".join(f"line {number} ({size} bytes)" for number, size in self.cut_listed)
+        if self.cut_count > len(self.cut_listed):
+            listed += f" and {self.cut_count - len(self.cut_listed)} more"
+        if self.cut_count == 1:
+            return (
+                f"1 line longer than {MAX_LINE_BYTES} bytes was cut: only its first {MAX_LINE_BYTES} were searched: "
+                f"{listed}."
+            )
+        return (
+            f"{self.cut_count} lines longer than {MAX_LINE_BYTES} bytes were cut: "
+            f"only their first {MAX_LINE_BYTES} were searched: {listed}."
+        )
 
     # -- first error ------------------------------------------------------------------------
 
@@ -733,8 +802,9 @@ class _LogScan:
 
     def _finish_block(self) -> None:
         if self.collector is not None:
-            self.first_error = self.collector.result()
+            self.first_error = self.collector.result(self.cut_lines)
             self.collector = None
+            self.cut_lines = {}
 
     # -- diagnosis rules --------------------------------------------------------------------
 
@@ -811,7 +881,8 @@ class _LogScan:
                 if rule.preceded_by and not self._preceded(rule, chunk, offset):
                     continue
                 if self.first_hit[rule_index] is None:
-                    self.first_hit[rule_index] = LogLine(numbers[offset], _clean(self._text_line(chunk, offset)))
+                    cut = self.chunk_cut if offset == 0 else 0  # only a chunk's first line may have been cut
+                    self.first_hit[rule_index] = LogLine(numbers[offset], _clean(self._text_line(chunk, offset), cut))
                 self.hit_count[rule_index] += 1
             if is_guarded:
                 self._charge(rule_index, time.perf_counter() - started)
@@ -864,6 +935,8 @@ class _LogScan:
         ]
         matches.sort(key=lambda match: match.line.number)
         warnings = tuple(self.skipped[index] for index in sorted(self.skipped))
+        if self.cut_count:
+            warnings = (self._cut_warning(), *warnings)
         return TriageResult(
             source=source,
             line_count=self.line_count(),
@@ -878,38 +951,84 @@ class _LogScan:
 # --------------------------------------------------------------------------------------------
 
 
-def _log_chunks(path: Path) -> Iterator[_Chunk]:
-    """The log as UTF-8 in chunks of whole lines, whatever wrote it.
+class _Readable(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+
+class _TextAsUtf8:
+    """A text stream (a UTF-16 log, decoded) read as UTF-8 bytes, the way _line_chunks reads a file."""
+
+    def __init__(self, text: TextIO) -> None:
+        self.text = text
+        self.pending = b""
+
+    def readinto(self, buffer: memoryview, /) -> int:
+        if not self.pending:
+            # At most 3 bytes a character (4 for a surrogate pair, which counts as 2 here): about a chunk.
+            self.pending = self.text.read(max(1, CHUNK_BYTES // 3)).encode("utf-8", "surrogatepass")
+        size = min(len(buffer), len(self.pending))
+        buffer[:size] = self.pending[:size]
+        self.pending = self.pending[size:]
+        return size
+
+
+def _log_chunks(path: Path) -> Iterator[tuple[_Chunk, int]]:
+    """The log as UTF-8 in chunks of whole lines, whatever wrote it, each with the length of its first
+    line where that line was cut (_line_chunks; in bytes of UTF-8, for a UTF-16 log too).
 
     UTF-8 (with or without a BOM) is passed on undecoded: bytes that are not UTF-8 (MSVC messages
     in the console code page) stay as they are; the patterns' literals are ASCII, so they still
-    match around them. UTF-16 (PowerShell's `>`) is transcoded. Line ends are those of text
-    mode: "\\r\\n" and a lone "\\r" become "\\n".
+    match around them. UTF-16 (PowerShell's `>`) is transcoded, from the same handle (a pipe cannot
+    be opened twice). Line ends are those of text mode: "\\r\\n" and a lone "\\r" become "\\n".
     """
     with path.open("rb") as handle:
         head = handle.peek(4)[:4]  # not read: a pipe (/dev/stdin) cannot seek back
         if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-            with path.open("r", encoding="utf-16", errors="replace", newline=None) as text:
-                while text_chunk := text.read(CHUNK_BYTES):
-                    if not text_chunk.endswith("\n"):
-                        text_chunk += text.readline()
-                    yield text_chunk.encode("utf-8")
+            with io.TextIOWrapper(handle, encoding="utf-16", errors="replace", newline=None) as text:
+                yield from _line_chunks(_TextAsUtf8(text))
             return
         if head.startswith(codecs.BOM_UTF8):
             handle.read(len(codecs.BOM_UTF8))
         yield from _line_chunks(handle)
 
 
-def _line_chunks(handle: BufferedReader) -> Iterator[bytearray]:
-    """Whole lines of `handle`, about CHUNK_BYTES at a time, each read into the same buffer.
+_CR = ord("\r")
+
+
+def _line_end(chunk: bytearray, start: int, end: int) -> int:
+    """The first line end in chunk[start:end]: a "\\n", or a "\\r" with a byte after it; -1 if none."""
+    newline = chunk.find(b"\n", start, end)
+    cr = chunk.find(b"\r", start, end - 1 if newline < 0 else newline)
+    return cr if cr >= 0 else newline
+
+
+def _utf8_head(chunk: bytearray, start: int, limit: int) -> int:
+    """How many bytes of chunk[start:] to keep, at most `limit`, without ending inside a UTF-8 character."""
+    for keep in range(limit, max(limit - 4, 0), -1):
+        if chunk[start + keep] & 0xC0 != 0x80:  # not a continuation byte: a character starts there
+            return keep
+    return limit  # not UTF-8 there: cut anywhere
+
+
+def _line_chunks(handle: _Readable) -> Iterator[tuple[bytearray, int]]:
+    """Whole lines of `handle`, about CHUNK_BYTES at a time, each read into the same buffer, in
+    memory bounded by MAX_LINE_BYTES + CHUNK_BYTES however long a line is (a file of NUL bytes, an
+    endless pipe, /dev/zero).
+
+    Yields (chunk, cut): `cut` is 0, or the length in bytes of the chunk's first line when that
+    line is longer than MAX_LINE_BYTES: only its first MAX_LINE_BYTES are in the chunk (they are
+    matched and shown), the rest was read and dropped. Every line that is cut starts a chunk.
 
     A chunk is overwritten by the next one: a fresh multi-MB object per chunk costs page faults
-    that take about as long as the read itself. A chunk ends after a "\\n" or, where a read holds
-    none, after a "\\r" that no "\\n" follows, so a log whose lines end in "\\r" alone is read in
-    chunks too.
+    that take about as long as the read itself. A chunk ends after a "\\n" or a "\\r" that no "\\n"
+    follows, so a log whose lines end in "\\r" alone is read in chunks too. Only what was just read
+    is searched for line ends: the unfinished line carried over holds none, except a final "\\r"
+    that may be the first half of a "\\r\\n".
     """
     chunk = bytearray()
     filled = 0  # bytes at the start of `chunk` read but not handed out yet: the start of a line
+    cut = 0  # while a long line is cut: its length so far (less a final "\r"); its first `head` bytes are kept
+    head = 0
     while True:
         size = filled + CHUNK_BYTES
         if len(chunk) < size:
@@ -917,24 +1036,76 @@ def _line_chunks(handle: BufferedReader) -> Iterator[bytearray]:
         else:
             del chunk[size:]
         with memoryview(chunk)[filled:] as free:
-            read = handle.readinto(free)
+            read = handle.readinto(free) or 0
         end = filled + read
         if not read:
             if filled:
                 del chunk[end:]
-                yield _text_line_ends(chunk)
+                yield from _cut_long_lines(_text_line_ends(chunk), cut)
             return
-        cut = chunk.rfind(b"\n", 0, end) + 1
-        if not cut:  # a "\r" in the last byte may be the first half of a "\r\n": it waits
-            cut = chunk.rfind(b"\r", 0, end - 1) + 1
-        if not cut:  # a line longer than CHUNK_BYTES: read on
+        start = filled  # where line ends may be: what was just read, and a "\r" just before it
+        if cut:  # the rest of a long line: drop it, up to its end
+            stop = _line_end(chunk, head, end)
+            if stop < 0:
+                pending_cr = int(chunk[end - 1] == _CR)
+                cut += end - head - pending_cr
+                chunk[head : head + pending_cr] = b"\r" * pending_cr
+                filled = head + pending_cr
+                continue
+            cut += stop - head
+            del chunk[head:stop]
+            end -= stop - head
+            start = head
+        newline = chunk.rfind(b"\n", start, end)
+        # A "\r" in the last byte may be the first half of a "\r\n": it waits.
+        cr = chunk.rfind(b"\r", newline + 1 if newline >= 0 else max(start - 1, 0), end - 1)
+        lines_end = max(newline, cr) + 1
+        # The start of a line that goes on in the next read, and its length so far.
+        pending_cr = int(end > lines_end and chunk[end - 1] == _CR)
+        tail = end - lines_end - pending_cr
+        if not lines_end and tail <= MAX_LINE_BYTES:
             filled = end
             continue
-        tail = chunk[cut:end]
-        del chunk[cut:]
-        yield _text_line_ends(chunk)
-        chunk[: len(tail)] = tail
-        filled = len(tail)
+        if tail <= MAX_LINE_BYTES:
+            kept, next_cut, next_head = chunk[lines_end:end], 0, 0
+        else:  # too long: keep its head, and drop the rest of it, this read's and the next ones'
+            next_head = _utf8_head(chunk, lines_end, MAX_LINE_BYTES)
+            kept = chunk[lines_end : lines_end + next_head] + b"\r" * pending_cr
+            next_cut = tail
+        if lines_end:
+            del chunk[lines_end:]
+            yield from _cut_long_lines(_text_line_ends(chunk), cut)
+        chunk[: len(kept)] = kept
+        filled, cut, head = len(kept), next_cut, next_head
+
+
+def _cut_long_lines(chunk: bytearray, cut: int) -> Iterator[tuple[bytearray, int]]:
+    """`chunk` (whole lines ending in "\\n"; its first one cut where `cut` says so) as _line_chunks yields
+    it: the lines longer than MAX_LINE_BYTES that lie whole in it are cut too, each starting a chunk.
+
+    The line at `pos` is that long when no "\\n" lies in the next MAX_LINE_BYTES + 1 bytes; each look
+    finds the last newline of that window, so a chunk of ordinary lines takes CHUNK_BYTES /
+    MAX_LINE_BYTES short searches, and is passed on as it is.
+    """
+    limit = MAX_LINE_BYTES
+    start = pos = 0
+    while len(chunk) - pos > limit:
+        newline = chunk.rfind(b"\n", pos, pos + limit + 1)
+        if newline >= 0:
+            pos = newline + 1
+            continue
+        end = chunk.find(b"\n", pos)
+        end = len(chunk) if end < 0 else end
+        if pos > start:
+            yield chunk[start:pos], cut
+            cut = 0
+        yield chunk[pos : pos + _utf8_head(chunk, pos, limit)] + chunk[end : end + 1], end - pos
+        start = pos = end + 1
+        cut = 0
+    if not start:
+        yield chunk, cut
+    elif start < len(chunk):
+        yield chunk[start:], cut
 
 
 def _text_line_ends(chunk: bytearray) -> bytearray:
@@ -970,8 +1141,8 @@ def triage_log(path: Path | str, rules: tuple[Rule, ...] | None = None, *, posix
     path = Path(path)
     scan = _LogScan(default_rules() if rules is None else rules, errors="replace")
     try:
-        for chunk in _log_chunks(path):
-            scan.feed(chunk)
+        for chunk, cut in _log_chunks(path):
+            scan.feed(chunk, cut)
     except OSError as exc:
         raise ConfigurationError(
             f"{path}: cannot read the log ({exc.strerror or exc}).",

@@ -21,6 +21,7 @@ from invoke import Program, Task
 from invoke.exceptions import Exit, ParseError
 from invoke.parser import ParserContext
 
+from pytorch_winbuild.child_processes import stop_cause, stop_signals
 from pytorch_winbuild.errors import ConfigurationError, InternalError, InterruptedByUser, WinbuildError
 from pytorch_winbuild.faces import process_exit
 
@@ -33,7 +34,8 @@ def reports_errors(task_body: F) -> F:
     @functools.wraps(task_body)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return task_body(*args, **kwargs)
+            with stop_signals():  # SIGTERM, SIGHUP, SIGBREAK stop the child tree as Ctrl-C does
+                return task_body(*args, **kwargs)
         except Exit:
             raise
         except WinbuildError as exc:
@@ -42,8 +44,9 @@ def reports_errors(task_body: F) -> F:
             # the reader went away (`invoke diagnose x.log | head`): stop quietly, as Unix tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return None
-        except KeyboardInterrupt:
-            interrupted = InterruptedByUser("stopped by Ctrl-C.")
+        except KeyboardInterrupt as stop:
+            cause, exit_code = stop_cause(stop)
+            interrupted = InterruptedByUser(f"stopped by {cause}.", exit_code=exit_code)
             raise Exit(interrupted.paragraph(), code=interrupted.exit_code) from None
         except Exception as exc:  # a bug: keep the traceback, but say what it is
             traceback.print_exc(file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import Any
 from invoke.vendor import yaml
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import parse_json
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -49,7 +50,7 @@ def _parse(path: Path) -> Any:
         ) from None
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            return parse_json(text)
         except json.JSONDecodeError as exc:
             raise ConfigurationError(
                 f"config file {path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}).",

@@ -70,11 +70,13 @@ def example(label: str, value: str) -> str:
     return f"`{name}: {value}` in invoke.yaml (or INVOKE_WINBUILD_{name.upper()}={value})"
 
 
-def whole_number(value: Any, label: str, *, minimum: int = 1, unit: str = "") -> int | None:
-    """A whole-number flag or configuration value (text from the command line); None when absent."""
+def whole_number(value: Any, label: str, *, minimum: int = 1, maximum: int | None = None, unit: str = "") -> int | None:
+    """A whole-number flag or configuration value (text from the command line), from `minimum` to `maximum`
+    (None: no upper bound); None when absent."""
     if value is None:
         return None
-    fix = f"pass a whole number, {minimum} or more, e.g. {example(label, '4')}, or leave it out for the default."
+    span = f"{minimum} or more" if maximum is None else f"from {minimum} to {maximum}"
+    fix = f"pass a whole number, {span}, e.g. {example(label, '4')}, or leave it out for the default."
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ConfigurationError(f"{label} {value!r} is not a number.", fix=fix)
     text = value.strip() if isinstance(value, str) else value
@@ -86,8 +88,9 @@ def whole_number(value: Any, label: str, *, minimum: int = 1, unit: str = "") ->
         except ValueError:
             raise ConfigurationError(f"{label} {value!r} is not a number.", fix=fix) from None
         raise ConfigurationError(f"{label} {value!r} is not a whole number.", fix=fix) from None
-    if number < minimum:
-        raise ConfigurationError(f"{label} {number}: expected {minimum} or more{unit}.", fix=fix)
+    if number < minimum or (maximum is not None and number > maximum):
+        expected = f"{minimum} or more" if maximum is None else f"{minimum} to {maximum}"
+        raise ConfigurationError(f"{label} {number}: expected {expected}{unit}.", fix=fix)
     return number
 
 

@@ -143,8 +143,8 @@ NIGHTLY_HELP = {
         "output_dir, dist/nightly)."
     ),
     "keep_days": (
-        "Retention: remove date folders older than this many days, except each entry's newest wheel (default: the "
-        "matrix's keep_days)."
+        "Retention: remove date folders older than this many days (1 to 36500), except each entry's newest wheel "
+        "(default: the matrix's keep_days)."
     ),
     "min_free_gb": (
         "Free disk space, in GB, every entry needs before it starts (default: each entry's min_free_gb, else the "
@@ -152,6 +152,38 @@ NIGHTLY_HELP = {
     ),
     "cache_dir": PLAN_HELP["cache_dir"] + " Holds the entries' clones (nightly/src) and the nightly lock.",
     "mirror": FETCH_DEPS_HELP["mirror"],
+    "matrix_json": (
+        'Build nothing: print the night\'s jobs for GitHub Actions\' strategy.matrix, {"include": [{"entry": NAME, '
+        '"runs-on": [labels]}]}, longest first, without the entries unchanged since --previous (with --only, '
+        "--force)."
+    ),
+    "plan_file": (
+        "With --matrix-json: also write the whole plan (every entry, built or left out, and why) to this file, for "
+        "`invoke nightly-merge --plan`."
+    ),
+    "previous": (
+        "With --matrix-json: the channel published last night (a folder); entries whose revision and matrix table "
+        "match their last good build there are left out, and its durations order the jobs."
+    ),
+    "runner_labels": (
+        "Build nothing: print the labels to register this machine's GitHub Actions runner with (config.cmd "
+        "--labels), from what `invoke doctor` finds: each Visual Studio and CUDA (build_config/runner_labels.toml)."
+    ),
+}
+
+
+NIGHTLY_MERGE_HELP = {
+    "part": (
+        "A runner's part: the output folder of `invoke nightly --only NAME --output-dir PART` (repeat the flag for "
+        "each). Two parts of one entry are refused."
+    ),
+    "output_dir": "The merged channel's folder (created; may already hold the channel, which is then updated).",
+    "previous": "The channel published last night: its nights are copied in first, for each entry's history.",
+    "plan": (
+        "The night's plan (`invoke nightly --matrix-json --plan-file`): entries it left out are shown skipped, "
+        "entries whose part is missing are shown missing, each on its last good wheel."
+    ),
+    "keep_days": "Retention, as for nightly (default: the plan's keep_days, else 14).",
 }
 
 

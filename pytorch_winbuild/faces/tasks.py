@@ -12,7 +12,8 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
     build-ext   planning/plan.py → builder/pipeline.py
     verify      builder/verify.py
     diagnose    diagnosis/triage.py with diagnosis/rules.py
-    nightly     nightly/run.py
+    nightly     nightly/run.py (--matrix-json: nightly/fleet_plan.py; --runner-labels: nightly/runner_labels.py)
+    nightly-merge  nightly/merge.py
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pytorch_winbuild.faces.help import (
     ENV_HELP,
     FETCH_DEPS_HELP,
     NIGHTLY_HELP,
+    NIGHTLY_MERGE_HELP,
     VERIFY_HELP,
 )
 
@@ -234,12 +236,33 @@ def nightly(
     min_free_gb: str | None = None,
     cache_dir: str | None = None,
     mirror: str | None = None,
+    matrix_json: bool = False,
+    plan_file: str | None = None,
+    previous: str | None = None,
+    runner_labels: bool = False,
 ) -> None:
     """Build every matrix entry into a wheel (unchanged ones are skipped) and write the summary.
 
-    One run at a time (a lock in the cache); exits 5 when an entry failed."""
+    One run at a time (a lock in the cache); exits 5 when an entry failed. --matrix-json plans a fleet's night
+    instead (GitHub Actions' matrix), --runner-labels names this machine's runner labels."""
     commands.nightly(c, **given(locals()))
 
 
-for _task in (doctor, env, build, fetch_deps, clean, build_ext, verify, diagnose, nightly):
+@task(help=NIGHTLY_MERGE_HELP, iterable=["part"], auto_shortflags=False)
+@reports_errors
+def nightly_merge(
+    c: Context,
+    part: list[str] | None = None,
+    output_dir: str | None = None,
+    previous: str | None = None,
+    plan: str | None = None,
+    keep_days: str | None = None,
+) -> None:
+    """Join a fleet's nightly parts and the last published channel into one channel (index, dashboard, summary).
+
+    Exits 2, changing nothing, when two parts claim one entry."""
+    commands.nightly_merge(c, **given(locals()))
+
+
+for _task in (doctor, env, build, fetch_deps, clean, build_ext, verify, diagnose, nightly, nightly_merge):
     namespace.add_task(_task)

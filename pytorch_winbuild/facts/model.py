@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import BadJson, read_json
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.text.redact import redact_text
@@ -27,6 +28,11 @@ SCHEMA_VERSION = 4
 # Schema 1-3 files (before every installed Python was listed) load with `pythons` = (their `python`,).
 READABLE_SCHEMAS = (1, 2, 3, 4)
 HOST_COMPILER_FAMILIES = ("gcc", "clang")
+# Bounds of physical reality for the numbers a facts file gives (build_config/hosts/README.md): beyond
+# them a value is a typo or a hostile file, and arithmetic on it (MAX_JOBS from memory) would overflow.
+MAX_MIB = 2**40  # 1 EiB of memory, swap or GPU memory: a million times today's largest machines
+MAX_CPU_COUNT = 65_536  # logical processors; Windows Server 2022 supports 2,048
+MAX_GPU_INDEX = 65_535
 _PYTHON_VERSION = re.compile(r"\d{1,2}\.\d{1,3}(\.\d{1,3})?([abc]|rc)?\d{0,3}\+?")
 
 
@@ -168,6 +174,12 @@ class Facts:
         data = asdict(self)
         data = {"schema": data.pop("schema"), **data}
         return redact_text(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: a number of 400 digits is cut, not printed whole."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:20]}… ({len(text)} characters)"
 
 
 def _fail(source: str, where: str, problem: str) -> ConfigurationError:
@@ -376,8 +388,12 @@ def _gpu(data: Any, source: str, where: str) -> Gpu:
         raise _fail(source, where, f"expected an object, got {data!r}")
     index = _get(data, "index", int, source, where)
     memory = _get(data, "memory_mib", int, source, where, required=False)
-    if index < 0 or (memory is not None and memory < 0):
-        raise _fail(source, where, "index and memory_mib cannot be negative")
+    if not 0 <= index <= MAX_GPU_INDEX:
+        raise _fail(source, f"{where}.index", f"expected a GPU number from 0 to {MAX_GPU_INDEX}, got {_shown(index)}")
+    if memory is not None and not 0 <= memory <= MAX_MIB:
+        raise _fail(
+            source, f"{where}.memory_mib", f"expected a number of MiB from 0 to {MAX_MIB}, got {_shown(memory)}"
+        )
     return Gpu(
         index=index,
         name=_get(data, "name", str, source, where),
@@ -388,16 +404,20 @@ def _gpu(data: Any, source: str, where: str) -> Gpu:
 
 def _mib(data: dict[str, Any], key: str, source: str) -> int | None:
     value = _get(data, key, int, source, "", required=False)
-    if value is not None and (isinstance(value, bool) or value < 0):
-        raise _fail(source, key, f"expected a number of MiB (0 or more), got {value!r}")
+    if value is not None and (isinstance(value, bool) or not 0 <= value <= MAX_MIB):
+        raise _fail(source, key, f"expected a number of MiB from 0 to {MAX_MIB}, got {_shown(value)}")
     return value
 
 
 def _cpu_count(data: dict[str, Any], source: str) -> int | None:
     """Logical processors: a machine has at least one (the job count is derived from it)."""
     value = _get(data, "cpu_count", int, source, "", required=False)
-    if value is not None and value < 1:
-        raise _fail(source, "cpu_count", f"expected a number of logical processors (1 or more), got {value!r}")
+    if value is not None and not 1 <= value <= MAX_CPU_COUNT:
+        raise _fail(
+            source,
+            "cpu_count",
+            f"expected a number of logical processors from 1 to {MAX_CPU_COUNT}, got {_shown(value)}",
+        )
     return value
 
 
@@ -473,7 +493,7 @@ def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> 
     `product_lines`, by default the knowledge files' (build_config/visual_studio.toml)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_json(path)
     except FileNotFoundError:
         raise ConfigurationError(
             f"facts file {path} does not exist.",
@@ -484,21 +504,14 @@ def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> 
             f"facts file {path} is a folder.",
             fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigurationError(
             f"facts file {path} cannot be read ({exc}).",
             fix="save it as UTF-8 JSON, as `invoke doctor --json` writes it.",
         ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(str(path), f"line {exc.lineno} column {exc.colno}", f"not valid JSON ({exc.msg})") from None
-    except ValueError as exc:  # an integer longer than Python converts, and the like
-        raise _fail(str(path), "top level", f"not usable JSON ({exc})") from None
-    except RecursionError:
-        raise _fail(
-            str(path), "top level", "nested too deeply to be a facts file (not valid for this format)"
-        ) from None
+    except BadJson as exc:
+        where = "top level" if exc.line is None else f"line {exc.line} column {exc.column}"
+        raise _fail(str(path), where, exc.reason) from None
     if product_lines is None:
         product_lines = load_knowledge().products
     return facts_from_dict(data, str(path), product_lines)

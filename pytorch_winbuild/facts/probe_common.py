@@ -8,7 +8,6 @@ parameters, so the Windows probe runs against a fake Windows tree on Linux.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, Tool
+from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.text.redact import redact_text
 
 # Version commands answer in milliseconds; the limit only guards against a hung tool.
@@ -109,7 +109,7 @@ def cuda_major_minor(full_version: str) -> str | None:
 def parse_cuda_version_json(text: str) -> str | None:
     """CUDA ≥ 11.1 `version.json`: {"cuda": {"name": "CUDA SDK", "version": "11.8.0"}, ...} → '11.8.0'."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return None
     cuda = data.get("cuda") if isinstance(data, dict) else None

@@ -13,7 +13,6 @@ not answer is left out with a note, never an error.
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from pytorch_winbuild.facts.model import PythonInfo
 from pytorch_winbuild.facts.probe_common import Commands, clean_env_path, is_file, python_info
+from pytorch_winbuild.json_file import parse_json
 
 # A cold interpreter on a slow disk imports venv and pip from source and writes their bytecode first.
 QUERY_TIMEOUT = 10.0
@@ -92,7 +92,7 @@ def parse_answer(stdout: str, found_by: str) -> Answer | None:
     """QUERY_SCRIPT's JSON line (the last line: a sitecustomize may print before it); None when it is not one."""
     lines = stdout.strip().splitlines()
     try:
-        data = json.loads(lines[-1]) if lines else None
+        data = parse_json(lines[-1]) if lines else None
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -191,7 +191,7 @@ def parse_py_launcher_list(text: str) -> list[tuple[str, str]]:
 def parse_conda_envs(text: str) -> list[str]:
     """`conda env list --json` → the environments' folders: {"envs": ["/opt/conda", "/opt/conda/envs/py36"]}.
     ValueError when the output is not that shape."""
-    data = json.loads(text)
+    data = parse_json(text)
     envs = data.get("envs") if isinstance(data, dict) else None
     if not isinstance(envs, list) or not all(isinstance(env, str) for env in envs):
         raise ValueError('no "envs" list of folders')

@@ -7,7 +7,6 @@ temporary tree laid out like a real Windows install and run the same code.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -45,6 +44,7 @@ from pytorch_winbuild.facts.probe_common import (
 )
 from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader
 from pytorch_winbuild.facts.probe_pythons import PythonRegistry, PythonSearch, search_windows
+from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.text.redact import redact_text
 
@@ -112,7 +112,7 @@ def parse_vswhere(text: str) -> list[VswhereInstance]:
     start = re.search(r"^\s*\[", text.lstrip("\ufeff"), re.MULTILINE)  # after a logo, if vswhere printed one
     if start is None:
         raise ValueError("no JSON list in vswhere's output")
-    data = json.loads(text.lstrip("\ufeff")[start.start() :])
+    data = parse_json(text.lstrip("\ufeff")[start.start() :])
     if not isinstance(data, list):
         raise ValueError("vswhere's JSON is not a list")
     instances = []

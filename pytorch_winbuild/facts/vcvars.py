@@ -44,6 +44,7 @@ from typing import Any
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.text.quoting import refuse_control_characters
 from pytorch_winbuild.text.redact import redact_text
 
@@ -493,7 +494,7 @@ def _read_cache(
 ) -> dict[str, Any] | None:
     """A cache entry still valid for this run, or None (missing, stale or corrupt: all the same)."""
     try:
-        entry = json.loads(file.read_text(encoding="utf-8"))
+        entry = read_json(file)
         if not isinstance(entry, dict) or entry.get("identity") != identity:
             return None
         inputs, changes, removed = entry["inputs"], entry["changes"], entry["removed"]

@@ -22,6 +22,7 @@ from pathlib import Path
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.facts.probe_common import CommandResult, Runner, run_command
 from pytorch_winbuild.facts.probe_pythons import PYTHON_QUERY, answer_folders
+from pytorch_winbuild.json_file import read_json
 
 VERSION_FLAGS = frozenset({"--version", "-version", "version", "-V"})
 FORMAT = 1
@@ -67,7 +68,7 @@ class VersionCache:
         self._changed = False
         self._answers: dict[str, dict[str, object]] = {}
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json(path)
             if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("answers"), dict):
                 self._answers = data["answers"]
         except (OSError, ValueError):

@@ -23,6 +23,7 @@ from typing import Any, TypeVar, overload
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import parse_json, read_json
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _REPO_CONFIG = _PACKAGE.parent / "build_config"
@@ -51,7 +52,7 @@ class ParsedConfig:
         if self._entries is None:
             self._entries = {}
             with contextlib.suppress(OSError, ValueError):
-                data = json.loads(self.path.read_text(encoding="utf-8"))
+                data = read_json(self.path)
                 if isinstance(data, dict) and data.get("format") == PARSED_FORMAT:
                     files = data.get("files")
                     self._entries = files if isinstance(files, dict) else {}
@@ -63,7 +64,7 @@ class ParsedConfig:
         if not (isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("json"), str)):
             return None
         try:
-            data = json.loads(entry["json"])
+            data = parse_json(entry["json"], allow_nonfinite=True)  # TOML has nan and inf
         except ValueError:
             return None
         return data if isinstance(data, dict) else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import math
 import re
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pytorch_winbuild.builder.report import _duration
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.nightly.index import ENTRY_INDEXES, INDEX_FOLDER, IndexResult, write_text_file
 from pytorch_winbuild.nightly.retention import date_folders
 from pytorch_winbuild.text.redact import redact_text
@@ -32,7 +32,7 @@ from pytorch_winbuild.text.redact import redact_text
 DASHBOARD_FILE = "index.html"
 DEFAULT_NIGHTS = 14
 SUMMARY_GLOB = "nightly-*.json"
-FAILING = ("failed", "interrupted")
+FAILING = ("failed", "interrupted", "missing")  # missing: a fleet's runner sent no part (nightly/merge.py)
 # The stages of an entry in the order they run; `compile` is the part of `build` spent compiling.
 STAGES = ("disk", "source", "plan", "deps", "cache", "build", "collect")
 STAGE_COLOURS = {
@@ -45,7 +45,14 @@ STAGE_COLOURS = {
     "collect": "#a5d6a7",
     "other": "#e0e0e0",
 }
-RESULT_CLASS = {"success": "ok", "failed": "bad", "interrupted": "bad", "skipped": "skip", "not run": "skip"}
+RESULT_CLASS = {
+    "success": "ok",
+    "failed": "bad",
+    "interrupted": "bad",
+    "missing": "bad",
+    "skipped": "skip",
+    "not run": "skip",
+}
 FIRST_ERROR_LINES = 12
 CHART_BAR, CHART_GAP, CHART_HEIGHT = 22, 6, 90
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -101,10 +108,15 @@ def _text(data: dict[str, Any], key: str) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    """A finite number, not negative (JSON allows NaN and Infinity; SVG does not, nor negative sizes)."""
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+    """A finite number, not negative (JSON allows NaN and Infinity; SVG does not, nor negative sizes); an integer
+    beyond a float's range (10**400 seconds) is no number either."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    return max(float(value), 0.0)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return max(number, 0.0) if math.isfinite(number) else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -146,7 +158,7 @@ def load_nights(output_dir: Path) -> tuple[list[Night], list[str]]:
     for day, folder in date_folders(output_dir):
         for path in sorted(folder.glob(SUMMARY_GLOB)):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = read_json(path, allow_nonfinite=True)  # the numbers are checked where shown
             except (OSError, ValueError) as error:
                 problems.append(f"{path.relative_to(output_dir).as_posix()}: unreadable ({error})")
                 continue
@@ -165,7 +177,10 @@ class Links:
         self.root = output_dir.resolve()
 
     def local(self, value: Any, night: Night) -> Path | None:
-        """The file a summary's recorded path names now: moved with its date folder, inside the output folder."""
+        """The file a summary's recorded path names now: moved with its date folder, inside the output folder.
+
+        A path in another date folder (a skipped entry's wheel, from the night that built it) moves with the
+        output folder: it is taken relative to the folder that held the run's date folder when it was recorded."""
         if not isinstance(value, str) or not value or "\x00" in value:
             return None
         recorded = Path(value)
@@ -174,6 +189,8 @@ class Links:
         if run_dir:
             with contextlib.suppress(ValueError):
                 candidates.append(night.folder / recorded.relative_to(run_dir))
+            with contextlib.suppress(ValueError):
+                candidates.append(night.folder.parent / recorded.relative_to(Path(run_dir).parent))
         if recorded.is_absolute():
             candidates.append(recorded)
         for candidate in candidates:
@@ -270,7 +287,7 @@ def _failure(entry: dict[str, Any], night: Night, links: Links, open_: bool) -> 
             for match in diagnosis
         )
         parts.append(f'<h3>Diagnosis</h3><ul class="diagnosis">{items}</ul>')
-    else:
+    elif first or _text(entry, "log"):  # a missing entry (no part came back) has no log to diagnose
         parts.append('<p class="muted">No diagnosis rule matched this log.</p>')
     summary_text = "Failure details" + (f" — [{_e(diagnosis[0].get('id'))}]" if diagnosis else "")
     return f"<details{' open' if open_ else ''}><summary>{summary_text}</summary>{''.join(parts)}</details>"

@@ -30,11 +30,13 @@ from pytorch_winbuild.builder.source import (
     remote_commits,
     remote_url,
 )
+from pytorch_winbuild.child_processes import stop_cause
 from pytorch_winbuild.deps.cache import deps_dir, installed_path
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.source_tree import backend_without_setup_py, build_backend, read_source_version
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.matrix import Entry, Matrix
@@ -106,10 +108,14 @@ class EntryResult:
     first_error: dict[str, Any] | None = None
     diagnosis: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The entry's table (Entry.table_hash): what a fleet's planner compares, as it cannot make a runner's plan.
+    table_hash: str | None = None
 
     @classmethod
     def for_entry(cls, entry: Entry) -> EntryResult:
-        return cls(entry.name, redact_text(remote_url(entry.repo)), entry.ref, entry.cuda)
+        return cls(
+            entry.name, redact_text(remote_url(entry.repo)), entry.ref, entry.cuda, table_hash=entry.table_hash()
+        )
 
     @contextmanager
     def timed(self, stage: str) -> Iterator[None]:
@@ -190,11 +196,16 @@ def _fetch_deps(plan: Plan, context: RunContext) -> bool:
 
 
 def _new_report(folder: Path, before: set[Path]) -> dict[str, Any] | None:
-    """The report the builder wrote in `folder` during this entry (it names its files itself)."""
+    """The report the builder wrote in `folder` during this entry (it names its files itself); None when there is
+    none, or it cannot be read (the build's own error is what the entry reports, with or without it)."""
     fresh = sorted(set(folder.glob("build-*.json")) - before, key=lambda path: path.stat().st_mtime)
     if not fresh:
         return None
-    return json.loads(fresh[-1].read_text(encoding="utf-8"))
+    try:
+        report = read_json(fresh[-1])
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def _take_report(result: EntryResult, report: dict[str, Any]) -> None:
@@ -427,11 +438,13 @@ def run_entry(entry: Entry, context: RunContext, result: EntryResult) -> None:
     try:
         _stages(entry, context, result)
     except (InterruptedByUser, KeyboardInterrupt) as stop:
-        interrupted = (
-            stop
-            if isinstance(stop, InterruptedByUser)
-            else InterruptedByUser(f"stopped by Ctrl-C during the {result.stage} stage of '{entry.name}'.")
-        )
+        if isinstance(stop, InterruptedByUser):
+            interrupted = stop
+        else:  # Ctrl-C, or SIGTERM, SIGHUP, SIGBREAK (child_processes.StopSignal): its own words and exit code
+            cause, exit_code = stop_cause(stop)
+            interrupted = InterruptedByUser(
+                f"stopped by {cause} during the {result.stage} stage of '{entry.name}'.", exit_code=exit_code
+            )
         result.result, result.error, result.exit_code = "interrupted", interrupted.paragraph(), interrupted.exit_code
         raise interrupted from None
     except WinbuildError as error:

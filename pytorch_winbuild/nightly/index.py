@@ -40,6 +40,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.nightly.retention import date_folders
 
 INDEX_FOLDER = "simple"
@@ -129,7 +130,7 @@ def _requires_python(path: Path) -> str | None:
 
 def _load_hash_cache(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except (OSError, ValueError):
         return {}
     wheels = data.get("wheels") if isinstance(data, dict) else None

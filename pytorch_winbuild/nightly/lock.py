@@ -24,10 +24,17 @@ import psutil
 from filelock import AcquireReturnProxy, FileLock, Timeout
 
 from pytorch_winbuild.errors import BusyError
+from pytorch_winbuild.json_file import read_json
 
 GUARD_TIMEOUT_SECONDS = 30.0
 # A process created later than the lock was written cannot be its holder (the PID was reused).
 CREATE_TIME_TOLERANCE_SECONDS = 1.0
+# A PID is a Windows DWORD (Linux's are below 2**22): any other number in the file is damage, not a holder.
+MAX_PID = 2**32 - 1
+# A lock written "later" than now by more than this is damage, not a clock set back (it would make any
+# process with that PID its holder forever).
+MAX_CLOCK_SKEW_SECONDS = 24 * 3600.0
+MAX_LOCK_BYTES = 64 * 1024  # the file is one small object; a larger one is not a lock of ours
 
 
 @dataclass(frozen=True)
@@ -54,19 +61,25 @@ def current_holder() -> LockHolder:
 
 
 def read_holder(path: Path) -> LockHolder | None:
-    """The holder recorded in the lock file; None when there is no file. Raises ValueError when unreadable."""
+    """The holder recorded in the lock file; None when there is no file. Raises ValueError when unreadable
+    or damaged: a PID that no process can have, a creation time that is not a time (the caller takes such a
+    lock over, so one damaged file cannot stop every later night)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, max_bytes=MAX_LOCK_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ValueError(str(exc)) from None
     try:
-        return LockHolder(
-            int(data["pid"]), str(data["started"]), float(data["created"]), str(data["host"]), str(data["command"])
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+        pid, created = data["pid"], data["created"]
+        holder = LockHolder(int(pid), str(data["started"]), float(created), str(data["host"]), str(data["command"]))
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"missing or malformed field {exc}") from None
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= MAX_PID:
+        raise ValueError(f"pid {str(pid)[:40]} is not a process number (1 to {MAX_PID})")
+    if not 0 <= holder.created <= time.time() + MAX_CLOCK_SKEW_SECONDS:
+        raise ValueError(f"created {str(created)[:40]} is not the time a process started")
+    return holder
 
 
 def holder_alive(holder: LockHolder) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -45,8 +46,11 @@ PLAN_KEYS: dict[str, type[Any]] = {
     "arch_list": str,
     "jobs": int,
 }
-ENTRY_KEYS = {"name", "repo", "ref", "cuda", "python", "mode", "env", "min_free_gb", *PLAN_KEYS}
+ENTRY_KEYS = {"name", "repo", "ref", "cuda", "python", "mode", "env", "min_free_gb", "runs_on", *PLAN_KEYS}
 SETTINGS_KEYS = {"output_dir", "keep_days", "min_free_gb"}
+# Retention's bound: a century of nights, more than any runner keeps and far inside a date's range (a larger
+# keep_days made the oldest kept day fall before year 1, which crashed retention after the whole night's builds).
+MAX_KEEP_DAYS = 36_500
 SHARED_CACHE_KEYS = {"env"}
 
 
@@ -72,6 +76,9 @@ class Entry:
     plan_options: tuple[tuple[str, Any], ...]  # (Options field, value) from PLAN_KEYS
     # Where min_free_gb came from, as a user would change it: the entry's key, [settings] or --min-free-gb.
     min_free_gb_from: str = "min_free_gb"
+    # The runner labels of its GitHub Actions job (`runs_on`); empty: made from what it needs (runner_labels.py).
+    # Not part of to_dict: which runner builds it does not change the wheel.
+    runs_on: tuple[str, ...] = ()
 
     def options(self, *, cache_dir: Path, source_dir: Path) -> Options:
         """The plan's options for this entry: its own values, the plan's defaults for the rest."""
@@ -102,6 +109,13 @@ class Entry:
         made for it."""
         entry = {key: value for key, value in self.to_dict().items() if key != "min_free_gb"}
         text = json.dumps({"entry": entry, "plan": plan_identity}, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def table_hash(self) -> str:
+        """The entry's table alone (but its disk threshold): the part of config_hash a fleet's planner can
+        compare on a machine that is not the runner (it cannot make the runner's plan)."""
+        entry = {key: value for key, value in self.to_dict().items() if key != "min_free_gb"}
+        text = json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -146,21 +160,33 @@ class Matrix:
 
 
 def _positive_days(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{where}: expected a whole number of days, 1 or more, got {value!r}.")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEEP_DAYS:
+        shown = repr(value) if len(repr(value)) <= 24 else f"{repr(value)[:20]}…"
+        raise ConfigurationError(
+            f"{where}: expected a whole number of days from 1 to {MAX_KEEP_DAYS} (100 years), got {shown}.",
+            fix="keep_days is how many days of nightly folders retention keeps, e.g. 14.",
+        )
     return value
 
 
 def _free_gb(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigurationError(f"{where}: expected a number of GB, 0 or more, got {value!r}.")
     try:
-        return float(value)
-    except OverflowError:
+        number = float(value)
+    except OverflowError:  # an integer beyond a float's range
+        number = -math.inf if value < 0 else math.inf
+    if number == math.inf and isinstance(value, int):
         raise ConfigurationError(
             f"{where}: {str(value)[:20]}… GB is more than any disk.",
             fix="write the free space the entry needs in GB, e.g. 40.",
-        ) from None
+        )
+    if not math.isfinite(number) or number < 0:  # nan compares false with everything: the check would always pass
+        raise ConfigurationError(
+            f"{where}: expected a number of GB, 0 or more, got {value!r}.",
+            fix="write the free space the entry needs in GB, e.g. 40.",
+        )
+    return number
 
 
 def _unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
@@ -260,7 +286,33 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         min_free_gb_from=f"min_free_gb of entry '{name}' in {source}"
         if "min_free_gb" in table
         else f"[settings] min_free_gb in {source}",
+        runs_on=_runs_on(table, where),
     )
+
+
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # a runner label GitHub accepts (letters, digits, . _ -)
+
+
+def _runs_on(table: dict[str, Any], where: str) -> tuple[str, ...]:
+    """`runs_on`: the runner labels of the entry's job, a label or a list of them, instead of the ones made
+    from what it needs (build_config/runner_labels.toml)."""
+    if "runs_on" not in table:
+        return ()
+    value = table["runs_on"]
+    labels = [value] if isinstance(value, str) else value
+    if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
+        raise ConfigurationError(
+            f"{where}.runs_on: expected a runner label or a list of them, got {value!r}.",
+            fix='e.g. runs_on = ["self-hosted", "windows", "x64", "gpu-box"].',
+        )
+    for label in labels:
+        if not _LABEL.fullmatch(label):
+            raise ConfigurationError(
+                f"{where}.runs_on: {label!r} is not a runner label (letters, digits, '.', '_' and '-', at most "
+                "100 characters).",
+                fix="name the labels as the runners were registered with them (Settings > Actions > Runners).",
+            )
+    return tuple(dict.fromkeys(labels))
 
 
 def _arch_list_for_cuda(

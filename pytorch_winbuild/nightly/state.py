@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pytorch_winbuild.json_file import read_json
+
 STATE_FILE = "state.json"
 STATE_FORMAT = 1
 
@@ -30,7 +32,7 @@ class NightlyState:
         self.path = output_dir / STATE_FILE
         self.entries: dict[str, LastSuccess] = {}
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = read_json(self.path)
             self.entries = {name: LastSuccess(**fields) for name, fields in data["entries"].items()}
         except FileNotFoundError:
             pass

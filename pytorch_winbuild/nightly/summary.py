@@ -20,7 +20,10 @@ from pytorch_winbuild.nightly.retention import RetentionResult
 from pytorch_winbuild.text.redact import redact_text
 
 SUMMARY_FORMAT = 1
-ICONS = {"success": "✅", "failed": "❌", "skipped": "⏭️", "interrupted": "⏹️", "not run": "⏸️"}
+ICONS = {"success": "✅", "failed": "❌", "skipped": "⏭️", "interrupted": "⏹️", "not run": "⏸️", "missing": "🚫"}
+# The results every summary counts; "missing" (a fleet's merge: the entry's runner sent no part) only where it is.
+COUNTED = ("success", "failed", "skipped", "interrupted", "not run")
+FAILING = ("failed", "interrupted", "missing")
 FIRST_ERROR_LINES = 12  # of the first error block, in the Markdown
 
 
@@ -42,7 +45,7 @@ class NightlySummary:
 
     @property
     def failed(self) -> list[EntryResult]:
-        return [entry for entry in self.entries if entry.result in ("failed", "interrupted")]
+        return [entry for entry in self.entries if entry.result in FAILING]
 
     def cache_totals(self) -> tuple[int, int]:
         hits = sum((entry.compiler_cache or {}).get("hits") or 0 for entry in self.entries)
@@ -56,7 +59,7 @@ class NightlySummary:
     def headline(self) -> str:
         total = len(self.entries)
         parts = [f"{self.count('success')} of {total} built"]
-        for result in ("skipped", "failed", "interrupted", "not run"):
+        for result in ("skipped", "failed", "interrupted", "missing", "not run"):
             if self.count(result):
                 parts.append(f"{self.count(result)} {result}")
         return ", ".join(parts)
@@ -74,7 +77,8 @@ class NightlySummary:
             "forced": self.forced,
             "seconds": round(self.seconds, 3),
             "result": "failed" if self.failed else "success",
-            "counts": {result: self.count(result) for result in ICONS},
+            "counts": {result: self.count(result) for result in COUNTED}
+            | ({"missing": self.count("missing")} if self.count("missing") else {}),
             "compiler_cache": {"hits": hits, "misses": misses, "hit_rate": None if rate is None else round(rate, 4)},
             "entries": [entry.to_dict() for entry in self.entries],
             "retention": self.retention.to_dict() if self.retention else None,
@@ -115,13 +119,13 @@ def _cache_cell(entry: EntryResult) -> str:
 
 def _result_cell(entry: EntryResult) -> str:
     text = f"{ICONS[entry.result]} {entry.result}"
-    return text + (f" at {entry.stage}" if entry.result in ("failed", "interrupted") and entry.stage else "")
+    return text + (f" at {entry.stage}" if entry.result in FAILING and entry.stage else "")
 
 
 def _failure_section(entry: EntryResult) -> list[str]:
     lines = [
         "",
-        f"### {ICONS[entry.result]} {entry.name}: {entry.result} at {entry.stage}",
+        f"### {ICONS[entry.result]} {entry.name}: {entry.result}" + (f" at {entry.stage}" if entry.stage else ""),
         "",
         entry.error or "(no message)",
     ]

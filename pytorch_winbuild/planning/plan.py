@@ -16,7 +16,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
-from pytorch_winbuild.facts.model import CudaInstall, Facts, Gpu, VisualStudio
+from pytorch_winbuild.facts.model import MAX_CPU_COUNT, CudaInstall, Facts, Gpu, VisualStudio
 from pytorch_winbuild.knowledge.arch_list import NameTable, parse_arch_list
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
@@ -109,8 +109,12 @@ class Options:
             raise ConfigurationError(f"--compiler-cache {self.compiler_cache!r} is not one of {names}.")
         if self.arch_list is not None:
             parse_arch_list(self.arch_list, knowledge.gpu.any_release())  # the release's own names: make_plan
-        if self.jobs is not None and self.jobs < 1:
-            raise ConfigurationError(f"--jobs {self.jobs} must be a positive number of parallel compile jobs.")
+        if self.jobs is not None and not 1 <= self.jobs <= MAX_CPU_COUNT:  # more jobs than any machine has processors
+            shown = str(self.jobs) if len(str(self.jobs)) <= 20 else f"{str(self.jobs)[:16]}…"
+            raise ConfigurationError(
+                f"--jobs {shown} must be a positive number of parallel compile jobs, at most {MAX_CPU_COUNT}.",
+                fix="pass about as many jobs as the machine has memory for, or leave --jobs out for the plan's figure.",
+            )
         if self.mode not in MODES:
             raise ConfigurationError(f"--mode {self.mode!r} is not one of {', '.join(MODES)}.")
         if self.pytorch_version is not None and self.pytorch_version not in NEWEST_WORDS:

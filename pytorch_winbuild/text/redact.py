@@ -297,6 +297,12 @@ def remember_config(config: Any) -> None:
     _MASKER.remember(_config_values(config))
 
 
+def longest_secret() -> int:
+    """The length of the longest value masked now: text cut within that distance of its end may hold part of one."""
+    values = _MASKER.values()
+    return len(values[0]) if values else 0
+
+
 def forget_secrets() -> None:
     """Drop the remembered values (tests); the environment's are read again on the next use."""
     _MASKER.forget()

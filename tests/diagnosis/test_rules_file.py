@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pytorch_winbuild.diagnosis import triage
 from pytorch_winbuild.diagnosis.rules import default_rules, load_rules
-from pytorch_winbuild.diagnosis.triage import diagnose_text, required_literals
+from pytorch_winbuild.diagnosis.triage import diagnose_text, required_literals, triage_log
 from pytorch_winbuild.errors import ConfigurationError
 
 GOOD_RULE = """
@@ -67,7 +68,15 @@ def load_error(tmp_path: Path, text: str) -> str:
         ({"patern": "['typo']"}, ["rule 'broken'", "unknown key 'patern'"]),
         ({"phase": '"compile"'}, ["rule 'broken'.phase", "install, build, import, runtime"]),
         ({"within_lines": "5"}, ["rule 'broken'.within_lines", "preceded_by"]),
-        ({"preceded_by": "['x']", "within_lines": "-1"}, ["rule 'broken'.within_lines", ">= 0"]),
+        ({"preceded_by": "['x']", "within_lines": "-1"}, ["rule 'broken'.within_lines", "from 0 to 10000, got -1"]),
+        (
+            {"preceded_by": "['x']", "within_lines": "10001"},
+            ["rule 'broken'.within_lines", "from 0 to 10000, got 10001"],
+        ),
+        (
+            {"preceded_by": "['x']", "within_lines": str(10**18)},
+            ["rule 'broken'.within_lines", f"from 0 to 10000, got {10**18}"],
+        ),
         ({"preceded_by": "['x']", "within_lines": "true"}, ["rule 'broken'.within_lines", "boolean"]),
         ({"id": '"Not A Slug"'}, ["rule 'Not A Slug'.id", "lowercase words"]),
         ({"title": '"""two\nlines"""'}, ["rule 'broken'.title", "one non-empty line"]),
@@ -131,6 +140,31 @@ def test_custom_rules_with_context_and_a_case_insensitive_pattern(tmp_path: Path
     ]
     far = "starting sccache server\n1\n2\n3\nsccache: error: Timed out waiting for server startup\n"
     assert diagnose_text(far, rules=rules).matches == ()
+
+
+@pytest.mark.parametrize("within", [0, 1, 10_000])
+def test_within_lines_at_its_bounds_looks_back_that_far(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, within: int
+) -> None:
+    """0 is the trigger's own line; 10,000 reaches back across many chunks of the file, and no further."""
+    rules = load_rules(
+        write_rules(
+            tmp_path,
+            rule(id='"wide"', patterns="['timed out']", preceded_by="['starting sccache']", within_lines=str(within)),
+        )
+    )
+    assert rules[1].within_lines == within
+    monkeypatch.setattr(triage, "CHUNK_BYTES", 4096)
+    log = tmp_path / "build.log"
+    for gap, fires in ((within - 1, True), (within, False)):
+        text = (
+            "starting sccache\n" + "step\n" * gap + "sccache: timed out\n"
+            if gap >= 0
+            else "starting sccache: timed out\n"
+        )
+        log.write_text(text, encoding="utf-8")
+        for result in (diagnose_text(text, rules=rules), triage_log(log, rules=rules)):
+            assert [match.rule.id for match in result.matches] == (["wide"] if fires else []), (gap, fires)
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,30 @@ here, and the expected line numbers and texts are read off those lines.
 
 from __future__ import annotations
 
+import atexit
+import codecs
+import io
 import os
+import re
+import shutil
+import tempfile
 import threading
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from pytorch_winbuild.diagnosis import triage
 from pytorch_winbuild.diagnosis.rules import load_rules
 from pytorch_winbuild.diagnosis.triage import diagnose_text, triage_log
+
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):  # not .hypothesis/ in the repo, as test_property_inputs.py
+    _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="pwb-hypothesis-")
+    set_hypothesis_home_dir(_HYPOTHESIS_HOME)
+    atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
 
 HEAP = r"C:\pytorch\aten\src\ATen\native\cuda\Loss.cu(42): fatal error C1060: compiler is out of heap space"
 FAILED = "FAILED: caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Loss.cu.obj"
@@ -263,3 +278,170 @@ def test_a_log_read_from_a_pipe(tmp_path: Path) -> None:
         assert summary(triage_log(pipe)) == EXPECTED
     finally:
         writer.join(timeout=10)
+
+
+# --------------------------------------------------------------------------------------------
+# Lines longer than MAX_LINE_BYTES: cut, in bounded memory
+# --------------------------------------------------------------------------------------------
+
+_TEXT_MODE_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def _text_mode_lines(data: bytes) -> list[bytes]:
+    """The lines of `data` as text mode reads them (universal newlines), without their line ends."""
+    lines = _TEXT_MODE_LINE_END.split(data)
+    return lines[:-1] if lines[-1] == b"" else lines
+
+
+def _reader_lines(data: bytes) -> list[tuple[bytes, int]]:
+    """The lines _line_chunks makes of `data`, each with the length it says a cut line had (0: not cut)."""
+    lines: list[tuple[bytes, int]] = []
+    for chunk, cut in triage._line_chunks(io.BufferedReader(io.BytesIO(data))):
+        assert chunk, "an empty chunk"
+        pieces = bytes(chunk).split(b"\n")
+        if pieces[-1] == b"":
+            pieces.pop()
+        lines += [(piece, cut if index == 0 else 0) for index, piece in enumerate(pieces)]
+    return lines
+
+
+_PIECES = [b"a", b"b", b"\xc3\xa9", "日".encode(), "😀".encode(), b"\xff", b"\x00", b"\r", b"\n", b"\r\n"]
+
+
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=120),
+    chunk_bytes=st.integers(1, 40),
+    max_line=st.integers(1, 24),
+)
+def test_the_reader_cuts_long_lines_and_keeps_every_other_line(
+    pieces: list[bytes], chunk_bytes: int, max_line: int
+) -> None:
+    """Against text mode: the same lines, in the same order; each one longer than MAX_LINE_BYTES is cut to
+    its start (never inside a UTF-8 character), starts its chunk and reports its length."""
+    data = b"".join(pieces)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+        patch.setattr(triage, "MAX_LINE_BYTES", max_line)
+        got = _reader_lines(data)
+    expected = _text_mode_lines(data)
+    assert len(got) == len(expected)
+    for (line, cut), whole in zip(got, expected, strict=True):
+        if len(whole) <= max_line:
+            assert (line, cut) == (whole, 0)
+            continue
+        assert cut == len(whole)
+        assert whole.startswith(line) and max_line - 3 <= len(line) <= max_line
+        assert len(line) == max_line or whole[len(line)] & 0xC0 != 0x80  # not inside a character
+
+
+def _cut_log(tmp_path: Path, long_line: str, *, line_end: str = "\n", encoding: str = "utf-8") -> Path:
+    lines = [*PROGRESS[:2], long_line, *LINES[len(PROGRESS) :]]
+    data = line_end.join(lines) + line_end
+    return write(tmp_path, codecs.BOM_UTF16_LE + data.encode("utf-16-le") if encoding == "utf-16" else data.encode())
+
+
+@pytest.mark.parametrize("chunk_bytes", [7, 100, 4096])
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_line_longer_than_max_line_bytes_is_cut_and_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_bytes: int, line_end: str, encoding: str
+) -> None:
+    """Its start is matched and shown with its length; what lies past MAX_LINE_BYTES is not searched;
+    the lines after it keep their numbers."""
+    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(triage, "MAX_LINE_BYTES", 300)
+    long_line = "cl.exe /nologo " + "-IC:/deps/include " * 100 + "fatal error C1060: compiler is out of heap space"
+    result = triage_log(_cut_log(tmp_path, long_line, line_end=line_end, encoding=encoding))
+    size = len(long_line.encode())
+    failed_line = FAILED_LINE - len(PROGRESS) + 3
+    assert summary(result) == (
+        len(LINES) - len(PROGRESS) + 3,
+        "ninja",
+        failed_line,
+        HEAP,
+        failed_line + 2,
+        [("compiler-out-of-heap", failed_line + 2, HEAP)],  # the rule's literal lies past the cut
+    )
+    assert result.warnings == (
+        f"1 line longer than 300 bytes was cut: only its first 300 were searched: line 3 ({size} bytes).",
+    )
+    assert result.first_error is not None
+    shown = result.first_error.context_before[-1]
+    assert shown.number == 3
+    assert shown.text == f"{long_line[:300]} ... [line cut: {size} bytes long, only its first 300 searched]"
+    assert "Warning: 1 line longer than 300 bytes was cut" in result.to_text()
+
+
+def test_a_rule_that_fires_on_a_cut_line_shows_it_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triage, "MAX_LINE_BYTES", 200)
+    long_line = HEAP + " " + "x" * 5000
+    result = triage_log(_cut_log(tmp_path, long_line))
+    (match,) = result.matches
+    assert (match.rule.id, match.line.number) == ("compiler-out-of-heap", 3)
+    assert (
+        match.line.text == f"{long_line[:200]} ... [line cut: {len(long_line)} bytes long, only its first 200 searched]"
+    )
+
+
+def test_many_cut_lines_are_counted_and_the_first_ones_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triage, "MAX_LINE_BYTES", 10)
+    monkeypatch.setattr(triage, "CHUNK_BYTES", 64)
+    text = "".join(f"short {n}\n" if n % 2 else f"{'y' * (20 + n)}\n" for n in range(20))
+    result = triage_log(write(tmp_path, text.encode()))
+    assert result.line_count == 20
+    named = ", ".join(f"line {n + 1} ({20 + n} bytes)" for n in range(0, 10, 2))
+    assert result.warnings == (
+        f"10 lines longer than 10 bytes were cut: only their first 10 were searched: {named} and 5 more.",
+    )
+
+
+def test_a_preceded_by_window_of_long_lines_is_bounded(tmp_path: Path) -> None:
+    """A window of 10,000 lines over 64 lines of 512 KiB held them all (32 MB); it keeps at most
+    WINDOW_CHARS characters of them (and CONTEXT_LINES lines)."""
+    rules = load_rules(
+        rules_file_with(
+            tmp_path,
+            "id = 'wide'\ntitle = 'Wide'\npatterns = ['timed out']\npreceded_by = ['starting']\n"
+            "within_lines = 10000\nexplanation = 'Why.'\nfix = 'What to do.'\nsource = 'a test'\n",
+        )
+    )
+    log = tmp_path / "build.log"
+    with log.open("wb") as out:
+        out.write(b"starting sccache\n")
+        for _ in range(64):
+            out.write(b"z" * (512 * 1024) + b"\n")
+        out.write(b"sccache: timed out\n")
+    triage_log(log, rules=rules)  # the scanner compiled once, outside what is measured
+    tracemalloc.start()
+    try:
+        result = triage_log(log, rules=rules)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000, f"peak {peak / 1e6:.0f} MB"
+    assert result.line_count == 66
+    assert result.matches == ()  # 32 MB back: past the window's characters, though within its lines
+
+
+def test_a_block_followed_by_a_million_blank_lines_holds_few_of_them(tmp_path: Path) -> None:
+    """Blank lines after a traceback's frames wait to see whether the block goes on; they count
+    towards MAX_BLOCK_SCAN, where they used to pile up (a million LogLines)."""
+    frames = 'Traceback (most recent call last):\n  File "setup.py", line 1, in <module>\n'
+    log = write(tmp_path, (frames + "\n" * 1_000_000 + "    more()\nRuntimeError: boom\n").encode())
+    tracemalloc.start()
+    try:
+        result = triage_log(log)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000, f"peak {peak / 1e6:.0f} MB"
+    error = result.first_error
+    assert error is not None and (error.kind, error.line_number) == ("traceback", 1)
+    assert error.end_line_number == 2 and [line.text for line in error.context_after] == ["", "", ""]
+
+
+def rules_file_with(tmp_path: Path, table: str) -> Path:
+    path = tmp_path / "rules.toml"
+    path.write_text(f"[[rule]]\n{table}", encoding="utf-8")
+    return path

@@ -86,7 +86,9 @@ def test_overrides_from_flags() -> None:
     )
     assert matrix.settings.output_dir == Path("/o") and matrix.settings.keep_days == 3
     assert [entry.min_free_gb for entry in matrix.entries] == [5.0, 5.0]
-    with pytest.raises(ConfigurationError, match=r"--keep-days: expected a whole number of days, 1 or more, got 0"):
+    with pytest.raises(
+        ConfigurationError, match=r"--keep-days: expected a whole number of days from 1 to 36500 \(100 years\), got 0"
+    ):
         _parse(ENTRY).with_overrides(output_dir=None, keep_days=0, min_free_gb=None)
 
 
@@ -145,7 +147,7 @@ def test_overrides_from_flags() -> None:
         (
             [ENTRY],
             {"settings": {**SETTINGS, "keep_days": 0}},
-            "matrix.toml: settings.keep_days: expected a whole number of days, 1 or more, got 0.",
+            "matrix.toml: settings.keep_days: expected a whole number of days from 1 to 36500 (100 years), got 0.",
         ),
         ([ENTRY], {"settings": {**SETTINGS, "retention": 3}}, "matrix.toml: settings: unknown key(s) retention."),
         ([], {}, "matrix.toml: the matrix has no [[entry]]."),

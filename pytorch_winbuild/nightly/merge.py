@@ -1,0 +1,369 @@
+"""`invoke nightly-merge`: a fleet's parts and the last published channel, joined into one channel.
+
+Each runner of a fleet builds its entries into a part (`invoke nightly --only NAME --output-dir
+PART`); the merge makes of them the channel one runner would have made of the same night: one
+summary with every entry in the matrix's order, the entries' folders in the night's date folder,
+retention, then the pip index and the dashboard (site.py's writers), with each entry's history
+from the previous channel (`--previous SITE`, copied in first).
+
+With the night's plan (`--plan`, written by `invoke nightly --matrix-json --plan-file`), an entry
+the plan left out as unchanged is shown skipped, standing on its last good wheel as in a
+one-runner night, and an entry the plan sent to a runner that sent no part back (the runner
+died, lost its connection, or was cancelled) is shown missing, its last good wheel kept in the
+index. Two parts that claim the same entry are refused (exit 2): one of them is from another
+night, or the entry was built twice, and either way the merge cannot tell which is right.
+
+The merge is idempotent: the night is named by the plan (else by its earliest part), its files
+keep their times, and the dashboard's "generated" time is the night's end, so running it again
+on the same inputs writes the same channel. Every file is placed through a temporary file in its
+folder and renamed, as the nightly's other writers do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pytorch_winbuild.errors import ConfigurationError, WinbuildError
+from pytorch_winbuild.nightly.channel_history import ChannelHistory, LastGood, read_channel
+from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, write_dashboard
+from pytorch_winbuild.nightly.entry import EntryResult
+from pytorch_winbuild.nightly.fleet_part import PATH_FIELDS, Part, read_part, result_from_record
+from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry, load_plan
+from pytorch_winbuild.nightly.index import write_index, write_text_file
+from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS
+from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, apply_retention, date_folders
+from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github, render_markdown
+from pytorch_winbuild.text.redact import redact_text
+
+DEFAULT_KEEP_DAYS = 14  # build_config/nightly.toml's; a plan file carries the matrix's own
+
+
+# --------------------------------------------------------------------------------------------
+# Placing files
+# --------------------------------------------------------------------------------------------
+
+
+def _same_file(source: Path, target: Path) -> bool:
+    try:
+        one, two = source.stat(), target.stat()
+    except OSError:
+        return False
+    return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino) or (
+        one.st_size == two.st_size and one.st_mtime_ns == two.st_mtime_ns
+    )
+
+
+def place(source: Path, target: Path) -> None:
+    """`target` becomes a copy of `source` (a hard link where it can be, times kept), through a temporary file
+    beside it; nothing is written when it already is one."""
+    if _same_file(source, target):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        try:
+            os.link(source, temporary)
+        except OSError:
+            shutil.copy2(source, temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _published(relative: Path) -> bool:
+    return not any(part.startswith(".") or part.endswith(".tmp") for part in relative.parts)
+
+
+def copy_channel(previous: Path, output_dir: Path) -> int:
+    """The date folders of the channel in `previous` into `output_dir` (not its pages: they are made again);
+    how many files were placed."""
+    count = 0
+    for _, folder in date_folders(previous):
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(previous)
+            if path.is_symlink() or not path.is_file() or not _published(relative):
+                continue
+            place(path, output_dir / relative)
+            count += 1
+    return count
+
+
+# --------------------------------------------------------------------------------------------
+# The night
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MergedSummary(NightlySummary):
+    """A night's summary as one runner writes it, plus the parts it was made of."""
+
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    plan: str | None = None  # the plan file's path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "parts": self.parts, "plan": self.plan}
+
+    def write(self) -> None:
+        """Both files through temporary ones (index.write_text_file: readable by a web server, as the pages)."""
+        import json
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        runners = "".join(
+            f"- `{part['host']}`: {', '.join(part['entries']) or '(no entry)'} — started {part['started']}\n"
+            for part in self.parts
+        )
+        markdown = render_markdown(self) + (f"\nRunners:\n\n{runners}" if runners else "")
+        for path, text in (
+            (self.json_path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"),
+            (self.markdown_path, markdown),
+        ):
+            write_text_file(path, redact_text(text))
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    summary: MergedSummary
+    index_describe: str
+    dashboard: Path
+
+    def describe(self) -> str:
+        summary = self.summary
+        return (
+            f"== nightly merge {summary.date}: {summary.headline()} ==\n"
+            f"  summary   {summary.json_path}\n"
+            f"  index     {summary.run_dir.parent / 'simple' / 'index.html'} ({self.index_describe})\n"
+            f"  dashboard {self.dashboard}"
+        )
+
+
+def _refuse_double_claims(parts: Sequence[Part]) -> dict[str, Part]:
+    claims: dict[str, Part] = {}
+    for part in parts:
+        for record in part.records:
+            name = record["name"]
+            if name in claims:
+                other = claims[name]
+                where = "twice in the part " + part.label if other is part else f"in {other.label} and {part.label}"
+                raise ConfigurationError(
+                    f"entry '{name}' is {where}; a night builds each entry once, so one of them is from another "
+                    "night or the entry was built twice, and the merge cannot tell which to publish.",
+                    fix="pass each entry's part once: the parts of this night's run (the artifacts nightly-part-NAME "
+                    "of one workflow run).",
+                )
+            claims[name] = part
+    return claims
+
+
+def _copy_part_files(part: Part, record: dict[str, Any], output_dir: Path, run_dir: Path) -> dict[str, str | None]:
+    """The entry's folder of the part's night, and any file its record names elsewhere in the part, into the
+    channel; the record's paths as they are there (None: it named nothing in the part)."""
+    name = record["name"]
+    night_folder = part.night.folder
+    source_folder = night_folder / name
+    if source_folder.is_dir() and not source_folder.is_symlink():
+        for path in sorted(source_folder.rglob("*")):
+            relative = path.relative_to(source_folder)
+            if path.is_file() and not path.is_symlink() and _published(relative):
+                place(path, run_dir / name / relative)
+    paths: dict[str, str | None] = {}
+    for key in PATH_FIELDS:
+        parts = part.relative(record.get(key))
+        source = part.folder.joinpath(*parts) if parts else None
+        if parts is None or source is None or not source.is_file() or source.is_symlink():
+            paths[key] = None
+            continue
+        target = (run_dir if parts[0] == night_folder.name else output_dir / parts[0]).joinpath(*parts[1:])
+        place(source, target)
+        if key == "wheel":
+            recorded = source.with_name(source.name + WHEEL_RECORD_SUFFIX)
+            if recorded.is_file() and not recorded.is_symlink():
+                place(recorded, target.with_name(target.name + WHEEL_RECORD_SUFFIX))
+        paths[key] = str(target)
+    return paths
+
+
+def _standing(last: LastGood | None, planned: PlannedEntry, result: str, note: str, error: str | None) -> EntryResult:
+    """An entry no part built tonight, shown on its last good build (its wheel stays in the index)."""
+    record = dict(last.record) if last else {"name": planned.name}
+    record["name"] = planned.name
+    entry = result_from_record(record, {"wheel": str(last.wheel) if last else None})
+    entry.result, entry.stage, entry.error = result, None, error
+    entry.seconds, entry.stages, entry.compiler_cache = 0.0, {}, None
+    entry.log = entry.report = entry.first_error = entry.exit_code = None
+    entry.diagnosis, entry.notes = [], [note]
+    if result == "missing":
+        entry.revision = entry.config_hash = None
+    return entry
+
+
+def _planned_result(planned: PlannedEntry, history: ChannelHistory) -> EntryResult:
+    last = history.last_good.get(planned.name)
+    kept = (
+        f"its last good wheel, from {last.when}, stays in the index" if last else "it has no good build to fall back on"
+    )
+    if planned.build:
+        return _standing(
+            last,
+            planned,
+            "missing",
+            f"missing: planned for a runner ({planned.reason}), which sent no part; {kept}.",
+            "no part came back for this entry: its runner stopped before uploading it (it died, lost its "
+            "connection, timed out or was cancelled), or its build job never started (no runner with the labels "
+            f"{', '.join(planned.runs_on)}).",
+        )
+    if last is None:
+        return _standing(
+            None,
+            planned,
+            "not run",
+            f"not run: the plan left it out ({planned.reason}), and the previous channel holds no good build of it.",
+            None,
+        )
+    return _standing(last, planned, "skipped", f"skipped: {planned.reason} (the plan left it out).", None)
+
+
+def _night_time(plan: FleetPlan | None, parts: Sequence[Part]) -> datetime:
+    if plan is not None:
+        moment = datetime.fromisoformat(plan.planned)
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    return min(part.started for part in parts).astimezone(UTC)
+
+
+def merge_night(
+    parts: Sequence[Path],
+    output_dir: Path,
+    *,
+    previous: Path | None = None,
+    plan: FleetPlan | None = None,
+    plan_path: Path | None = None,
+    keep_days: int | None = None,
+    nights: int = DEFAULT_NIGHTS,
+) -> MergeResult:
+    """Join `parts` (runners' output folders) and the channel in `previous` into the channel `output_dir`."""
+    loaded = [read_part(folder) for folder in parts]
+    claims = _refuse_double_claims(loaded)
+    if not loaded and plan is None:
+        raise ConfigurationError(
+            "there is nothing to merge: no part and no plan.",
+            fix="pass the parts with --part (one per runner's output folder), and the night's plan with --plan.",
+        )
+    if keep_days is None:
+        keep_days = plan.keep_days if plan else DEFAULT_KEEP_DAYS
+    started = _night_time(plan, loaded)
+    output_dir = output_dir.absolute()
+    run_dir = output_dir / started.date().isoformat()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if previous is not None and previous.resolve() != output_dir.resolve():
+        if not previous.is_dir():
+            raise ConfigurationError(
+                f"--previous {previous} is not a folder.", fix="pass the channel published last night, or leave it out."
+            )
+        copy_channel(previous, output_dir)
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+    summary = MergedSummary(
+        started=started.isoformat(timespec="seconds"),
+        date=started.date().isoformat(),
+        host=", ".join(sorted({part.host for part in loaded})) or "no runner",
+        matrix=(plan.matrix if plan else "") or next((str(p.night.data.get("matrix")) for p in loaded), ""),
+        run_dir=run_dir,
+        stamp=stamp,
+        forced=plan.forced if plan else any(p.night.data.get("forced") is True for p in loaded),
+        plan=str(plan_path) if plan_path else None,
+    )
+    # What the channel stood on before tonight (this night's own summary, from an earlier merge, left out).
+    history = read_channel(output_dir, leave_out=summary.json_path)
+    built: dict[str, EntryResult] = {}
+    for part in loaded:
+        for record in part.records:
+            paths = _copy_part_files(part, record, output_dir, run_dir)
+            built[record["name"]] = result_from_record(record, paths)
+    order = [planned.name for planned in plan.entries] if plan else []
+    order += [name for name in claims if name not in order]
+    planned_by_name = {planned.name: planned for planned in plan.entries} if plan else {}
+    summary.entries = [
+        built[name] if name in built else _planned_result(planned_by_name[name], history) for name in order
+    ]
+    ends = [part.started + timedelta(seconds=part.seconds) for part in loaded]
+    summary.seconds = max([(end - started).total_seconds() for end in ends] + [0.0])
+    summary.parts = [
+        {
+            "part": part.label,
+            "host": part.host,
+            "started": part.started.isoformat(timespec="seconds"),
+            "seconds": part.seconds,
+            "entries": [record["name"] for record in part.records],
+        }
+        for part in loaded
+    ]
+    summary.retention = apply_retention(output_dir, keep_days, started.date())
+    summary.write()
+    index = write_index(output_dir)
+    dashboard = write_dashboard(
+        output_dir, keep=nights, index=index, generated=started + timedelta(seconds=summary.seconds)
+    )
+    return MergeResult(summary, index.describe(), dashboard)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: python -m pytorch_winbuild.nightly.merge (invoke nightly-merge calls merge_night)
+# --------------------------------------------------------------------------------------------
+
+
+def keep_days_value(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_KEEP_DAYS:
+        raise argparse.ArgumentTypeError(f"expected a whole number of days from 1 to {MAX_KEEP_DAYS}, got {text!r}")
+    return value
+
+
+def run_merge(
+    parts: Sequence[Path],
+    output_dir: Path,
+    *,
+    previous: Path | None,
+    plan_path: Path | None,
+    keep_days: int | None,
+    environ: dict[str, str] | None = None,
+) -> MergeResult:
+    """The merge as both commands run it: the plan read, the night merged and described, GitHub told."""
+    plan = load_plan(plan_path) if plan_path else None
+    result = merge_night(parts, output_dir, previous=previous, plan=plan, plan_path=plan_path, keep_days=keep_days)
+    print(result.describe(), flush=True)
+    publish_to_github(result.summary, dict(os.environ if environ is None else environ))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytorch_winbuild.nightly.merge",
+        description="Join a fleet's nightly parts and the last published channel into one channel.",
+    )
+    parser.add_argument("parts", nargs="*", type=Path, help="runners' output folders (invoke nightly --output-dir)")
+    parser.add_argument("--output-dir", type=Path, required=True, help="the merged channel's folder")
+    parser.add_argument("--previous", type=Path, help="the channel published last night")
+    parser.add_argument("--plan", type=Path, help="the night's plan (invoke nightly --matrix-json --plan-file)")
+    parser.add_argument("--keep-days", type=keep_days_value, help="retention (default: the plan's, else 14)")
+    args = parser.parse_args(argv)
+    try:
+        run_merge(args.parts, args.output_dir, previous=args.previous, plan_path=args.plan, keep_days=args.keep_days)
+    except WinbuildError as error:
+        print(error.paragraph(), file=sys.stderr)
+        return error.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
