@@ -129,6 +129,18 @@ def test_an_entry_s_min_free_gb_nan_is_refused(tmp_path: Path) -> None:
     assert "entry 'cpu'.min_free_gb: expected a number of GB, 0 or more, got nan." in " ".join(done.stderr.split())
 
 
+def _site(out: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m pytorch_winbuild.nightly.site OUT`, as nightly.yml runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytorch_winbuild.nightly.site", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+
+
 def test_the_site_lists_a_deep_summary_and_rebuilds_a_deep_hash_cache(tmp_path: Path) -> None:
     """`python -m pytorch_winbuild.nightly.site`: a summary nested 100,000 deep is named on the dashboard as
     unreadable, the wheel hash cache (the site's own) is written again, and the index lists the wheel."""
@@ -138,14 +150,7 @@ def test_the_site_lists_a_deep_summary_and_rebuilds_a_deep_hash_cache(tmp_path: 
     wheel.write_bytes(b"a wheel's bytes")
     (out / "2026-01-02" / "nightly-20260102-030000.json").write_text(DEEP, encoding="utf-8")
     (out / ".wheel-hashes.json").write_text(DEEP, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytorch_winbuild.nightly.site", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
+    done = _site(out)
     _no_traceback(done)
     assert done.returncode == 0, done.stderr
     assert "(1 wheel(s): torch (1))" in done.stdout
@@ -174,14 +179,7 @@ def test_the_site_shows_a_summary_s_number_beyond_a_float_as_unknown(tmp_path: P
         ],
     }
     (out / "2026-01-02" / "nightly-20260102-030000.json").write_text(json.dumps(summary), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytorch_winbuild.nightly.site", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
+    done = _site(out)
     _no_traceback(done)
     assert done.returncode == 0, done.stderr
     dashboard = (out / "index.html").read_text(encoding="utf-8")
