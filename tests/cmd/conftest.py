@@ -37,6 +37,20 @@ class WinePrefix:
         return {**self.env, "PATH": WINE_DEFAULT_PATH, **extra}
 
 
+def wine_cmd(arguments: str, env: Mapping[str, str], interpreter: str = "cmd") -> subprocess.CompletedProcess[bytes]:
+    """`wine <interpreter> <arguments>`, the command line exactly as written (see vcvars.run_command_line).
+
+    One retry, only when Wine gave nothing at all: a nonzero exit with empty stdout and stderr means
+    the interpreter never ran (seen once in CI on a loaded 2-core machine: exit 1, no output, for a
+    script that passes on every other run). Every outcome of the script itself prints something
+    (`set`'s listing, a refusal on stderr), so it is never retried.
+    """
+    completed = run_command_line(arguments, env=env, launcher=["wine", interpreter])
+    if completed.returncode != 0 and not completed.stdout and not completed.stderr:
+        completed = run_command_line(arguments, env=env, launcher=["wine", interpreter])
+    return completed
+
+
 @dataclass(frozen=True)
 class CmdResult:
     stdout: str
@@ -100,9 +114,7 @@ def run_cmd(wine_prefix: WinePrefix) -> Callable[..., CmdResult]:
     """
 
     def run(command: str, env: Mapping[str, str] | None = None) -> CmdResult:
-        completed = run_command_line(
-            f'/s /c "{command}"', env=env if env is not None else wine_prefix.windows_env(), launcher=["wine", "cmd"]
-        )
+        completed = wine_cmd(f'/s /c "{command}"', env if env is not None else wine_prefix.windows_env())
         return CmdResult(
             stdout=decode_output(completed.stdout),
             stderr=decode_output(completed.stderr),

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import wine_cmd  # tests/cmd/conftest.py
 from test_printed_commands import WINDOWS_FOLDER, fetched_variables, host_data, plan_for, with_vcvars
 
 from pytorch_winbuild.deps.fetch import variable_lines
-from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
+from pytorch_winbuild.facts.vcvars import decode_output, to_wine_path
 
 if TYPE_CHECKING:
     from conftest import WinePrefix
@@ -58,7 +59,7 @@ def run_pasted(wine_prefix: WinePrefix, stand_ins: Path, command: str, mode: str
     script = stand_ins / f"pasted-{len(list(stand_ins.iterdir()))}.bat"
     script.write_text(f"@echo off\r\n{command}\r\n", encoding="ascii")
     env = wine_prefix.windows_env(PATH=f"{to_wine_path(stand_ins)};C:\\windows\\system32;C:\\windows")
-    completed = run_command_line(f'/d /v:{mode} /s /c "{to_wine_path(script)}"', env=env, launcher=["wine", "cmd"])
+    completed = wine_cmd(f'/d /v:{mode} /s /c "{to_wine_path(script)}"', env)
     assert not (wine_prefix.path / "drive_c" / "vs" / "PWNDIR").exists(), "an injected command ran"
     return decode_output(completed.stdout).splitlines()
 

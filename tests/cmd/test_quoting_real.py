@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import WINE_DEFAULT_PATH  # tests/cmd/conftest.py
+from conftest import WINE_DEFAULT_PATH, wine_cmd  # tests/cmd/conftest.py
 from support import HOSTS_DIR, run_invoke
 from test_quoting import HOSTILE, hostile_changes, windows_plan
 
 from pytorch_winbuild.faces.render import render_bat
-from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
+from pytorch_winbuild.facts.vcvars import decode_output, to_wine_path
 from pytorch_winbuild.planning.plan import EnvChange
 from pytorch_winbuild.text import quoting_bat as bat
 
@@ -89,7 +89,7 @@ def run_bat(
         script = folder / f"env-{len(list(folder.iterdir()))}.bat"
         script.write_bytes(text.encode("utf-8"))
         inner = f'{interpreters[kind]} /d /u /v:{mode} /s /c "{before}call "{to_wine_path(script)}" && set"'
-        completed = run_command_line(f'/d /s /c "{inner}"', env=wine_prefix.windows_env(), launcher=["wine", "cmd"])
+        completed = wine_cmd(f'/d /s /c "{inner}"', wine_prefix.windows_env())
         env = {}
         for line in decode_output(completed.stdout).splitlines():
             name, sep, value = line.partition("=")

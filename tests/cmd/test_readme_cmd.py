@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import wine_cmd  # tests/cmd/conftest.py
 from doc_blocks import PAGES, Block, blocks, readme_blocks
 from support import HOSTS_DIR, run_invoke
 
-from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
+from pytorch_winbuild.facts.vcvars import decode_output, to_wine_path
 
 if TYPE_CHECKING:
     from conftest import WinePrefix
@@ -66,7 +67,7 @@ def prompt(wine_prefix: WinePrefix, tmp_path_factory: pytest.TempPathFactory) ->
 def typed(wine_prefix: WinePrefix, prompt: Path, command: str) -> list[tuple[str, list[str]]]:
     """(program, arguments) of each program cmd started for `command`, typed at a prompt in `prompt`."""
     env = wine_prefix.windows_env(PATH=f"{to_wine_path(prompt)};C:\\windows\\system32;C:\\windows")
-    ran = run_command_line(f'/d /s /c "cd /d {to_wine_path(prompt)} && {command}"', env=env, launcher=["wine", "cmd"])
+    ran = wine_cmd(f'/d /s /c "cd /d {to_wine_path(prompt)} && {command}"', env)
     output = decode_output(ran.stdout).splitlines()
     assert ran.returncode == 0, f"cmd ran {command!r}: exit {ran.returncode}\n{decode_output(ran.stderr)}"
     runs: list[tuple[str, list[str]]] = []
