@@ -6,6 +6,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytorch_winbuild.planning.options import Options
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = REPO_ROOT / "build_config" / "hosts"
@@ -42,3 +46,19 @@ def run_invoke(
         encoding="utf-8",
         timeout=timeout,
     )
+
+
+def plan_options(**raw: Any) -> Options:
+    """Options as a command line gives them: text values read by the edge's parser (planning/options.py), paths as
+    paths, the rest (switches, numbers, a PythonRequest) as they are."""
+    from pathlib import PurePath
+
+    from pytorch_winbuild.knowledge.model import load_knowledge
+    from pytorch_winbuild.planning.options import parse_options
+
+    text = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "pytorch_version", "mode")
+    typed = {name: value for name, value in raw.items() if name not in text}
+    for name in ("cache_dir", "source_dir"):
+        if isinstance(typed.get(name), str):
+            typed[name] = PurePath(typed[name])
+    return parse_options(load_knowledge(), {name: raw[name] for name in text if name in raw}, **typed)

@@ -16,17 +16,26 @@ from pathlib import Path
 
 import pytest
 from invoke import Config, Context
-from support import HOSTS_DIR, run_invoke
+from support import HOSTS_DIR, plan_options, run_invoke
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.faces.commands import plan_from_flags
-from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS
+from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS, cache_choice
+from pytorch_winbuild.faces.plan_request import plan_from_flags
 from pytorch_winbuild.facts.model import load_facts
-from pytorch_winbuild.knowledge.arch_list import format_arch_list, parse_arch_list
+from pytorch_winbuild.knowledge.arch_list import Arch, NameTable, expand_arch_list, format_arch_list
+from pytorch_winbuild.knowledge.choices import parse_arch_request
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 KNOWLEDGE = load_knowledge()
+
+
+def parse_arch_list(text: str, names: NameTable) -> tuple[Arch, ...]:
+    """--arch-list as the edge reads it (names checked against every release's) and a plan expands it (`names`)."""
+    return expand_arch_list(parse_arch_request(text, KNOWLEDGE.gpu.any_release()).entries, names)
+
+
 HOST = HOSTS_DIR / "vs2019-vs2022-cuda12.json"  # CUDA 12.4 and 12.8, VS 2019 and 2022
 CMAKE_FILE = "cmake/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake"
 
@@ -67,20 +76,19 @@ def test_build_ext_reads_names_as_cpp_extension_does(tmp_path: Path):
     """v2.6.0 torch/utils/cpp_extension.py line 2043: ('Blackwell', '10.0+PTX'); a build of the same release
     reads CMake's 10.0 (v2.6.0 select_compute_arch.cmake lines 233-235). The build-ext plan is made as
     faces/commands.py build_ext makes it: an extension's folder (source_is_pytorch=False), no venv."""
+    context = Context(Config(defaults={"winbuild": WINBUILD_DEFAULTS}))
     extension = plan_from_flags(
-        Context(Config(defaults={"winbuild": WINBUILD_DEFAULTS})),
+        context,
         host=str(HOST),
         source=str(tmp_path),
+        cache=cache_choice(context, "C:\\winbuild-cache"),
         source_is_pytorch=False,
-        arguments={
-            "cuda": "12.8",
-            "pytorch_version": "2.6.0",
-            "arch_list": "Blackwell",
-            "cache_dir": "C:\\winbuild-cache",
-        },
+        arguments={"cuda": "12.8", "pytorch_version": "2.6.0", "arch_list": "Blackwell"},
         build_venv=False,
     )
-    build = make_plan(Options(cuda="12.8", pytorch_version="2.6.0", arch_list="Blackwell"), load_facts(HOST), KNOWLEDGE)
+    build = make_plan(
+        plan_options(cuda="12.8", pytorch_version="2.6.0", arch_list="Blackwell"), load_facts(HOST), KNOWLEDGE
+    )
     assert (arch_list(extension), arch_list(build)) == ("10.0+PTX", "10.0")
     assert any("torch.utils.cpp_extension names (v2.6.0 torch/utils/cpp_extension.py" in d for d in extension.decisions)
 
@@ -88,7 +96,9 @@ def test_build_ext_reads_names_as_cpp_extension_does(tmp_path: Path):
 def test_ampere_for_a_build_adds_no_ptx():
     """v2.6.0 select_compute_arch.cmake lines 224-226: Ampere → arch_bin 8.0 8.6; PTX only for "Ampere+PTX"
     (lines 192-195, 244-249). cpp_extension's own table says 8.0;8.6+PTX (v2.6.0 line 2040)."""
-    plan = make_plan(Options(cuda="12.8", pytorch_version="2.6.0", arch_list="Ampere"), load_facts(HOST), KNOWLEDGE)
+    plan = make_plan(
+        plan_options(cuda="12.8", pytorch_version="2.6.0", arch_list="Ampere"), load_facts(HOST), KNOWLEDGE
+    )
     assert arch_list(plan) == "8.0;8.6"
     assert expand("2.6.0", "cpp_extension", "Ampere") == "8.0;8.6+PTX"
 
@@ -169,7 +179,7 @@ def test_a_release_newer_than_every_table_uses_the_newest_and_says_so():
     for release in ("main", newest.pytorch[1] + ".0"):
         table = KNOWLEDGE.gpu.names_for(release, "cmake")
         assert table.names == newest.names and f"PyTorch {release} is newer" in table.note
-    plan = make_plan(Options(cuda="12.8", pytorch_version="main", arch_list="Hopper"), load_facts(HOST), KNOWLEDGE)
+    plan = make_plan(plan_options(cuda="12.8", pytorch_version="main", arch_list="Hopper"), load_facts(HOST), KNOWLEDGE)
     assert arch_list(plan) == "9.0"
     assert any("Hopper → 9.0" in line and "PyTorch main is newer" in line for line in plan.decisions)
 

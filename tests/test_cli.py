@@ -103,7 +103,7 @@ def test_sh_format_is_for_linux_plans():
 @pytest.mark.parametrize(
     ("args", "code", "text"),
     [
-        (["--cuda", "9.7"], 2, "configuration error: CUDA 9.7 is not a CUDA release pytorch-winbuild knows."),
+        (["--cuda", "9.7"], 2, "configuration error: --cuda 9.7 is not a CUDA release pytorch-winbuild knows."),
         (["--cuda", "12.4"], 2, "PyTorch 1.0 does not build with CUDA 12.4"),
         (["--cuda", "9.2"], 3, "toolchain error: CUDA 9.2 is not installed"),
         (["--jobs", "many"], 2, "--jobs 'many' is not a number"),

@@ -18,12 +18,13 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from support import HOSTS_DIR
+from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 KNOWLEDGE = load_knowledge()
 CACHE = "C:\\pwb\\cache"
@@ -365,7 +366,7 @@ def _facts(row: Upstream, cuda: dict | None = None, **host) -> dict:
 
 def _plan(row: Upstream, generator: str = "ninja", cuda: dict | None = None, **host) -> Plan:
     data = _facts(row, cuda, **host)
-    options = Options(
+    options = plan_options(
         cuda=data["cuda"][0]["version"], pytorch_version=row.version, generator=generator, cache_dir=CACHE
     )
     return make_plan(
@@ -379,7 +380,7 @@ def test_visual_studio_generator_names_and_ninja_switched_off(row: Upstream):
     (picks_ninja) then builds with it, even with ninja on PATH and a USE_NINJA=1 left behind."""
     for line, name in row.vs_generators.items():
         data = _host(python=_python(row.version), vs=(line,))
-        options = Options(
+        options = plan_options(
             cuda="cpu", pytorch_version=row.version, generator="vs", compiler_cache="none", cache_dir=CACHE
         )
         plan = make_plan(options, facts_from_dict(data), KNOWLEDGE)
@@ -405,13 +406,13 @@ def test_visual_studio_lines_without_an_accepted_generator_are_refused(row: Upst
     """2.0's setup.py names no 'Visual Studio 17 2022' (PR #98605 added it for 2.1): a VS-generator
     plan with VS 2022 is refused with the fix, not handed to a setup.py that would sys.exit."""
     era = make_plan(
-        Options(cuda="cpu", pytorch_version=row.version, cache_dir=CACHE),
+        plan_options(cuda="cpu", pytorch_version=row.version, cache_dir=CACHE),
         facts_from_dict(_host(python=_python(row.version), vs=tuple(row.vs_generators))),
         KNOWLEDGE,
     ).era
     for line in (line for line in era.visual_studio if line not in row.vs_generators):
         data = _host(python=_python(row.version), vs=(line,))
-        options = Options(cuda="cpu", pytorch_version=row.version, generator="vs", cache_dir=CACHE)
+        options = plan_options(cuda="cpu", pytorch_version=row.version, generator="vs", cache_dir=CACHE)
         with pytest.raises(ConfigurationError) as error:
             make_plan(options, facts_from_dict(data), KNOWLEDGE)
         assert "--generator ninja" in error.value.paragraph()
@@ -440,7 +441,7 @@ def _older(version: str) -> str:
 def test_cmake_older_than_the_release_requires_is_refused(row: Upstream):
     data = _facts(row)
     data["tools"]["cmake"]["version"] = row.min_cmake
-    options = Options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
+    options = plan_options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
     make_plan(options, facts_from_dict(data), KNOWLEDGE)  # exactly the minimum plans
     data["tools"]["cmake"]["version"] = _older(row.min_cmake)
     with pytest.raises(ToolchainError) as error:
@@ -454,9 +455,9 @@ def test_main_needs_cmake_327():
     2.8 was branched before it and asks 3.18."""
     data = _host(python="3.11.9", vs=("2022",))
     data["tools"]["cmake"]["version"] = "3.26.6"
-    make_plan(Options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    make_plan(plan_options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
     with pytest.raises(ToolchainError, match=r"cmake_minimum_required\(VERSION 3\.27\)"):
-        make_plan(Options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+        make_plan(plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
 
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
@@ -467,7 +468,7 @@ def test_compiler_launchers_reach_the_build_only_where_the_compiles_use_them(row
     if not row.launchers:
         # No launcher reaches CMake before 1.2: the cache must replace the compiler (CC=CXX=clcache).
         plan = make_plan(
-            Options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE),
+            plan_options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE),
             facts_from_dict(data),
             KNOWLEDGE,
         )
@@ -476,7 +477,7 @@ def test_compiler_launchers_reach_the_build_only_where_the_compiles_use_them(row
         assert not any(name.endswith("_COMPILER_LAUNCHER") for name in env), row.sources
         return
     plan = make_plan(
-        Options(
+        plan_options(
             cuda=CUDA_FOR[row.version]["version"],
             pytorch_version=row.version,
             compiler_cache="sccache",
@@ -548,14 +549,14 @@ def test_no_cudnn_is_switched_off_explicitly(row: Upstream):
 def test_nvtoolsext_with_cuda12(row: Upstream):
     cuda12 = _cuda("12.4", [1910, 1950], "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4\\include\\nvtx3")
     data = _host([cuda12], python="3.10.11", vs=("2019", "2022"), nvtoolsext=False)
-    options = Options(cuda="12.4", pytorch_version=row.version, cache_dir=CACHE)
+    options = plan_options(cuda="12.4", pytorch_version=row.version, cache_dir=CACHE)
     if row.nvtoolsext_with_cuda12:
         with pytest.raises(ToolchainError) as error:
             make_plan(options, facts_from_dict(data), KNOWLEDGE)
         assert "Failed to find nvToolsExt" in error.value.paragraph()
         assert "--pytorch-version 2.8.0" in (error.value.fix or "")  # 2.5 moved to header-only NVTX3
         assert make_plan(
-            Options(cuda="12.4", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
+            plan_options(cuda="12.4", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
         )
         with_lib = make_plan(
             options,
@@ -589,7 +590,7 @@ def test_cuda8_under_ninja_enters_vs2015_with_the_041_readme_arguments():
     from pytorch_winbuild.facts.model import load_facts
 
     plan = make_plan(
-        Options(cuda="8.0", pytorch_version="0.4.1", cache_dir=CACHE),
+        plan_options(cuda="8.0", pytorch_version="0.4.1", cache_dir=CACHE),
         load_facts(HOSTS_DIR / "vs2015-vs2017-cuda80-cuda90.json"),
         KNOWLEDGE,
     )
@@ -608,7 +609,7 @@ def test_no_manual_cwrap_copy_for_04():
 
 def test_libtorch_plans_run_build_libtorch():
     plan = make_plan(
-        Options(cuda="cpu", pytorch_version="2.6", libtorch=True, cache_dir=CACHE),
+        plan_options(cuda="cpu", pytorch_version="2.6", libtorch=True, cache_dir=CACHE),
         facts_from_dict(_host(python="3.11.9", vs=("2022",))),
         KNOWLEDGE,
     )

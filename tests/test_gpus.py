@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
-from support import HOSTS_DIR, run_invoke
+from support import HOSTS_DIR, plan_options, run_invoke
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.faces.doctor import doctor_checks
@@ -36,13 +36,21 @@ from pytorch_winbuild.facts.probe_gpu import (
     parse_smi_header_cuda,
     read_nvml,
 )
-from pytorch_winbuild.knowledge.arch_list import Arch, covers, default_for_gpus, parse_arch_list
+from pytorch_winbuild.knowledge.arch_list import Arch, NameTable, covers, default_for_gpus, expand_arch_list
+from pytorch_winbuild.knowledge.choices import parse_arch_request
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 NVCC = Path("/usr/local/cuda/bin/nvcc")
 KNOWLEDGE = load_knowledge()
+
+
+def parse_arch_list(text: str, names: NameTable) -> tuple[Arch, ...]:
+    """--arch-list as the edge reads it (names checked against every release's) and a plan expands it (`names`)."""
+    return expand_arch_list(parse_arch_request(text, KNOWLEDGE.gpu.any_release()).entries, names)
+
+
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_mib": 81559}
 GTX1080 = {"index": 0, "name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1", "memory_mib": 8192}
 
@@ -67,7 +75,7 @@ def linux_facts(
 
 def plan(facts: dict, cuda: str = "auto", **options):
     return make_plan(
-        Options(cuda=cuda, pytorch_version=options.pop("pytorch_version", "2.9.0"), **options),
+        plan_options(cuda=cuda, pytorch_version=options.pop("pytorch_version", "2.9.0"), **options),
         facts_from_dict(facts),
         KNOWLEDGE,
     )
@@ -397,7 +405,7 @@ def test_shipped_hosts_plan_for_their_gpu(host: str):
     facts = load_facts(HOSTS_DIR / f"{host}.json")
     for cuda in facts.cuda:
         version = {"vs2017-cuda90-cuda100": "1.0.1", "vs2019-vs2022-cuda12": "2.6.0"}[host]
-        result = make_plan(Options(cuda=cuda.version, pytorch_version=version), facts, KNOWLEDGE)
+        result = make_plan(plan_options(cuda=cuda.version, pytorch_version=version), facts, KNOWLEDGE)
         assert result.final_env()["TORCH_CUDA_ARCH_LIST"] == facts.gpus[0].compute_capability
 
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import HOSTS_DIR, run_invoke
+from support import HOSTS_DIR, plan_options, run_invoke
 
 from pytorch_winbuild.builder.memory_record import (
     PeakBook,
     configuration_key,
     facts_machine,
-    measured_job,
+    job_configuration,
+    measured_jobs,
     memory_diagnosis,
     this_machine,
 )
@@ -34,8 +35,11 @@ from pytorch_winbuild.diagnosis.rules import default_rules
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.jobs import Measured
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 KNOWLEDGE = load_knowledge()
 WATCH = KNOWLEDGE.resources.watch
@@ -46,14 +50,19 @@ def _facts(name: str = CPU_HOST) -> Facts:
     return load_facts(HOSTS_DIR / f"{name}.json")
 
 
-def _plan(facts: Facts, measured_gib: float | None = None, note: str | None = None, **options: object) -> Plan:
+def _plan(facts: Facts, record: Path | None = None, **options: object) -> Plan:
+    """The plan `invoke build` makes, with the cache folder `record` holding the measured peaks it looks up."""
     return make_plan(
-        Options(cuda="cpu", pytorch_version="2.13.0", **options),  # type: ignore[arg-type]
+        plan_options(cuda="cpu", pytorch_version="2.13.0", **options),  # type: ignore[arg-type]
         facts,
         KNOWLEDGE,
-        measured_job_gib=measured_gib,
-        caller_notes=(note,) if note else (),
+        measured_jobs=measured_jobs("build", facts, record, WATCH) if record else None,
     )
+
+
+def measured_job(plan: Plan, kind: str, facts: Facts, cache: Path, watch: WatchSettings) -> Measured:
+    """The figure the record holds for the configuration `plan` decided."""
+    return measured_jobs(kind, facts, cache, watch)(job_configuration(plan))
 
 
 def _summary(peak_job_mib: int, *, jobs: int = 4, available_start_mib: int = 20000, **changes: object) -> MemorySummary:
@@ -94,13 +103,13 @@ def test_a_recorded_peak_sizes_the_next_plan_and_the_plan_says_so(tmp_path: Path
     per_job = 3000 * (1 + WATCH.margin) / 1024
     assert measured.gib == round(per_job, 2) and measured.warning is None
     assert measured.note is not None and "g++ + cc1plus" in measured.note and str(peaks_file(tmp_path)) in measured.note
-    plan = _plan(facts, measured.gib, measured.note)
+    plan = _plan(facts, tmp_path)
     expected = min(facts.cpu_count or 0, math.floor(facts.memory_available_mib / 1024 / measured.gib))  # type: ignore[operator]
     assert plan.final_env()["MAX_JOBS"] == str(expected) != cited.final_env()["MAX_JOBS"]
     assert f"/ {measured.gib:g} GiB per job (measured) → {expected} jobs" in _max_jobs_decision(plan)
     assert measured.note in plan.decisions  # which figure, and why: the run, the margin, the file
     # --jobs still wins
-    assert _plan(facts, measured.gib, measured.note, jobs=3).final_env()["MAX_JOBS"] == "3"
+    assert _plan(facts, tmp_path, jobs=3).final_env()["MAX_JOBS"] == "3"
 
 
 def test_a_tiny_recorded_job_still_plans(tmp_path: Path) -> None:
@@ -111,7 +120,7 @@ def test_a_tiny_recorded_job_still_plans(tmp_path: Path) -> None:
     assert _book(tmp_path, facts, cited).remember(_summary(3), result="success", max_jobs="2") is None
     measured = measured_job(cited, "build", facts, tmp_path, WATCH)
     assert measured.gib == 0.01
-    plan = _plan(facts, measured.gib, measured.note)
+    plan = _plan(facts, tmp_path)
     assert plan.final_env()["MAX_JOBS"] == str(facts.cpu_count)  # bound by the cores, not the memory
 
 
@@ -153,7 +162,7 @@ def test_a_corrupt_or_foreign_record_is_ignored_with_a_warning(tmp_path: Path, c
     measured = measured_job(cited, "build", facts, tmp_path, WATCH)
     assert measured.gib is None and measured.note is None
     assert measured.warning is not None and f"{file} is ignored" in measured.warning
-    assert "per C++ job" in _max_jobs_decision(_plan(facts, measured.gib))  # the cited figure
+    assert "per C++ job" in _max_jobs_decision(_plan(facts, tmp_path))  # the cited figure
     warning = _book(tmp_path, facts, cited).remember(_summary(2000), result="success", max_jobs="8")
     if replaced:  # the next build writes a new record over the broken one
         assert warning is None and measured_job(cited, "build", facts, tmp_path, WATCH).gib is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import run_invoke
+from support import plan_options, run_invoke
 from test_probe import HOST_CONFIG_CUDA12, HOST_CONFIG_CUDA80, HOST_CONFIG_CUDA90, REAL_CUDA
 
 from pytorch_winbuild.diagnosis.triage import triage_log
@@ -25,7 +25,8 @@ from pytorch_winbuild.facts.model import Facts, facts_from_dict
 from pytorch_winbuild.facts.probe import probe_linux
 from pytorch_winbuild.facts.probe_common import parse_compiler_version, parse_host_config_host_limits
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 KNOWLEDGE = load_knowledge()
 REAL_HEADER = REAL_CUDA / "include" / "crt" / "host_config.h"
@@ -210,7 +211,7 @@ def linux_facts(compilers: list[tuple[str, str]], cuda: tuple[str, ...] = ("13.0
 
 
 def plan_for(facts: Facts, cuda: str = "13.0", version: str | None = None) -> Plan:
-    return make_plan(Options(cuda=cuda, pytorch_version=version, cache_dir="/tmp/pwb"), facts, KNOWLEDGE)
+    return make_plan(plan_options(cuda=cuda, pytorch_version=version, cache_dir="/tmp/pwb"), facts, KNOWLEDGE)
 
 
 def cudahostcxx(plan: Plan) -> str | None:

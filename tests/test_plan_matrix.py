@@ -11,13 +11,14 @@ import re
 from pathlib import PureWindowsPath
 
 import pytest
-from support import HOSTS_DIR
+from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
 
 CACHE = "C:\\pwb\\cache"
@@ -41,7 +42,7 @@ def _locate(archive) -> tuple[str, bool]:
 def plan_for(host: str, cuda: str, **options) -> Plan:
     facts = load_facts(HOSTS_DIR / f"{host}.json")
     return make_plan(
-        Options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options),
+        plan_options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options),
         facts,
         KNOWLEDGE,
         locate_archive=_locate,
@@ -164,7 +165,9 @@ def _only_1416_plan() -> Plan:
     """The shipped VS 2017 machine without its side-by-side 14.11 toolset."""
     data = json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))
     data["visual_studio"][0]["toolsets"] = ["14.16.27023"]
-    return make_plan(Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    return make_plan(
+        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
+    )
 
 
 def test_toolset_outside_the_cuda_range_is_a_configuration_error():
@@ -181,7 +184,7 @@ def test_missing_visual_studio_is_a_toolchain_error():
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data["visual_studio"] = []
     with pytest.raises(ToolchainError, match="no Visual Studio with the C\\+\\+ build tools was found") as error:
-        make_plan(Options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+        make_plan(plan_options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
     assert error.value.exit_code == 3
 
 
@@ -198,13 +201,13 @@ def test_a_32_bit_python_is_never_the_build_python():
     facts = facts_from_dict(data)
     executable = "C:\\Program Files\\Python312\\python.exe"
     with pytest.raises(ConfigurationError) as error:
-        make_plan(Options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)), facts, KNOWLEDGE)
+        make_plan(plan_options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)), facts, KNOWLEDGE)
     assert error.value.exit_code == 2
     assert error.value.paragraph() == (
         f"configuration error: --python {executable}: it is 32-bit, and PyTorch builds and runs only with 64-bit "
         "Python. Fix: pass the path of a 64-bit CPython, or leave --python out."
     )
-    plan = make_plan(Options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate)
+    plan = make_plan(plan_options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate)
     assert (plan.era.name, plan.build_python.fetch_minor, plan.build_python.info) == ("2.9+", "3.14", None)
     assert plan.build_python.version.startswith("3.14.")
     folder = f"{CACHE}\\deps\\python.{plan.build_python.version}"
@@ -217,7 +220,7 @@ def test_a_32_bit_python_is_never_the_build_python():
     )
     with pytest.raises(ConfigurationError) as error:
         make_plan(
-            Options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)),
+            plan_options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)),
             facts_from_dict(data),
             KNOWLEDGE,
         )
@@ -230,7 +233,7 @@ def test_linux_with_only_a_32_bit_python_names_the_python_to_install():
     linux = json.loads(json.dumps(LINUX))
     linux["python"]["bits"] = 32
     with pytest.raises(ToolchainError) as error:
-        make_plan(Options(cuda="cpu", cache_dir=LINUX_CACHE), facts_from_dict(linux), KNOWLEDGE)
+        make_plan(plan_options(cuda="cpu", cache_dir=LINUX_CACHE), facts_from_dict(linux), KNOWLEDGE)
     assert error.value.exit_code == 3
     assert "install Python 3.14 (`pyenv install 3.14`" in (error.value.fix or ""), error.value.paragraph()
 
@@ -242,7 +245,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     facts = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
 
     def plan(version: str, python: str) -> Plan:
-        options = Options(cuda="cpu", pytorch_version=version, cache_dir=CACHE, python=PythonRequest.parse(python))
+        options = plan_options(cuda="cpu", pytorch_version=version, cache_dir=CACHE, python=PythonRequest.parse(python))
         return make_plan(options, facts, KNOWLEDGE, locate_archive=_locate)
 
     with pytest.raises(ConfigurationError) as error:
@@ -259,7 +262,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     # the torch 1.11.0 wheel requires Python >= 3.7.0: with Python 3.6, 1.10.2 is the newest (VS 2017 machine).
     with pytest.raises(ToolchainError) as error:
         make_plan(
-            Options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
+            plan_options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
             load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
             KNOWLEDGE,
         )
@@ -268,7 +271,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     )
     assert error.value.fix == "pass --pytorch-version 1.10.2 (PyTorch 1.7-1.10)."
     older = make_plan(
-        Options(cuda="cpu", pytorch_version="1.10.2", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
+        plan_options(cuda="cpu", pytorch_version="1.10.2", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
         load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
         KNOWLEDGE,
     )
@@ -289,7 +292,7 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     windows = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
 
     def plan(facts: Facts, cache: str = CACHE, **options) -> Plan:
-        return make_plan(Options(cuda="cpu", cache_dir=cache, **options), facts, KNOWLEDGE, locate_archive=_locate)
+        return make_plan(plan_options(cuda="cpu", cache_dir=cache, **options), facts, KNOWLEDGE, locate_archive=_locate)
 
     python_3_9 = PythonRequest.parse("3.9")
     with pytest.raises(ConfigurationError) as error:
@@ -319,7 +322,7 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"cuda": "9.7"}, "CUDA 9.7 is not a CUDA release pytorch-winbuild knows"),
+        ({"cuda": "9.7"}, "--cuda 9.7 is not a CUDA release pytorch-winbuild knows"),
         ({"cuda": "nine"}, "--cuda 'nine' is not X.Y"),
         ({"cuda": "cpu", "vs": "2018"}, "--vs '2018' is not a Visual Studio product line"),
         ({"cuda": "cpu", "toolset": "15.0"}, "--toolset '15.0' is not an MSVC toolset version"),
@@ -354,9 +357,11 @@ def test_old_cmake_is_refused():
         r"is 3\.18\.4"
     )
     with pytest.raises(ToolchainError, match=refusal):
-        make_plan(Options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+        make_plan(plan_options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
     del data["tools"]["cmake"]
-    plan = make_plan(Options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    plan = make_plan(
+        plan_options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
+    )
     assert any("CMake was not found; PyTorch 2.13.0 needs CMake 3.27 or newer" in w for w in plan.warnings)
 
 
@@ -423,7 +428,7 @@ def _installed(data: dict, way: str) -> Facts:
 
 def _refusal(facts: Facts, **options) -> ConfigurationError | ToolchainError | None:
     try:
-        make_plan(Options(cache_dir=CACHE, **options), facts, KNOWLEDGE)
+        make_plan(plan_options(cache_dir=CACHE, **options), facts, KNOWLEDGE)
     except (ConfigurationError, ToolchainError) as error:
         return error
     return None
@@ -464,7 +469,9 @@ def test_cuda_90_with_python_311_says_which_python_to_install():
         install = next(way for way in _ways(error.fix) if "install Python" in way)
         assert _refusal(_installed(LINUX, install), cuda="9.0", pytorch_version=version) is None
         plan = make_plan(
-            Options(cuda="9.0", pytorch_version=version, cache_dir=LINUX_CACHE), _installed(LINUX, install), KNOWLEDGE
+            plan_options(cuda="9.0", pytorch_version=version, cache_dir=LINUX_CACHE),
+            _installed(LINUX, install),
+            KNOWLEDGE,
         )
         assert (plan.build_python.version, plan.build_python.executable) == (
             "3.7.0",
@@ -497,15 +504,19 @@ def test_a_source_tree_pins_the_version_so_the_fix_changes_the_machine_or_the_ch
     source = ("1.0.1", str(tmp_path / "version.txt"))
     linux = facts_from_dict(LINUX)
     with pytest.raises(ToolchainError) as error:
-        make_plan(Options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)
+        make_plan(plan_options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)
     fix = error.value.fix or ""
     assert "--pytorch-version" not in fix and "install Python 3.7" in fix
     checkout = re.search(r"check out v(\S+) in the source tree", fix)
     assert checkout is not None
-    plan = make_plan(Options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=(checkout.group(1), "x"))
+    plan = make_plan(
+        plan_options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=(checkout.group(1), "x")
+    )
     assert plan.pytorch_version == checkout.group(1)
     with pytest.raises(ConfigurationError, match="--pytorch-version main contradicts the source tree"):
-        make_plan(Options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)
+        make_plan(
+            plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source
+        )
 
 
 def test_a_missing_cuda_is_installed_the_way_of_the_plans_os():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import HOSTS_DIR, run_invoke
+from support import HOSTS_DIR, plan_options, run_invoke
 
 from pytorch_winbuild.deps.catalog import BuildVariable
 from pytorch_winbuild.deps.fetch import variable_lines
@@ -23,7 +23,9 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.render import render_bat, render_json, render_table
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, Plan, command_line, make_plan
+from pytorch_winbuild.planning.commands_plan import command_line
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 
 KNOWLEDGE = load_knowledge()
@@ -38,7 +40,7 @@ def host_data(change: Callable[[dict[str, Any]], None] = lambda data: None) -> d
 
 def plan_for(data: dict[str, Any], cache_dir: str = "C:\\c") -> Plan:
     """A CUDA 9.0 plan whose MKL/MAGMA are not fetched yet, so it prints the fetch-deps command too."""
-    options = Options(cuda="9.0", cache_dir=cache_dir, cache_dir_given=True)
+    options = plan_options(cuda="9.0", cache_dir=cache_dir, cache_dir_given=True)
     return make_plan(options, facts_from_dict(data, str(VS2017)), KNOWLEDGE, locate_archive=lambda a: ("C:\\d", False))
 
 

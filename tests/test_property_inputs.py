@@ -77,7 +77,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
-from support import HOSTS_DIR, REPO_ROOT
+from support import HOSTS_DIR, REPO_ROOT, plan_options
 
 from pytorch_winbuild.deps.catalog import Catalog, parse_catalog, select_archives
 from pytorch_winbuild.diagnosis.rules import load_rules
@@ -89,7 +89,8 @@ from pytorch_winbuild.faces.tasks import WINBUILD_DEFAULTS, namespace
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.matrix import Matrix, parse_matrix
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 if not os.environ.get(
     "HYPOTHESIS_STORAGE_DIRECTORY"
@@ -520,9 +521,10 @@ def _locate(archive: Any) -> tuple[str, bool]:
     return f"{PLAN_CACHE}\\deps\\{archive.folder_name}", False
 
 
-def _plan_and_render(options: Options, facts: Facts, source_version: tuple[str, str] | None = None) -> None:
-    """What `invoke env` / `build --dry-run` do with options and facts: a plan in every format, or a WinbuildError."""
+def _plan_and_render(raw: dict[str, Any], facts: Facts, source_version: tuple[str, str] | None = None) -> None:
+    """What `invoke env` / `build --dry-run` do with flags and facts: a plan in every format, or a WinbuildError."""
     try:
+        options = plan_options(**raw)
         plan = make_plan(options, facts, KNOWLEDGE, source_version=source_version, locate_archive=_locate)
     except WinbuildError as error:
         assert not isinstance(error, InternalError)
@@ -555,7 +557,7 @@ def test_facts_from_dict_gives_facts_or_a_configuration_error(host: str, data: s
         error.paragraph()
     cuda = data.draw(st.sampled_from(["auto", "cpu", *(c.version for c in facts.cuda)]), label="cuda")
     version = data.draw(st.sampled_from([None, "0.4.1", "1.0.1", "2.13.0", "latest"]), label="pytorch_version")
-    _plan_and_render(Options(cuda=cuda, pytorch_version=version, cache_dir=PLAN_CACHE), facts)
+    _plan_and_render(dict(cuda=cuda, pytorch_version=version, cache_dir=PLAN_CACHE), facts)
 
 
 @IN_PROCESS
@@ -582,29 +584,30 @@ def _choice_or_junk(choices: list[Any]) -> st.SearchStrategy:
     return st.one_of(st.sampled_from(choices), text_values)
 
 
-OPTIONS = st.builds(
-    Options,
-    cuda=_choice_or_junk(["auto", "cpu", *KNOWLEDGE.cuda]),
-    vs=_choice_or_junk(["auto", *KNOWLEDGE.products]),
-    toolset=st.one_of(st.none(), _choice_or_junk(["14.0", "14.11", "14.12", "14.16", "14.29", "14.44", "14.99"])),
-    generator=_choice_or_junk(["auto", "ninja", "vs"]),
-    compiler_cache=_choice_or_junk(["auto", "none", *KNOWLEDGE.compiler_caches]),
-    arch_list=st.one_of(
-        st.none(), _choice_or_junk(["6.1", "7.5;8.6+PTX", "Ampere;Hopper", "9.0a", "5.0", "10.0f", "8.6+PTX;9.0"])
-    ),
-    jobs=st.one_of(st.none(), int_values),
-    pytorch_version=st.one_of(
-        st.none(), _choice_or_junk(["0.4.1", "1.0.1", "1.13", "2.13.0", "latest", "2.6.0a0+git1234", "v1.0.1"])
-    ),
-    mode=_choice_or_junk(["install", "develop", "wheel"]),
-    libtorch=st.booleans(),
-    cache_dir=_choice_or_junk([PLAN_CACHE, "cache", "/home/you/.cache/pytorch-winbuild", "C:\\Users\\ü ser\\pwb"]),
-    cache_dir_given=st.booleans(),
-    source_dir=st.one_of(st.none(), _choice_or_junk(["C:\\src\\pytorch", "/src/pytorch", "C:\\" + "x" * 300])),
-    mkl_version=st.one_of(st.none(), _choice_or_junk(sorted(CATALOG_DOC["mkl"]["versions"]))),
-    magma_version=st.one_of(st.none(), _choice_or_junk(["2.4.0", "2.5.4", "2.5.4,2.5.2", ","])),
-    magma_debug=st.booleans(),
-    no_magma=st.booleans(),
+OPTIONS = st.fixed_dictionaries(  # raw values, as flags and settings give them: the edge's parser reads them
+    dict(
+        cuda=_choice_or_junk(["auto", "cpu", *KNOWLEDGE.cuda]),
+        vs=_choice_or_junk(["auto", *KNOWLEDGE.products]),
+        toolset=st.one_of(st.none(), _choice_or_junk(["14.0", "14.11", "14.12", "14.16", "14.29", "14.44", "14.99"])),
+        generator=_choice_or_junk(["auto", "ninja", "vs"]),
+        compiler_cache=_choice_or_junk(["auto", "none", *KNOWLEDGE.compiler_caches]),
+        arch_list=st.one_of(
+            st.none(), _choice_or_junk(["6.1", "7.5;8.6+PTX", "Ampere;Hopper", "9.0a", "5.0", "10.0f", "8.6+PTX;9.0"])
+        ),
+        jobs=st.one_of(st.none(), int_values),
+        pytorch_version=st.one_of(
+            st.none(), _choice_or_junk(["0.4.1", "1.0.1", "1.13", "2.13.0", "latest", "2.6.0a0+git1234", "v1.0.1"])
+        ),
+        mode=_choice_or_junk(["install", "develop", "wheel"]),
+        libtorch=st.booleans(),
+        cache_dir=_choice_or_junk([PLAN_CACHE, "cache", "/home/you/.cache/pytorch-winbuild", "C:\\Users\\ü ser\\pwb"]),
+        cache_dir_given=st.booleans(),
+        source_dir=st.one_of(st.none(), _choice_or_junk(["C:\\src\\pytorch", "/src/pytorch", "C:\\" + "x" * 300])),
+        mkl_version=st.one_of(st.none(), _choice_or_junk(sorted(CATALOG_DOC["mkl"]["versions"]))),
+        magma_version=st.one_of(st.none(), _choice_or_junk(["2.4.0", "2.5.4", "2.5.4,2.5.2", ","])),
+        magma_debug=st.booleans(),
+        no_magma=st.booleans(),
+    )
 )
 
 
@@ -617,7 +620,7 @@ OPTIONS = st.builds(
     ),
 )
 def test_make_plan_gives_a_plan_or_a_winbuild_error(
-    host: str, options: Options, source_version: tuple[str, str] | None
+    host: str, options: dict[str, Any], source_version: tuple[str, str] | None
 ):
     facts = facts_from_dict(HOST_DOCS[host], host, KNOWLEDGE.products)
     _plan_and_render(options, facts, source_version)

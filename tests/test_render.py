@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import HOSTS_DIR
+from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.render import render, render_bat, render_json, render_ps1, render_sh
 from pytorch_winbuild.facts.model import facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 
 KNOWLEDGE = load_knowledge()
 AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
@@ -28,7 +28,7 @@ AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
 def _windows_plan(cache_dir: str = AWKWARD, **options):
     facts = load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
     return make_plan(
-        Options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, compiler_cache="clcache", **options),
+        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, compiler_cache="clcache", **options),
         facts,
         KNOWLEDGE,
     )
@@ -38,7 +38,7 @@ def _linux_plan(cache_dir: str):
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data.update(os="linux", visual_studio=[])
     return make_plan(
-        Options(cuda="cpu", cache_dir=cache_dir, compiler_cache="ccache"),
+        plan_options(cuda="cpu", cache_dir=cache_dir, compiler_cache="ccache"),
         facts_from_dict({**data, "tools": {**data["tools"], "ccache": {"path": "/usr/bin/ccache"}}}),
         KNOWLEDGE,
     )
@@ -78,7 +78,7 @@ def test_secret_values_never_reach_any_format():
     leaked = "https://builder:hunter2@mirror.example/x"
     from dataclasses import replace
 
-    from pytorch_winbuild.planning.plan import EnvChange
+    from pytorch_winbuild.planning.plan_model import EnvChange
 
     plan = replace(
         plan,
@@ -117,7 +117,7 @@ def test_a_quote_in_a_value_is_kept_but_cannot_unbalance_a_prepended_list():
     plan = _windows_plan()
     from dataclasses import replace
 
-    from pytorch_winbuild.planning.plan import EnvChange
+    from pytorch_winbuild.planning.plan_model import EnvChange
     from pytorch_winbuild.text.quoting_bat import prepend_line
 
     assert 'set "X=a"b"' in render_bat(replace(plan, changes=(EnvChange("X", 'a"b', "set", "test"),)))

@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support import HOSTS_DIR
+from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.builder.preflight import (
     GIB,
@@ -32,7 +32,8 @@ from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.config_files import config_dir
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.jobs import JobMemory
-from pytorch_winbuild.planning.plan import Options, Plan, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 KNOWLEDGE = load_knowledge()
 FIGURES = tomllib.loads((config_dir() / "resources.toml").read_text(encoding="utf-8"))
@@ -47,7 +48,7 @@ def _host(name: str, cores: int | None, available_gib: float | None) -> Facts:
 
 
 def _plan(facts: Facts, cuda: str, version: str = "2.13.0", **options: object) -> Plan:
-    return make_plan(Options(cuda=cuda, pytorch_version=version, **options), facts, KNOWLEDGE)  # type: ignore[arg-type]
+    return make_plan(plan_options(cuda=cuda, pytorch_version=version, **options), facts, KNOWLEDGE)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- facts

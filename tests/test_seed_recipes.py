@@ -20,14 +20,14 @@ from functools import cache
 from pathlib import Path, PureWindowsPath
 
 import pytest
-from support import HOSTS_DIR
+from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.render import render_bat
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 
 SEEDS = Path(__file__).resolve().parent / "fixtures" / "seeds"
 FAQ = "001_991c4ba4573d1a88"  # the official Windows FAQ: MKL/MAGMA, Ninja
@@ -82,7 +82,7 @@ def written_bat(cuda: str, generator: str = "auto") -> tuple[str, dict[str, str]
     With Ninja, the seed's clcache; the Visual Studio generator takes cl.exe from the toolset, never from CC."""
     facts = machine()
     plan = make_plan(
-        Options(
+        plan_options(
             cuda=cuda,
             pytorch_version="0.4.1",
             generator=generator,
@@ -266,10 +266,12 @@ def test_the_visual_studio_generator_reads_no_cc_so_the_seeds_clcache_needs_ninj
     assert visual_studio is not None and visual_studio.group(1).strip() == ""
     assert text.index("$ENV{C") > visual_studio.end()
     facts = machine()
-    plan = make_plan(Options(cuda="9.0", pytorch_version="0.4.1", generator="vs"), facts, KNOWLEDGE)
+    plan = make_plan(plan_options(cuda="9.0", pytorch_version="0.4.1", generator="vs"), facts, KNOWLEDGE)
     assert "clcache" in facts.tools and plan.compiler_cache == "none"
     assert not {"CC", "CXX", "USE_CLCACHE"} & set(plan.final_env())
     with pytest.raises(ConfigurationError, match=r"runs the toolset's cl\.exe whatever CC and CXX say"):
         make_plan(
-            Options(cuda="9.0", pytorch_version="0.4.1", generator="vs", compiler_cache="clcache"), facts, KNOWLEDGE
+            plan_options(cuda="9.0", pytorch_version="0.4.1", generator="vs", compiler_cache="clcache"),
+            facts,
+            KNOWLEDGE,
         )

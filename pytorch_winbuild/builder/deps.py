@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 
 def fetch_missing_archives(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.builder.settings import RunEnv
-from pytorch_winbuild.planning.plan import EnvChange, Plan
+from pytorch_winbuild.planning.plan_model import EnvChange, Plan
 from pytorch_winbuild.text.quoting import refuse_control_characters
 
 VCVARS_CACHE_FOLDER = "vcvars"

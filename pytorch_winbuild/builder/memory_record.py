@@ -33,8 +33,8 @@ from pytorch_winbuild.facts.model import MAX_MIB, Facts
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
-from pytorch_winbuild.planning.jobs import arch_count
-from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.jobs import JobConfiguration, Measured, MeasuredJobs, arch_count
+from pytorch_winbuild.planning.plan_model import Plan
 
 if TYPE_CHECKING:  # a plan reads the record without the sampler (psutil) loaded
     from pytorch_winbuild.builder.memory_watch import MemorySummary
@@ -63,26 +63,17 @@ def this_machine(os_name: str) -> str | None:
     return machine_key(os_name, os.cpu_count(), machine_memory().total_mib)
 
 
+def job_configuration(plan: Plan) -> JobConfiguration:
+    """The configuration a made plan decided, as the plan itself asked the record for it (planning/plan.py)."""
+    archs = arch_count(plan.final_env().get("TORCH_CUDA_ARCH_LIST"))
+    return JobConfiguration(
+        plan.era.name, plan.cuda.version if plan.cuda else None, archs, plan.compiler.short if plan.compiler else None
+    )
+
+
 def configuration_key(plan: Plan, kind: str) -> str:
-    """What sizes a compile job, as "build, era 2.9+, CUDA 12.4, 2 architectures, MSVC 14.44"."""
-    parts = [kind, f"era {plan.era.name}"]
-    if plan.cuda is not None:
-        archs = arch_count(plan.final_env().get("TORCH_CUDA_ARCH_LIST"))
-        parts += [f"CUDA {plan.cuda.version}", f"{archs} architecture{'s' if archs != 1 else ''}"]
-    else:
-        parts.append("CPU")
-    if plan.compiler is not None:
-        parts.append(f"MSVC {plan.compiler.short}")
-    return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Measured:
-    """The figure for the next plan from the record, or why there is none."""
-
-    gib: float | None = None  # memory per compile job, margin included
-    note: str | None = None  # for the plan's decisions: the figure and where it comes from
-    warning: str | None = None  # the record could not be read
+    """What sizes a compile job of task `kind`, as "build, era 2.9+, CUDA 12.4, 2 architectures, MSVC 14.44"."""
+    return job_configuration(plan).key(kind)
 
 
 def _valid_run(run: Any) -> bool:
@@ -202,10 +193,14 @@ class PeakBook:
         atomic_file.write_text(self.file, json.dumps(data, indent=2, ensure_ascii=False) + "\n", newline="\n")
 
 
-def measured_job(plan: Plan, kind: str, facts: Facts, cache_dir: Path, settings: WatchSettings) -> Measured:
-    """The measured figure for `plan` (made without one) of task `kind` on the machine of `facts`."""
-    book = PeakBook(peaks_file(cache_dir), facts_machine(facts), configuration_key(plan, kind), settings)
-    return book.figure()
+def measured_jobs(kind: str, facts: Facts, cache_dir: Path, settings: WatchSettings) -> MeasuredJobs:
+    """The plan's look-up of measured figures for task `kind` on the machine of `facts`: asked with the
+    configuration the plan decides, so the plan is made once."""
+
+    def look_up(configuration: JobConfiguration) -> Measured:
+        return PeakBook(peaks_file(cache_dir), facts_machine(facts), configuration.key(kind), settings).figure()
+
+    return look_up
 
 
 # The smallest figure kept: a tiny compile (a few MiB) rounded to 0.00 GiB made the job count a division by zero.

@@ -46,7 +46,7 @@ from pytorch_winbuild.errors import BuildError, ConfigurationError, InterruptedB
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
-from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 
 

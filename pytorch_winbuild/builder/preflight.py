@@ -16,7 +16,7 @@ from pathlib import Path
 from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.planning.jobs import JobMemory, arch_count, job_memory
-from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.plan_model import Plan
 
 GIB = 1024**3
 

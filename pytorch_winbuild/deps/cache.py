@@ -135,6 +135,18 @@ def missing_layout(folder: Path, layout: tuple[str, ...]) -> list[str]:
     return [item for item in layout if not (folder / item).exists()]
 
 
+def archive_locator(cache_dir: PurePath, *, look: bool) -> Callable[[Archive], tuple[str, bool]]:
+    """For a plan: where each archive is extracted in this cache, and whether it is there. `look` False: the
+    cache of another machine (a --host plan), which cannot be looked into from here: every archive counts as
+    missing."""
+
+    def locate(archive: Archive) -> tuple[str, bool]:
+        present = look and installed_path(Path(cache_dir), archive) is not None
+        return str(deps_dir(cache_dir, archive)), present
+
+    return locate
+
+
 def installed_path(cache_dir: Path, archive: Archive, expected_sha256: str | None = None) -> Path | None:
     """The extracted folder of `archive`, only when its marker is valid.
 

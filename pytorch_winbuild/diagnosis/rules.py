@@ -36,7 +36,7 @@ PHASES = ("install", "build", "import", "runtime")
 DEFAULT_WITHIN_LINES = 30
 # The widest `preceded_by` window a rule may ask for. The shipped rules use 20 to 40 lines (a
 # traceback, a solver's conflict report); 10,000 is five times the longest error block triage
-# follows (triage.MAX_BLOCK_SCAN, 2,000 lines: a runaway template error), and the lines of the
+# follows (blocks.MAX_BLOCK_SCAN, 2,000 lines: a runaway template error), and the lines of the
 # window are kept in memory while the log is read, so a wider one (10**18 kept the whole log) is
 # refused at load time.
 MAX_WITHIN_LINES = 10_000
@@ -60,7 +60,7 @@ _ID_SHAPE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 # pattern such as `[aeiou].{300}x` still runs in linear time, but at microseconds per character.
 MAX_PROGRAM_SIZE = 5000
 # RE2 is searched over windows of whole lines this long, so a costly pattern is checked against
-# its time budget (triage.py) at least this often.
+# its time budget (log_scan.py) at least this often.
 WINDOW_BYTES = 256 * 1024
 
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,29 +148,41 @@ def writable_folder(folder: Path, label: str, instead: str | None = None) -> Non
         ) from None
 
 
-def cache_folder(c: Context, flag: str | None) -> Path:
-    """--cache-dir, else winbuild.cache_dir, else the default (the checkout's cache/ or the user's)."""
-    value = setting(c, "cache_dir", path_flag(flag, "--cache-dir"))
-    return Path(value) if value else default_cache_dir()
+@dataclass(frozen=True)
+class CacheChoice:
+    """The cache folder as the user chose it, looked up once per command: messages name it the way it was
+    chosen (--cache-dir, the setting winbuild.cache_dir, or the default) and say how to choose another."""
+
+    folder: Path
+    given: str | None  # the text of --cache-dir or winbuild.cache_dir; None: this machine's default
+    label: str
+    instead: str
+
+    def check_writable(self) -> None:
+        writable_folder(self.folder, self.label, self.instead)
 
 
-def cache_origin(c: Context, flag: str | None) -> tuple[str, str]:
-    """How messages name the cache folder, by where it came from, and how to choose another: --cache-dir,
-    the setting winbuild.cache_dir (invoke.yaml, -f FILE or INVOKE_WINBUILD_CACHE_DIR), or the default."""
-    if flag is not None:
-        return "--cache-dir", "pass another one as --cache-dir"
-    if setting(c, "cache_dir", None):
-        return (
+def cache_choice(c: Context, flag: str | None) -> CacheChoice:
+    """--cache-dir, else winbuild.cache_dir (invoke.yaml, -f FILE or INVOKE_WINBUILD_CACHE_DIR), else the default
+    (the checkout's cache/ or the user's)."""
+    if path_flag(flag, "--cache-dir") is not None:
+        assert flag is not None
+        return CacheChoice(Path(flag), flag, "--cache-dir", "pass another one as --cache-dir")
+    value = setting(c, "cache_dir", None)
+    if value:
+        return CacheChoice(
+            Path(value),
+            str(value),
             "winbuild.cache_dir",
             "point winbuild.cache_dir at another folder (`cache_dir: DIR` in invoke.yaml, or "
             "INVOKE_WINBUILD_CACHE_DIR=DIR), or pass --cache-dir DIR",
         )
-    return "the default cache folder", "pass another one with --cache-dir DIR (or winbuild.cache_dir)"
-
-
-def writable_cache(c: Context, folder: Path, flag: str | None) -> None:
-    """writable_folder for the cache folder, named the way the user chose it."""
-    writable_folder(folder, *cache_origin(c, flag))
+    return CacheChoice(
+        default_cache_dir(),
+        None,
+        "the default cache folder",
+        "pass another one with --cache-dir DIR (or winbuild.cache_dir)",
+    )
 
 
 def output_file(output: str | None) -> Path | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.planning.host_compiler import reached_by
-from pytorch_winbuild.planning.plan import Plan
+from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict, shown_value
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text import quoting_ps1 as ps1

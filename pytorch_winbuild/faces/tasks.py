@@ -1,15 +1,17 @@
-"""The Invoke tasks: each declares its flags and help, and hands them to faces/commands.py.
+"""The Invoke tasks: each declares its flags and help, and hands them to faces/commands.py (the nightly's to
+faces/nightly_commands.py). Every planning task reads its flags into one typed request in
+faces/plan_request.py (the edge), and nothing below reads a flag again.
 
 Defaults for every flag come from Invoke's configuration under the `winbuild` key, so they can
 be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment variables
 (e.g. INVOKE_WINBUILD_CUDA=9.0). A flag on the command line wins over both (faces/flags.py).
 
     doctor      facts/probe.py → faces/doctor.py
-    env         planning/plan.py → faces/render.py
-    build       builder/source.py → planning/plan.py → builder/pipeline.py (+ builder/verify.py)
+    env         faces/plan_request.py → planning/plan.py → faces/render.py
+    build       builder/source.py → faces/plan_request.py → planning/plan.py → builder/pipeline.py (+ builder/verify.py)
     fetch-deps  deps/catalog.py → deps/fetch.py
     clean       deps/cache.py
-    build-ext   planning/plan.py → builder/pipeline.py
+    build-ext   faces/plan_request.py → planning/plan.py → builder/pipeline.py
     verify      builder/verify.py
     diagnose    diagnosis/triage.py with diagnosis/rules.py
     nightly     nightly/run.py (--matrix-json: nightly/fleet_plan.py; --runner-labels: nightly/runner_labels.py)
@@ -27,7 +29,7 @@ from invoke import Collection, Context
 from invoke import task as invoke_task
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.faces import commands
+from pytorch_winbuild.faces import commands, nightly_commands
 from pytorch_winbuild.faces.cli_errors import WinbuildTask, install_command_line_checks, reports_errors
 from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS
 from pytorch_winbuild.faces.help import (
@@ -245,7 +247,7 @@ def nightly(
 
     One run at a time (a lock in the cache); exits 5 when an entry failed. --matrix-json plans a fleet's night
     instead (GitHub Actions' matrix), --runner-labels names this machine's runner labels."""
-    commands.nightly(c, **given(locals()))
+    nightly_commands.nightly(c, **given(locals()))
 
 
 @task(help=NIGHTLY_MERGE_HELP, iterable=["part"], auto_shortflags=False)
@@ -261,7 +263,7 @@ def nightly_merge(
     """Join a fleet's nightly parts and the last published channel into one channel (index, dashboard, summary).
 
     Exits 2, changing nothing, when two parts claim one entry."""
-    commands.nightly_merge(c, **given(locals()))
+    nightly_commands.nightly_merge(c, **given(locals()))
 
 
 for _task in (doctor, env, build, fetch_deps, clean, build_ext, verify, diagnose, nightly, nightly_merge):

@@ -78,38 +78,53 @@ class NameTable:
         return ", ".join(plain) + (f"; also {', '.join(with_ptx)}" if with_ptx else "")
 
 
-def parse_arch_list(text: str, names: NameTable, flag: str = "--arch-list") -> tuple[Arch, ...]:
-    """Entries, names expanded with the plan's table ('Ampere' → 8.0;8.6); ConfigurationError naming the bad entry."""
-    fix = (
+def _fix(flag: str) -> str:
+    return (
         f'pass your GPU\'s compute capability, e.g. {flag} 8.6 or {flag} "7.5;8.6+PTX" '
         "(nvidia-smi --query-gpu=name,compute_cap --format=csv prints it; NVIDIA lists every "
         "GPU at https://developer.nvidia.com/cuda-gpus)."
     )
-    entries: list[Arch] = []
-    for part in split_entries(text):
-        expanded = names.names.get(part)
-        for item in split_entries(expanded) if expanded is not None else [part]:
-            match = _ENTRY.fullmatch(item)
-            if match is None and expanded is not None:  # CMake's Fermi: "2.1(2.0)", sm_21 built from compute_20
-                raise ConfigurationError(
-                    f"{flag} entry {part!r} stands for {expanded!r} in {names.label}, and pytorch-winbuild writes "
-                    f"only X.Y, X.Y+PTX, X.Ya and X.Yf entries ({item!r} is none).",
-                    fix=fix,
-                )
-            if match is None:
-                raise ConfigurationError(
-                    f"{flag} entry {part!r} is not a compute capability (X.Y, X.Y+PTX, X.Ya, X.Yf) or one of "
-                    f"{names.label}: {names.known()}.",
-                    fix=fix,
-                )
-            arch = Arch(int(match["major"]), int(match["minor"]), match["suffix"], bool(match["ptx"]))
-            if arch not in entries:
-                entries.append(arch)
-    if not entries:
-        raise ConfigurationError(
-            f"{flag} is empty.", fix=f"pass your GPU's compute capability, e.g. {flag} 8.6, or leave {flag} out."
-        )
-    return tuple(entries)
+
+
+def _unknown(part: str, names: NameTable, flag: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{flag} entry {part!r} is not a compute capability (X.Y, X.Y+PTX, X.Ya, X.Yf) or one of "
+        f"{names.label}: {names.known()}.",
+        fix=_fix(flag),
+    )
+
+
+def parse_arch_entry(part: str, names: NameTable, flag: str = "--arch-list") -> Arch:
+    """One numeric entry the user typed ('8.6', '9.0a', '7.5+PTX'); ConfigurationError naming it and `names`."""
+    match = _ENTRY.fullmatch(part)
+    if match is None:
+        raise _unknown(part, names, flag)
+    return Arch(int(match["major"]), int(match["minor"]), match["suffix"], bool(match["ptx"]))
+
+
+def expand_arch_list(entries: tuple[Arch | str, ...], names: NameTable, flag: str = "--arch-list") -> tuple[Arch, ...]:
+    """The parsed entries with each name expanded by the plan's table ('Ampere' → 8.0;8.6), duplicates dropped;
+    ConfigurationError for a name this table lacks or expands to a form pytorch-winbuild does not write."""
+    expanded_entries: list[Arch] = []
+    for entry in entries:
+        if isinstance(entry, Arch):
+            items: list[Arch] = [entry]
+        else:
+            expanded = names.names.get(entry)
+            if expanded is None:  # a name of another release's table
+                raise _unknown(entry, names, flag)
+            items = []
+            for item in split_entries(expanded):
+                match = _ENTRY.fullmatch(item)
+                if match is None:  # CMake's Fermi: "2.1(2.0)", sm_21 built from compute_20
+                    raise ConfigurationError(
+                        f"{flag} entry {entry!r} stands for {expanded!r} in {names.label}, and pytorch-winbuild "
+                        f"writes only X.Y, X.Y+PTX, X.Ya and X.Yf entries ({item!r} is none).",
+                        fix=_fix(flag),
+                    )
+                items.append(Arch(int(match["major"]), int(match["minor"]), match["suffix"], bool(match["ptx"])))
+        expanded_entries += [arch for arch in items if arch not in expanded_entries]
+    return tuple(expanded_entries)
 
 
 def format_arch_list(entries: tuple[Arch, ...]) -> str:

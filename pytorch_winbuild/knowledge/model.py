@@ -59,6 +59,9 @@ class CudaRelease:
     family_specific: tuple[str, ...]  # those it also compiles as X.Yf (sm_100f, CUDA 12.9+)
     driver: dict[str, str]  # OS → the oldest display driver that runs this release (its GA)
 
+    def __str__(self) -> str:
+        return self.version  # a release prints as the user types it: `--cuda {release}`, "CUDA {release}"
+
     def accepts(self, entry: str) -> bool:
         """Whether nvcc of this release compiles an architecture written as '8.6', '9.0a' or '10.0f'."""
         capability, suffix = entry.rstrip("af"), entry[len(entry.rstrip("af")) :]
@@ -253,11 +256,12 @@ class Knowledge:
     build_requirements: BuildRequirements  # each era's build venv packages, pinned per Python
     cuda_install: dict[str, str] = field(default_factory=dict)  # OS → where to get CUDA (cuda.toml [install])
 
-    def cuda_release(self, version: str) -> CudaRelease:
+    def cuda_release(self, version: str, label: str = "CUDA") -> CudaRelease:
+        """The release build_config/cuda.toml lists as `version`; `label` names where the version came from."""
         if version not in self.cuda:
             known = ", ".join(sorted(self.cuda, key=version_tuple))
             raise ConfigurationError(
-                f"CUDA {version} is not a CUDA release pytorch-winbuild knows.",
+                f"{label} {version} is not a CUDA release pytorch-winbuild knows.",
                 fix=f"pass one of {known}, or 'cpu' or 'auto'; to teach it a new release, add it to "
                 "build_config/cuda.toml.",
             )

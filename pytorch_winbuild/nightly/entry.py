@@ -31,7 +31,7 @@ from pytorch_winbuild.builder.source import (
     remote_url,
 )
 from pytorch_winbuild.child_processes import stop_cause
-from pytorch_winbuild.deps.cache import deps_dir, installed_path
+from pytorch_winbuild.deps.cache import archive_locator
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
@@ -43,7 +43,9 @@ from pytorch_winbuild.nightly.matrix import Entry, Matrix
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
 from pytorch_winbuild.nightly.shared_cache import shared_cache
 from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
-from pytorch_winbuild.planning.plan import EnvChange, Options, Plan, make_plan
+from pytorch_winbuild.planning.options import Options
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import EnvChange, Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.text.redact import redact_text
@@ -164,18 +166,13 @@ def _entry_facts(entry: Entry, context: RunContext) -> tuple[Facts, Options]:
 
 def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Path, python: PythonRequest) -> Plan:
     """The plan `invoke build` would make for this entry, plus the entry's own variables last."""
-    cache_dir = context.cache_dir
-
-    def locate(archive: Any) -> tuple[str, bool]:
-        return str(deps_dir(cache_dir, archive)), installed_path(cache_dir, archive) is not None
-
-    options = replace(entry.options(cache_dir=cache_dir, source_dir=source_dir), python=python)
+    options = replace(entry.options(cache_dir=context.cache_dir, source_dir=source_dir), python=python)
     plan = make_plan(
         options,
         facts,
         context.knowledge,
         source_version=read_source_version(source_dir),
-        locate_archive=locate,
+        locate_archive=archive_locator(context.cache_dir, look=True),
         tree_requires=backend.requires if (backend := build_backend(source_dir)) else (),
         tree_backend=backend_without_setup_py(source_dir),
     )

@@ -17,11 +17,12 @@ from typing import Any
 
 from pytorch_winbuild.builder.source import check_ref, check_repo
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.choices import CudaWord, Mode, cuda_release_of
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.knowledge.versions import RELEASE_TAG
 from pytorch_winbuild.planning.gpu_plan import checked_arch_list
-from pytorch_winbuild.planning.plan import Options
+from pytorch_winbuild.planning.options import Options, parse_options
 from pytorch_winbuild.planning.python_choice import PythonRequest
 from pytorch_winbuild.text.redact import is_secret_name, redact_text
 
@@ -73,7 +74,8 @@ class Entry:
     mode: str
     env: tuple[tuple[str, str], ...]
     min_free_gb: float
-    plan_options: tuple[tuple[str, Any], ...]  # (Options field, value) from PLAN_KEYS
+    plan_options: tuple[tuple[str, Any], ...]  # (Options field, value) from PLAN_KEYS, as written (to_dict)
+    request: Options  # the entry's plan options, parsed once when the matrix was read
     # Where min_free_gb came from, as a user would change it: the entry's key, [settings] or --min-free-gb.
     min_free_gb_from: str = "min_free_gb"
     # The runner labels of its GitHub Actions job (`runs_on`); empty: made from what it needs (runner_labels.py).
@@ -81,15 +83,8 @@ class Entry:
     runs_on: tuple[str, ...] = ()
 
     def options(self, *, cache_dir: Path, source_dir: Path) -> Options:
-        """The plan's options for this entry: its own values, the plan's defaults for the rest."""
-        return Options(
-            cuda=self.cuda,
-            mode=self.mode,
-            python=entry_python(self.python),
-            cache_dir=str(cache_dir),
-            source_dir=str(source_dir),
-            **dict(self.plan_options),
-        )
+        """The plan's options for this entry on this runner: its own values, with the runner's folders."""
+        return replace(self.request, cache_dir=cache_dir, source_dir=source_dir)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -222,19 +217,28 @@ def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, 
     return tuple(checked)
 
 
-def _plan_options(table: dict[str, Any], where: str, knowledge: Knowledge) -> tuple[tuple[str, Any], ...]:
-    """The entry's `invoke build` options, each checked by the plan's own rules, one key at a time."""
-    chosen = []
-    for key, kind in PLAN_KEYS.items():
-        if key not in table:
-            continue
-        value = require(table, key, kind, where)
-        try:
-            Options(**{key: value}).validate(knowledge)
-        except ConfigurationError as error:
-            raise ConfigurationError(f"{where}.{key}: {error.message}", fix=error.fix) from None
-        chosen.append((key, value))
-    return tuple(chosen)
+def _plan_options(table: dict[str, Any], where: str) -> tuple[tuple[str, Any], ...]:
+    """The entry's `invoke build` options as written, each of its TOML type (parse_options reads their values)."""
+    return tuple((key, require(table, key, kind, where)) for key, kind in PLAN_KEYS.items() if key in table)
+
+
+def _request(
+    knowledge: Knowledge, cuda: str, python: PythonRequest, written: tuple[tuple[str, Any], ...], where: str
+) -> Options:
+    """The entry's plan options, each value read once by the same parser as the command line's flags."""
+    raw = {key: value for key, value in written if key != "jobs"}
+    labels = {key: f"{where}.{key}" for key in (*raw, "jobs", "cuda")}
+    try:
+        request = parse_options(knowledge, {**raw, "cuda": cuda}, labels, jobs=dict(written).get("jobs"), python=python)
+    except ConfigurationError as error:
+        fix = "use X.Y (e.g. 12.4) or cpu." if error.message.startswith(f"{where}.cuda") else error.fix
+        raise ConfigurationError(error.message, fix=fix) from None
+    if request.cuda is CudaWord.AUTO:
+        raise ConfigurationError(
+            f"{where}.cuda: '{CudaWord.AUTO}' would let the runner's installs decide what a nightly entry builds.",
+            fix="name the CUDA version (e.g. 12.4) or cpu.",
+        )
+    return replace(request, mode=Mode.WHEEL)
 
 
 def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledge: Knowledge) -> Entry:
@@ -249,15 +253,6 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
     where = f"{source}: entry '{name}'"
     _unknown_keys(table, ENTRY_KEYS, where)
     cuda = require(table, "cuda", str, where)
-    try:
-        Options(cuda=cuda).validate(knowledge)
-    except ConfigurationError as error:
-        raise ConfigurationError(f"{where}.cuda: {error.message}", fix="use X.Y (e.g. 12.4) or cpu.") from None
-    if cuda == "auto":
-        raise ConfigurationError(
-            f"{where}.cuda: 'auto' would let the runner's installs decide what a nightly entry builds.",
-            fix="name the CUDA version (e.g. 12.4) or cpu.",
-        )
     mode = optional(table, "mode", str, where, MODES[0])
     if mode not in MODES:
         raise ConfigurationError(
@@ -265,7 +260,9 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
             "change the runner's own Python."
         )
     python = optional(table, "python", str, where, "auto").strip()
-    entry_python(python, f"{where}.python")  # checked now: a bad value stops the night before any entry builds
+    written = _plan_options(table, where)
+    # Read now: a bad value stops the night before any entry builds.
+    request = _request(knowledge, cuda, entry_python(python, f"{where}.python"), written, where)
     repo = require(table, "repo", str, where)
     check_repo(repo, f"{where}.repo")
     ref = optional(table, "ref", str, where, "") or None
@@ -275,14 +272,15 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
         name=name,
         repo=repo,
         ref=ref,
-        cuda=cuda,
+        cuda=str(request.cuda),
         python=python,
         mode=mode,
         env=_variables(table, "env", where),
         min_free_gb=_free_gb(table["min_free_gb"], f"{where}.min_free_gb")
         if "min_free_gb" in table
         else default_free_gb,
-        plan_options=_arch_list_for_cuda(_plan_options(table, where, knowledge), cuda, ref, where, knowledge),
+        plan_options=written,
+        request=_arch_list_for_cuda(request, ref, where, knowledge),
         min_free_gb_from=f"min_free_gb of entry '{name}' in {source}"
         if "min_free_gb" in table
         else f"[settings] min_free_gb in {source}",
@@ -315,20 +313,18 @@ def _runs_on(table: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(labels))
 
 
-def _arch_list_for_cuda(
-    options: tuple[tuple[str, Any], ...], cuda: str, ref: str | None, where: str, knowledge: Knowledge
-) -> tuple[tuple[str, Any], ...]:
+def _arch_list_for_cuda(request: Options, ref: str | None, where: str, knowledge: Knowledge) -> Options:
     """An arch_list the entry's nvcc would refuse fails now, not at 3 a.m. an hour into the build. Its names
     are read as the release the ref tags builds them (a branch: as the newest release read)."""
-    arch_list = dict(options).get("arch_list")
-    if arch_list is not None and cuda != "cpu":
+    release = cuda_release_of(request.cuda)
+    if request.arch_list is not None and release is not None:
         tag = RELEASE_TAG.fullmatch(ref or "")
         names = knowledge.gpu.names_for(tag.group(1) if tag else "main", "cmake")
         try:
-            checked_arch_list(knowledge, knowledge.cuda_release(cuda), arch_list, names, flag="arch_list =")
+            checked_arch_list(knowledge, release, request.arch_list, names, flag="arch_list =")
         except ConfigurationError as error:
             raise ConfigurationError(f"{where}: {error.message}", fix=error.fix) from None
-    return options
+    return request
 
 
 def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Matrix:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.knowledge.choices import VsLine, cuda_release_of
 from pytorch_winbuild.knowledge.config_files import load_toml, require, string_list
 from pytorch_winbuild.nightly.matrix import Entry
 
@@ -60,11 +61,11 @@ def entry_labels(entry: Entry, rules: LabelRules) -> tuple[str, ...]:
     if entry.runs_on:
         return entry.runs_on
     labels = list(rules.base_for(ENTRY_OS))
-    vs = dict(entry.plan_options).get("vs")
-    if vs and vs != "auto":
-        labels.append(rules.visual_studio.format(line=vs))
-    if entry.cuda != "cpu":
-        labels.append(rules.cuda.format(version=entry.cuda))
+    if entry.request.vs is not VsLine.AUTO:
+        labels.append(rules.visual_studio.format(line=entry.request.vs))
+    release = cuda_release_of(entry.request.cuda)
+    if release is not None:
+        labels.append(rules.cuda.format(version=release.version))
     return tuple(labels)
 
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
-from pytorch_winbuild.planning.plan import EnvChange
+from pytorch_winbuild.planning.plan_model import EnvChange
 from pytorch_winbuild.text.redact import redact_text
 
 KNOWLEDGE_FILE = "shared_cache.toml"

@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.knowledge.choices import CudaChoice, CudaWord, NewestWord, VsLine, cuda_release_of
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
-from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, parse_pytorch_version, release_key
+from pytorch_winbuild.knowledge.versions import parse_pytorch_version, release_key
 from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest, accepts, installed, python_problem, unusable
 from pytorch_winbuild.text import quoting_bat as bat
 
 if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
     from packaging.version import Version
+
+    from pytorch_winbuild.knowledge.choices import PytorchPin
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,9 @@ def era_of(knowledge: Knowledge, version: Version) -> tuple[Era, str | None]:
     )
 
 
-def _lines_for(knowledge: Knowledge, era: Era, cuda: str) -> list[str]:
+def _lines_for(knowledge: Knowledge, era: Era, cuda: CudaChoice) -> list[str]:
     """The Visual Studio lines the era knows that have a toolset `cuda` accepts (any line without CUDA)."""
-    release = knowledge.cuda.get(cuda)
+    release = cuda_release_of(cuda)
     return [
         line
         for line in era.visual_studio
@@ -96,8 +99,8 @@ def obstacles(
     era: Era,
     knowledge: Knowledge,
     facts: Facts | None,
-    cuda: str,
-    vs: str,
+    cuda: CudaChoice,
+    vs: VsLine,
     python: PythonRequest = AUTO,
     pinned: tuple[int, ...] | None = None,
 ) -> list[Obstacle]:
@@ -105,7 +108,8 @@ def obstacles(
     when `facts` is None: fetch-deps needs no compiler, so only the options count). `pinned` is the release
     asked for, whose CMake need is checked (else the era's newest release's)."""
     found = []
-    if cuda not in ("auto", "cpu") and cuda not in era.cuda:
+    release = cuda_release_of(cuda)
+    if release is not None and release.version not in era.cuda:
         found.append(
             Obstacle(f"PyTorch {era.name} does not build with CUDA {cuda} (it builds with {', '.join(era.cuda)})")
         )
@@ -118,12 +122,11 @@ def obstacles(
     if cmake is not None:
         found.append(cmake)
     if facts.os == "windows":
-        release = knowledge.cuda.get(cuda)
         if (
             era.nvtoolsext == "always"
             and release
             and not release.needs_nvtx
-            and cuda in era.cuda
+            and release.version in era.cuda
             and not facts.nvtoolsext
         ):
             found.append(
@@ -134,15 +137,15 @@ def obstacles(
                     "installer)",
                 )
             )
-        moved = _moved_nvtoolsext(era, facts, cuda, release)
+        moved = _moved_nvtoolsext(era, facts, release)
         if moved is not None:
             found.append(moved)
         installed = sorted({v.product_line for v in facts.visual_studio})
-        if vs != "auto" and vs not in era.visual_studio:
+        if vs is not VsLine.AUTO and vs not in era.visual_studio:
             found.append(
                 Obstacle(f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, not {vs}")
             )
-        elif vs != "auto" and installed and vs not in installed:
+        elif vs is not VsLine.AUTO and installed and vs not in installed:
             found.append(
                 Obstacle(
                     f"Visual Studio {vs} (--vs) is not installed (this machine has {', '.join(installed)})",
@@ -166,11 +169,11 @@ def same_windows_folder(a: str, b: str) -> bool:
     return PureWindowsPath(a.rstrip("\\/")) == PureWindowsPath(b.rstrip("\\/"))
 
 
-def _moved_nvtoolsext(era: Era, facts: Facts, cuda: str, release: CudaRelease | None) -> Obstacle | None:
+def _moved_nvtoolsext(era: Era, facts: Facts, release: CudaRelease | None) -> Obstacle | None:
     """An era that links NvToolsExt from one fixed folder (eras.toml nvtoolsext_fixed) cannot use one elsewhere."""
-    if not (era.nvtoolsext_fixed and release and release.needs_nvtx and cuda in era.cuda):
+    if not (era.nvtoolsext_fixed and release and release.needs_nvtx and release.version in era.cuda):
         return None
-    folder = next((c.nvtx for c in facts.cuda if c.version == cuda and c.nvtx), None) or facts.nvtoolsext
+    folder = next((c.nvtx for c in facts.cuda if c.version == release.version and c.nvtx), None) or facts.nvtoolsext
     if not folder or same_windows_folder(folder, era.nvtoolsext_fixed):
         return None
     fixed = era.nvtoolsext_fixed
@@ -223,12 +226,12 @@ def _installs(found: list[Obstacle]) -> list[str]:
     return [o.install for o in found if o.install is not None]
 
 
-def _toolset_fits(knowledge: Knowledge, facts: Facts, line: str, cuda: str) -> bool:
+def _toolset_fits(facts: Facts, line: str, cuda: CudaChoice) -> bool:
     """Whether an installed toolset of this Visual Studio line is one `cuda` accepts (any, for a CPU build)."""
-    release = knowledge.cuda.get(cuda)
+    release = cuda_release_of(cuda)
     if release is None:
         return True
-    installed = facts.cuda_by_version(cuda)
+    installed = facts.cuda_by_version(release.version)
     low, high = installed.msc_range if installed and installed.msc_range else release.msc_range
     return any(
         low <= toolset_msc_ver(toolset) < high
@@ -254,8 +257,8 @@ def _closest(knowledge: Knowledge, era: Era, candidates: list[Era]) -> list[Era]
 def _fix(
     knowledge: Knowledge,
     facts: Facts | None,
-    cuda: str,
-    vs: str,
+    cuda: CudaChoice,
+    vs: VsLine,
     asked: tuple[Era, str] | None,
     tree: bool,
     usable_cuda: UsableCuda | None,
@@ -264,15 +267,15 @@ def _fix(
     """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
     here: what to install to keep what was asked, then the flags that plan with what is installed. `asked` is the
     pinned era and the version shown; `tree` says the source tree pins it (so --pytorch-version cannot change it)."""
-    specific_cuda = cuda not in ("auto", "cpu")
-    missing_cuda = [f"CUDA {cuda}"] if specific_cuda and facts and facts.cuda_by_version(cuda) is None else []
+    release = cuda_release_of(cuda)
+    missing_cuda = [f"CUDA {cuda}"] if release and facts and facts.cuda_by_version(release.version) is None else []
     ways: list[str] = []
     if asked is not None and facts is not None:
         era, shown = asked
         found = obstacles(era, knowledge, facts, cuda, vs, python, _release(shown))
         if all(o.host for o in found):
             ways.append(f"to build PyTorch {shown} here, install {' and '.join([*_installs(found), *missing_cuda])}")
-    if specific_cuda and facts is not None and not tree and (asked is None or cuda not in asked[0].cuda):
+    if release and facts is not None and not tree and (asked is None or release.version not in asked[0].cuda):
         for era in reversed(knowledge.eras):
             found = obstacles(era, knowledge, facts, cuda, vs, python)
             if found and all(o.host for o in found):
@@ -287,7 +290,7 @@ def _fix(
 
     kept: list[str] = []  # flags that keep the asked CUDA, which may still have to be installed
     flags: list[str] = []
-    if python.kind != "auto" and facts is not None:
+    if python != AUTO and facts is not None:
         flags += _python_flags(knowledge, facts, cuda, vs, [asked[0]] if asked is not None else list(knowledge.eras))
     if asked is not None:
         era = asked[0]
@@ -303,34 +306,23 @@ def _fix(
                 + f": PyTorch {e.name} plans here"
                 for e in fitting
             ]
-        elif vs == "auto" or facts is None or _toolset_fits(knowledge, facts, vs, cuda):  # --vs's toolsets stay
+        elif vs is VsLine.AUTO or facts is None or _toolset_fits(facts, vs, cuda):  # --vs's toolsets stay
             kept += [f"--pytorch-version {e.newest} (PyTorch {e.name})" for e in fitting]
-    if vs != "auto" and facts is not None and facts.os == "windows":
+    if vs is not VsLine.AUTO and facts is not None and facts.os == "windows":
         eras = [asked[0]] if asked is not None else list(knowledge.eras)
         lines = sorted({v.product_line for v in facts.visual_studio} - {vs})
         kept += [
             f"--vs {line}"
             for line in lines
-            if _toolset_fits(knowledge, facts, line, cuda)
-            and any(not obstacles(e, knowledge, facts, cuda, line, python) for e in eras)
+            if _toolset_fits(facts, line, cuda)
+            and any(not obstacles(e, knowledge, facts, cuda, VsLine(line), python) for e in eras)
         ]
     if kept and missing_cuda:
         ways.append(f"install CUDA {cuda} and pass {' or '.join(kept)}")
     else:
         flags += kept
-    if specific_cuda:
-        eras = [asked[0]] if asked is not None else list(knowledge.eras)
-        fits = [e for e in eras if not obstacles(e, knowledge, facts, "cpu", vs, python)]
-        if facts is None:
-            versions = list(reversed(fits[0].cuda)) if fits else []
-        else:
-            usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
-            versions = sorted(usable, key=version_tuple, reverse=True)
-            to_install = [v for e in fits for v in e.cuda if not obstacles(e, knowledge, facts, v, vs, python)]
-            if to_install and not versions:
-                newest = max(to_install, key=version_tuple)
-                ways.append(f"install CUDA {newest} and pass --cuda {newest}")
-        flags += [f"--cuda {v}" for v in versions] + (["--cuda cpu"] if fits else [])
+    if release:
+        flags += _other_cuda(knowledge, facts, vs, asked, usable_cuda, python, ways)
     if flags:
         ways.append(("with what this machine has, pass " if ways else "pass ") + " or ".join(flags))
     if not ways and facts is not None:
@@ -340,7 +332,34 @@ def _fix(
     return "; or ".join(ways) + "."
 
 
-def _python_flags(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, eras: list[Era]) -> list[str]:
+def _other_cuda(
+    knowledge: Knowledge,
+    facts: Facts | None,
+    vs: VsLine,
+    asked: tuple[Era, str] | None,
+    usable_cuda: UsableCuda | None,
+    python: PythonRequest,
+    ways: list[str],
+) -> list[str]:
+    """--cuda flags that plan the era(s) in question with another CUDA (installed and usable, newest first) or
+    none; when only an uninstalled CUDA fits, the way to install it is added to `ways`."""
+    eras = [asked[0]] if asked is not None else list(knowledge.eras)
+    fits = [e for e in eras if not obstacles(e, knowledge, facts, CudaWord.CPU, vs, python)]
+    if facts is None:
+        versions = list(reversed(fits[0].cuda)) if fits else []
+    else:
+        usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
+        versions = sorted(usable, key=version_tuple, reverse=True)
+        to_install = [
+            v for e in fits for v in e.cuda if not obstacles(e, knowledge, facts, knowledge.cuda[v], vs, python)
+        ]
+        if to_install and not versions:
+            newest = max(to_install, key=version_tuple)
+            ways.append(f"install CUDA {newest} and pass --cuda {newest}")
+    return [f"--cuda {v}" for v in versions] + ([f"--cuda {CudaWord.CPU}"] if fits else [])
+
+
+def _python_flags(knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, eras: list[Era]) -> list[str]:
     """--python choices that plan one of `eras` with the other choices kept: installed releases it accepts, newest
     first, else auto (which fetches one on Windows)."""
     working = [e for e in eras if not obstacles(e, knowledge, facts, cuda, vs)]
@@ -354,7 +373,9 @@ def _python_flags(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, eras: 
     return [f"--python {minor}" for minor in minors[:2]] or ["--python auto"]
 
 
-def _install_for_newest(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, python: PythonRequest) -> list[str]:
+def _install_for_newest(
+    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest
+) -> list[str]:
     """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
     installing alone makes plannable."""
     for era in reversed(knowledge.eras):
@@ -367,8 +388,8 @@ def _install_for_newest(knowledge: Knowledge, facts: Facts, cuda: str, vs: str, 
 def _without_conflicts(
     knowledge: Knowledge,
     facts: Facts,
-    cuda: str,
-    vs: str,
+    cuda: CudaChoice,
+    vs: VsLine,
     asked: tuple[Era, str] | None,
     tree: bool,
     python: PythonRequest = AUTO,
@@ -377,14 +398,15 @@ def _without_conflicts(
     left out, and the nearest era that plans with what is installed, as one set of flags."""
     ways = []
     if asked is not None:
-        found = obstacles(asked[0], knowledge, facts, cuda, "auto", python, _release(asked[1]))
-        missing_cuda = [f"CUDA {cuda}"] if cuda in knowledge.cuda and facts.cuda_by_version(cuda) is None else []
+        found = obstacles(asked[0], knowledge, facts, cuda, VsLine.AUTO, python, _release(asked[1]))
+        release = cuda_release_of(cuda)
+        missing_cuda = [f"CUDA {cuda}"] if release and facts.cuda_by_version(release.version) is None else []
         if found and all(o.host for o in found):
             ways.append(
                 f"to build PyTorch {asked[1]} here, leave --vs out and install "
                 + " and ".join([*_installs(found), *missing_cuda])
             )
-    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, "cpu", "auto", python)]
+    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, CudaWord.CPU, VsLine.AUTO, python)]
     if asked is not None and asked[0] in fitting:
         era: Era | None = asked[0]
     else:
@@ -392,7 +414,9 @@ def _without_conflicts(
     if era is not None and not (tree and asked is not None and era is not asked[0]):
         changes = [] if asked is not None and era is asked[0] else [f"--pytorch-version {era.newest}"]
         changes += [
-            f"--{name} {value}" for name, value, given in (("cuda", "cpu", cuda), ("vs", "auto", vs)) if given != value
+            f"--{name} {value}"
+            for name, value, given in (("cuda", CudaWord.CPU, cuda), ("vs", VsLine.AUTO, vs))
+            if given is not value
         ]
         ways.append(f"with what this machine has, pass {' '.join(changes)}")
     return ways
@@ -407,9 +431,9 @@ def resolve_era(
     knowledge: Knowledge,
     facts: Facts | None,
     *,
-    cuda: str,
-    vs: str = "auto",
-    pytorch_version: str | None,
+    cuda: CudaChoice,
+    vs: VsLine = VsLine.AUTO,
+    pytorch_version: PytorchPin | None,
     source_version: tuple[str, str] | None,
     usable_cuda: UsableCuda | None = None,
     python: PythonRequest = AUTO,
@@ -420,22 +444,21 @@ def resolve_era(
     if source_version is not None:
         text, where = source_version
         pinned = parse_pytorch_version(text, where), where
-        if pytorch_version:
-            if pytorch_version in NEWEST_WORDS:
-                flag, flag_era = pytorch_version, knowledge.eras[-1]
+        if pytorch_version is not None:
+            if isinstance(pytorch_version, NewestWord):
+                flag, flag_era = str(pytorch_version), knowledge.eras[-1]
             else:
-                flag_version = parse_pytorch_version(pytorch_version, "--pytorch-version")
-                flag, flag_era = str(flag_version), era_of(knowledge, flag_version)[0]
+                flag, flag_era = str(pytorch_version), era_of(knowledge, pytorch_version)[0]
             if flag_era is not era_of(knowledge, pinned[0])[0]:
                 raise ConfigurationError(
                     f"--pytorch-version {flag} contradicts the source tree, which is PyTorch {pinned[0]} ({where}).",
                     fix="leave --pytorch-version out (the source tree says what is built), or check out the "
                     "version you want.",
                 )
-    elif pytorch_version in NEWEST_WORDS:
+    elif isinstance(pytorch_version, NewestWord):
         pinned = None, f"--pytorch-version {pytorch_version}"
-    elif pytorch_version:
-        pinned = parse_pytorch_version(pytorch_version, "--pytorch-version"), "--pytorch-version"
+    elif pytorch_version is not None:
+        pinned = pytorch_version, "--pytorch-version"
 
     if pinned is not None:
         version, where = pinned
@@ -452,11 +475,12 @@ def resolve_era(
 
     fitting = [era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs, python)]
     if not fitting:
-        asked = [f"CUDA {cuda}"] if cuda not in ("auto", "cpu") else []
+        release = cuda_release_of(cuda)
+        asked = [f"CUDA {cuda}"] if release else []
         found = [
             o
             for era in knowledge.eras
-            if (not asked or cuda in era.cuda)
+            if (not release or release.version in era.cuda)
             for o in obstacles(era, knowledge, facts, cuda, vs, python)
         ]
         raise _refuse(
@@ -464,14 +488,14 @@ def resolve_era(
             found,
             _fix(knowledge, facts, cuda, vs, None, False, usable_cuda, python),
         )
-    constraints = [f"CUDA {cuda} (--cuda)"] if cuda not in ("auto", "cpu") else []
+    constraints = [f"CUDA {cuda} (--cuda)"] if cuda_release_of(cuda) else []
     if facts is not None:
-        constraints.append("the installed Pythons" if python.kind == "auto" else f"Python {python.value} (--python)")
+        constraints.append("the installed Pythons" if python == AUTO else f"Python {python.value} (--python)")
         if facts.os == "windows" and facts.visual_studio:
-            constraints.append("the installed Visual Studio" if vs == "auto" else f"Visual Studio {vs} (--vs)")
+            constraints.append("the installed Visual Studio" if vs is VsLine.AUTO else f"Visual Studio {vs} (--vs)")
     if not constraints:
         return EraChoice(fitting[0], fitting[0].newest, "the newest era (nothing asked for or installed narrows it)")
-    if facts is not None and usable_cuda is not None and cuda == "auto" and facts.cuda:
+    if facts is not None and usable_cuda is not None and cuda is CudaWord.AUTO and facts.cuda:
         with_cuda = [era for era in fitting if usable_cuda(era)]
         if with_cuda:
             era = with_cuda[0]

@@ -18,10 +18,10 @@ from pytorch_winbuild.knowledge.arch_list import (
     capability_key,
     covers,
     default_for_gpus,
+    expand_arch_list,
     format_arch_list,
-    parse_arch_list,
-    split_entries,
 )
+from pytorch_winbuild.knowledge.choices import ArchRequest
 from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge, driver_key, version_tuple
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
@@ -109,27 +109,29 @@ def buildable_gpus_problem(facts: Facts, release: CudaRelease) -> str | None:
     return None
 
 
-def _named(requested: str, names: NameTable) -> str:
+def _named(requested: ArchRequest, names: NameTable) -> str:
     """'Blackwell → 10.0, Ampere → 8.0;8.6': the names of `requested` and what the plan's table makes of them."""
-    return ", ".join(f"{part} → {names.names[part]}" for part in split_entries(requested) if part in names.names)
+    return ", ".join(
+        f"{part} → {names.names[part]}" for part in requested.entries if isinstance(part, str) and part in names.names
+    )
 
 
 def checked_arch_list(
     knowledge: Knowledge,
     release: CudaRelease,
-    requested: str,
+    requested: ArchRequest,
     names: NameTable,
     gpus: list[Gpu] | None = None,
     flag: str = "--arch-list",
 ) -> tuple[Arch, ...]:
     """The entries of `requested` (names read with `names`); ConfigurationError when the release's nvcc would
     refuse one."""
-    entries = parse_arch_list(requested, names, flag)
+    entries = expand_arch_list(requested.entries, names, flag)
     refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
     if refused:
         expanded = _named(requested, names)
         raise ConfigurationError(
-            f"{flag} {requested!r}"
+            f"{flag} {requested.text!r}"
             + (f" ({expanded} in {names.label})" if expanded else "")
             + f": CUDA {release.version}'s nvcc does not compile for "
             f"{', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop "
@@ -141,7 +143,7 @@ def checked_arch_list(
 
 
 def plan_arch_list(
-    knowledge: Knowledge, facts: Facts, requested: str | None, release: CudaRelease, names: NameTable
+    knowledge: Knowledge, facts: Facts, requested: ArchRequest | None, release: CudaRelease, names: NameTable
 ) -> ArchDecision:
     """TORCH_CUDA_ARCH_LIST for this build: --arch-list (names read with `names`) checked against nvcc, else the
     installed GPUs."""

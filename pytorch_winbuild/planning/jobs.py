@@ -10,6 +10,7 @@ Pure: no psutil here; the facts carry the memory the probe saw.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytorch_winbuild.facts.model import Facts
@@ -34,6 +35,42 @@ class JobsDecision:
     reason: str  # for the MAX_JOBS change, or the decision when it is not set
     warning: str | None = None
     source: str = ""  # where the memory-per-job figure comes from, for the plan's decisions
+
+
+@dataclass(frozen=True)
+class JobConfiguration:
+    """What sizes one compile job: the key under which earlier runs' measured peaks are recorded
+    (builder/memory_record.py), decided by the plan (era, CUDA, architectures, toolset)."""
+
+    era: str
+    cuda: str | None  # None: a CPU build
+    archs: int
+    msvc: str | None  # the toolset's short version on Windows
+
+    def key(self, kind: str) -> str:
+        """ "build, era 2.9+, CUDA 12.4, 2 architectures, MSVC 14.44" for task `kind` (build, build-ext)."""
+        parts = [kind, f"era {self.era}"]
+        if self.cuda is not None:
+            parts += [f"CUDA {self.cuda}", f"{self.archs} architecture{'s' if self.archs != 1 else ''}"]
+        else:
+            parts.append("CPU")
+        if self.msvc is not None:
+            parts.append(f"MSVC {self.msvc}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The figure for the plan from the record of earlier runs, or why there is none."""
+
+    gib: float | None = None  # memory per compile job, margin included
+    note: str | None = None  # for the plan's decisions: the figure and where it comes from
+    warning: str | None = None  # the record could not be read
+
+
+# The caller's look-up of measured figures (builder/memory_record.py measured_jobs): an input of the plan, asked
+# once the plan has decided the configuration, so a plan is made once.
+MeasuredJobs = Callable[[JobConfiguration], Measured]
 
 
 def arch_count(arch_list: str | None) -> int:

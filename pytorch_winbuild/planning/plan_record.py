@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.planning.plan import Command, EnvChange, Plan
+from pytorch_winbuild.planning.plan_model import Command, EnvChange, Plan
 from pytorch_winbuild.text.redact import redact_value
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from build_support import FIXTURES, copy_fixture
+from support import plan_options
 
 from pytorch_winbuild.builder.built_arches import Holdings, check_built_archs, judge, parse_listing
 from pytorch_winbuild.builder.pipeline import ExtensionRequest, run_build_ext
@@ -25,7 +26,7 @@ from pytorch_winbuild.builder.report import BuildRecord
 from pytorch_winbuild.facts.model import Facts, Gpu
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
 
 H100 = Gpu(index=0, name="NVIDIA H100 80GB HBM3", compute_capability="9.0", memory_mib=81559)
@@ -42,7 +43,7 @@ def facts() -> Facts:
 
 def build(facts: Facts, folder: Path, arch_list: str) -> BuildRecord:
     """build-ext of fixtures/cuda_kernel for `arch_list` on the H100 machine's facts."""
-    options = Options(
+    options = plan_options(
         cuda="13.0",
         arch_list=arch_list,
         compiler_cache="none",

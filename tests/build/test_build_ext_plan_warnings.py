@@ -14,12 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import plan_options
 
 from pytorch_winbuild.builder.pipeline import ExtensionRequest, run_build_ext
 from pytorch_winbuild.facts.model import Gpu
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
 
 pytestmark = pytest.mark.build
@@ -31,7 +32,7 @@ def test_build_ext_prints_and_records_an_arch_list_that_misses_the_gpu(tmp_path:
     facts = probe()
     assert facts.cuda_by_version("13.0") is not None, "the build tier needs CUDA 13.0 at /usr/local/cuda"
     facts = replace(facts, gpus=(H100,), driver_version="580.159.04", driver_cuda="13.0")
-    options = Options(
+    options = plan_options(
         cuda="13.0",
         arch_list="8.0",
         compiler_cache="none",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from build_support import git, run_invoke
+from support import plan_options
 
 from pytorch_winbuild.builder.build_folder import (
     FolderIdentity,
@@ -33,7 +34,8 @@ from pytorch_winbuild.errors import ConfigurationError, DependencyError
 from pytorch_winbuild.facts.model import load_facts
 from pytorch_winbuild.knowledge.config_files import load_toml
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import EnvChange, Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.plan_model import EnvChange
 
 pytestmark = pytest.mark.build
 
@@ -236,7 +238,7 @@ def test_a_folder_configured_by_hand_is_judged_by_its_generator_only(tmp_path: P
 def windows_plan(cache: Path, present: bool):
     facts = load_facts(Path(__file__).resolve().parents[2] / "build_config" / "hosts" / "vs2017-cuda90-cuda100.json")
     return make_plan(
-        Options(cuda="9.0", cache_dir=str(cache)),
+        plan_options(cuda="9.0", cache_dir=str(cache)),
         facts,
         load_knowledge(),
         source_version=("1.0.0", "version.txt"),

@@ -18,8 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import plan_options
 
-from pytorch_winbuild.builder.memory_record import fitting_jobs, measured_job, peaks_file
+from pytorch_winbuild.builder.memory_record import fitting_jobs, job_configuration, measured_jobs, peaks_file
 from pytorch_winbuild.builder.memory_watch import MemorySummary, MemoryWatch
 from pytorch_winbuild.builder.pipeline import ExtensionRequest, run_build_ext
 from pytorch_winbuild.builder.process import run_streamed
@@ -27,7 +28,7 @@ from pytorch_winbuild.errors import BuildError
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
 
 pytestmark = pytest.mark.build
@@ -157,7 +158,9 @@ def test_build_ext_records_its_peaks_and_an_oom_failure_names_the_jobs_that_fit(
     facts = probe()
     # As build-ext plans: no venv, the extension runs under the Python that has the torch it builds against.
     running = PythonRequest("path", sys.executable)
-    options = Options(cuda="cpu", compiler_cache="none", pytorch_version="2.13.0", build_venv=False, python=running)
+    options = plan_options(
+        cuda="cpu", compiler_cache="none", pytorch_version="2.13.0", build_venv=False, python=running
+    )
     plan = make_plan(options, facts, KNOWLEDGE)
     cache = tmp_path / "cache"
     request = ExtensionRequest(path=extension, cache_dir=cache, log_dir=tmp_path / "logs")
@@ -175,7 +178,7 @@ def test_build_ext_records_its_peaks_and_an_oom_failure_names_the_jobs_that_fit(
     assert configuration == "build-ext, era 2.9+, CPU"
     assert runs[0]["result"] == "failed" and runs[0]["peak_job_mib"] == memory["peak_job_mib"]
 
-    figure = measured_job(plan, "build-ext", facts, cache, WATCH).gib
+    figure = measured_jobs("build-ext", facts, cache, WATCH)(job_configuration(plan)).gib
     assert figure == round(memory["peak_job_mib"] * (1 + WATCH.margin) / 1024, 2)
     fits = fitting_jobs(memory["available_start_mib"], figure)
     advice = memory["diagnosis"]

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
-from support import HOSTS_DIR
+from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
-from pytorch_winbuild.planning.plan import Options, make_plan
+from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
 
 CLIENT_HOSTS = Path(__file__).resolve().parent / "hosts"
@@ -75,7 +75,7 @@ class PlanCase:
         def locate(archive: Any) -> tuple[str, bool]:
             return str(deps_dir(PureWindowsPath(cache), archive)), False
 
-        options = Options(
+        options = plan_options(
             cuda=self.cuda,
             generator=self.generator,
             compiler_cache=self.compiler_cache,

@@ -102,7 +102,7 @@ def test_mirror_from_invoke_configuration_environment(
             ["no MAGMA debug archive for CUDA 9.0", "2.4.0 release"],
         ),
         (["--mkl-version", "2019.0"], ["unknown MKL version '2019.0'"]),
-        (["--cuda", "ten"], ["'ten' is not a CUDA version"]),
+        (["--cuda", "ten"], ["--cuda 'ten' is not X.Y (e.g. 9.0), 'cpu' or 'auto'"]),
         (["--mirror", "ftp://mirror.example/"], ["is not an http://, https:// or file:// URL"]),
         (["--mirror", "http://127.0.0.1:9/", "--from-dir", "."], ["--mirror and --from-dir were both given"]),
     ],

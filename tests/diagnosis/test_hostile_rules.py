@@ -18,8 +18,8 @@ import pytest
 from diagnosis_logs import CASES
 from support import REPO_ROOT, run_invoke
 
+from pytorch_winbuild.diagnosis import chunks, log_scan
 from pytorch_winbuild.diagnosis import rules as diagnosis
-from pytorch_winbuild.diagnosis import triage
 from pytorch_winbuild.diagnosis.rules import LinearPattern, default_rules, load_rules
 from pytorch_winbuild.diagnosis.triage import diagnose_text, triage_log
 from pytorch_winbuild.errors import ConfigurationError
@@ -227,7 +227,7 @@ def test_re2_and_re_report_the_same_lines(tmp_path: Path, monkeypatch: pytest.Mo
     assert found(linear) == expected
     # The same through the chunked file reader, with chunks much smaller than the log.
     log = write(tmp_path / "build.log", SAME_LOG)
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1000)
     assert (
         triage_log(log, rules=linear).to_dict()["matches"] == triage_log(log, rules=backtracking).to_dict()["matches"]
     )
@@ -268,8 +268,8 @@ def test_re2_only_syntax_is_not_misread_as_a_literal(tmp_path: Path, pattern: st
 
 def test_a_costly_re2_rule_is_skipped_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no budget at all every RE2 rule is skipped; the shipped rules are never timed."""
-    monkeypatch.setattr(triage, "USER_RULE_GRACE_SECONDS", 0.0)
-    monkeypatch.setattr(triage, "USER_RULE_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(log_scan, "USER_RULE_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(log_scan, "USER_RULE_SECONDS_PER_MB", 0.0)
     copy = tmp_path / "rules.toml"
     shutil.copy(REPO_ROOT / "build_config" / "diagnosis.toml", copy)
     with copy.open("a", encoding="utf-8") as out:

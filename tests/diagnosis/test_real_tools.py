@@ -14,7 +14,8 @@ import cmake
 import ninja
 import pytest
 
-from pytorch_winbuild.diagnosis.triage import TriageResult, triage_log
+from pytorch_winbuild.diagnosis.report import TriageResult
+from pytorch_winbuild.diagnosis.triage import triage_log
 
 pytestmark = pytest.mark.build
 

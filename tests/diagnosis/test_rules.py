@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from diagnosis_logs import CASES, CLEAN_LOGS, Case
 
+from pytorch_winbuild.diagnosis.literals import MIN_LITERAL_CHARS, required_literals
 from pytorch_winbuild.diagnosis.rules import PHASES, default_rules
-from pytorch_winbuild.diagnosis.triage import MIN_LITERAL_CHARS, diagnose_text, required_literals
+from pytorch_winbuild.diagnosis.triage import diagnose_text
 
 RULES = {rule.id: rule for rule in default_rules()}
 

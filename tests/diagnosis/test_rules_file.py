@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytorch_winbuild.diagnosis import triage
+from pytorch_winbuild.diagnosis import chunks
+from pytorch_winbuild.diagnosis.literals import required_literals
 from pytorch_winbuild.diagnosis.rules import default_rules, load_rules
-from pytorch_winbuild.diagnosis.triage import diagnose_text, required_literals, triage_log
+from pytorch_winbuild.diagnosis.triage import diagnose_text, triage_log
 from pytorch_winbuild.errors import ConfigurationError
 
 GOOD_RULE = """
@@ -154,7 +155,7 @@ def test_within_lines_at_its_bounds_looks_back_that_far(
         )
     )
     assert rules[1].within_lines == within
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
     log = tmp_path / "build.log"
     for gap, fires in ((within - 1, True), (within, False)):
         text = (

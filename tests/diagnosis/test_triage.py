@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from diagnosis_logs import CASES, CLEAN_LOGS, PYTORCH_NINJA_PREFIX
 
-from pytorch_winbuild.diagnosis import triage
-from pytorch_winbuild.diagnosis.triage import MAX_BLOCK_LINES, MAX_LINE_CHARS, classify, diagnose_text, triage_log
+from pytorch_winbuild.diagnosis import chunks
+from pytorch_winbuild.diagnosis.blocks import MAX_BLOCK_LINES, MAX_BLOCK_SCAN, MAX_LINE_CHARS, classify
+from pytorch_winbuild.diagnosis.model import LogLine
+from pytorch_winbuild.diagnosis.triage import diagnose_text, triage_log
 from pytorch_winbuild.errors import ConfigurationError
 
 TWO_FAILURES = (
@@ -110,7 +112,7 @@ def test_python_traceback_whole_block_and_final_exception() -> None:
     assert error is not None
     assert (error.kind, error.line_number, error.end_line_number) == ("traceback", 3, 7)
     assert error.lines[3].text == "    from torch._C import *"
-    assert error.summary == triage.LogLine(7, "ImportError: DLL load failed: The specified module could not be found.")
+    assert error.summary == LogLine(7, "ImportError: DLL load failed: The specified module could not be found.")
     assert [line.text for line in error.context_after] == [">>> exit()"]
 
 
@@ -238,7 +240,7 @@ def test_reading_in_chunks_gives_the_same_result_as_whole_text(
     log = tmp_path / "build.log"
     log.write_text(text, encoding="utf-8")
     expected = diagnose_text(text, source=str(log)).to_dict()
-    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
     assert triage_log(log).to_dict() == expected
     assert {match["id"] for match in expected["matches"]} == {case.rule for case in CASES}
 
@@ -247,7 +249,7 @@ def test_block_at_a_chunk_boundary_keeps_its_context(tmp_path: Path, monkeypatch
     log = tmp_path / "build.log"
     log.write_text(TWO_FAILURES, encoding="utf-8")
     start = TWO_FAILURES.index("FAILED: ")
-    monkeypatch.setattr(triage, "CHUNK_BYTES", start)  # the first chunk ends right before FAILED
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", start)  # the first chunk ends right before FAILED
     assert triage_log(log).first_error == diagnose_text(TWO_FAILURES).first_error
 
 
@@ -273,8 +275,8 @@ def test_huge_blocks_are_capped() -> None:
     error = diagnose_text(log).first_error
     assert error is not None
     assert len(error.lines) == MAX_BLOCK_LINES
-    assert error.omitted_lines == triage.MAX_BLOCK_SCAN - MAX_BLOCK_LINES
-    assert error.end_line_number == triage.MAX_BLOCK_SCAN
+    assert error.omitted_lines == MAX_BLOCK_SCAN - MAX_BLOCK_LINES
+    assert error.end_line_number == MAX_BLOCK_SCAN
 
 
 def test_error_on_a_last_line_without_newline() -> None:

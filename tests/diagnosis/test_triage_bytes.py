@@ -24,7 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from pytorch_winbuild.diagnosis import triage
+from pytorch_winbuild.diagnosis import chunks
+from pytorch_winbuild.diagnosis.report import TriageResult
 from pytorch_winbuild.diagnosis.rules import load_rules
 from pytorch_winbuild.diagnosis.triage import diagnose_text, triage_log
 
@@ -49,7 +50,7 @@ def write(tmp_path: Path, data: bytes) -> Path:
     return path
 
 
-def summary(result: triage.TriageResult) -> tuple[int, str, int, str, int, list[tuple[str, int, str]]]:
+def summary(result: TriageResult) -> tuple[int, str, int, str, int, list[tuple[str, int, str]]]:
     error = result.first_error
     assert error is not None
     matches = [(match.rule.id, match.line.number, match.line.text) for match in result.matches]
@@ -64,7 +65,7 @@ def test_a_read_that_ends_inside_the_literal(tmp_path: Path, monkeypatch: pytest
     """The read stops `inside` bytes into "fatal error C10" (the rule's literal); the chunk goes on to the line end."""
     text = "\n".join(LINES) + "\n"
     literal_at = text.index("fatal error C10")
-    monkeypatch.setattr(triage, "CHUNK_BYTES", literal_at + inside)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", literal_at + inside)
     assert summary(triage_log(write(tmp_path, text.encode()))) == EXPECTED
 
 
@@ -72,7 +73,7 @@ def test_a_read_that_ends_inside_the_literal(tmp_path: Path, monkeypatch: pytest
 def test_a_match_on_the_last_line_without_a_newline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_bytes: int
 ) -> None:
-    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
     result = triage_log(write(tmp_path, "\n".join(LINES[:HEAP_LINE]).encode()))
     assert summary(result) == (HEAP_LINE, "ninja", FAILED_LINE, HEAP, HEAP_LINE, EXPECTED[-1])
     assert result.first_error is not None and result.first_error.context_after == ()
@@ -84,7 +85,7 @@ def test_crlf_and_lone_cr_line_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     reads cut between "\\r" and "\\n"."""
     lines = ["Downloading 10%", "Downloading 100%", *LINES]
     data = "Downloading 10%\rDownloading 100%\r\n" + "\r\n".join(LINES) + "\r\n"
-    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
     result = triage_log(write(tmp_path, data.encode()))
     heap_line = lines.index(HEAP) + 1
     assert summary(result) == (
@@ -102,7 +103,7 @@ def test_crlf_and_lone_cr_line_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_log_whose_lines_end_in_cr_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 40)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 40)
     result = triage_log(write(tmp_path, "\r".join(LINES).encode()))
     assert summary(result) == EXPECTED
 
@@ -122,7 +123,7 @@ def test_bytes_that_are_not_utf8_next_to_a_match(
         + stray
         + b"\nninja: build stopped: subcommand failed.\n"
     )
-    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
     result = triage_log(write(tmp_path, data))
     shown = HEAP.replace("fatal", "\ufffd\ufffdfatal") + "\ufffd\ufffd"
     assert summary(result) == (
@@ -140,7 +141,7 @@ def test_bytes_that_are_not_utf8_next_to_a_match(
 def test_a_multi_byte_character_cut_by_a_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read may stop inside "é" (2 bytes) or "日" (3 bytes); lines are decoded whole."""
     lines = ["configuring café 日本語", *LINES, "構築が停止しました"]
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 16)  # the first read ends inside "é"
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 16)  # the first read ends inside "é"
     result = triage_log(write(tmp_path, ("\n".join(lines) + "\n").encode()))
     heap_line = lines.index(HEAP) + 1
     assert summary(result)[2:5] == (lines.index(FAILED) + 1, HEAP, heap_line)
@@ -152,7 +153,7 @@ def test_a_line_longer_than_a_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """A Ninja command line of 20 kB in 1 kB chunks: it is read whole, and the lines after it keep their numbers."""
     command = "cl.exe /nologo " + " ".join(f"-IC:/deps/include{index}" for index in range(1000))
     lines = [*PROGRESS, FAILED, command, HEAP, "ninja: build stopped: subcommand failed."]
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1024)
     result = triage_log(write(tmp_path, ("\n".join(lines) + "\n").encode()))
     heap_line = lines.index(HEAP) + 1
     assert summary(result) == (
@@ -231,7 +232,7 @@ def test_non_ascii_literal_and_ungated_pattern_after_stray_bytes(
     line number, though stray bytes and multi-byte characters make byte and character offsets differ."""
     rules = load_rules(rules_file(tmp_path, ("cafe", "café au lait"), ("empty", "^$")), linear=linear)
     data = "日本語 prelude\n".encode() + b"\xff\xfe stray\n\n" + "x café au lait é\n".encode() + b"\xc3 end\n"
-    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
     result = triage_log(write(tmp_path, data), rules=rules)
     assert [(match.rule.id, match.line.number, match.line.text) for match in result.matches] == [
         ("empty", 3, ""),
@@ -251,7 +252,7 @@ def test_line_numbers_in_big_chunks_of_short_and_long_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
     """Lines are counted one way in chunks of short lines and another in chunks of long ones."""
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 256 * 1024)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 256 * 1024)
     lines = [line] * (600_000 // (len(line) + 1)) + [FAILED, "cl /nologo /c Loss.cu", HEAP, *[line] * 1000]
     result = triage_log(write(tmp_path, ("\n".join(lines) + "\n").encode()))
     heap_line = len(lines) - 1000
@@ -296,7 +297,7 @@ def _text_mode_lines(data: bytes) -> list[bytes]:
 def _reader_lines(data: bytes) -> list[tuple[bytes, int]]:
     """The lines _line_chunks makes of `data`, each with the length it says a cut line had (0: not cut)."""
     lines: list[tuple[bytes, int]] = []
-    for chunk, cut in triage._line_chunks(io.BufferedReader(io.BytesIO(data))):
+    for chunk, cut in chunks._line_chunks(io.BufferedReader(io.BytesIO(data))):
         assert chunk, "an empty chunk"
         pieces = bytes(chunk).split(b"\n")
         if pieces[-1] == b"":
@@ -321,8 +322,8 @@ def test_the_reader_cuts_long_lines_and_keeps_every_other_line(
     its start (never inside a UTF-8 character), starts its chunk and reports its length."""
     data = b"".join(pieces)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
-        patch.setattr(triage, "MAX_LINE_BYTES", max_line)
+        patch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
+        patch.setattr(chunks, "MAX_LINE_BYTES", max_line)
         got = _reader_lines(data)
     expected = _text_mode_lines(data)
     assert len(got) == len(expected)
@@ -349,8 +350,8 @@ def test_a_line_longer_than_max_line_bytes_is_cut_and_said_so(
 ) -> None:
     """Its start is matched and shown with its length; what lies past MAX_LINE_BYTES is not searched;
     the lines after it keep their numbers."""
-    monkeypatch.setattr(triage, "CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(triage, "MAX_LINE_BYTES", 300)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunks, "MAX_LINE_BYTES", 300)
     long_line = "cl.exe /nologo " + "-IC:/deps/include " * 100 + "fatal error C1060: compiler is out of heap space"
     result = triage_log(_cut_log(tmp_path, long_line, line_end=line_end, encoding=encoding))
     size = len(long_line.encode())
@@ -374,7 +375,7 @@ def test_a_line_longer_than_max_line_bytes_is_cut_and_said_so(
 
 
 def test_a_rule_that_fires_on_a_cut_line_shows_it_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triage, "MAX_LINE_BYTES", 200)
+    monkeypatch.setattr(chunks, "MAX_LINE_BYTES", 200)
     long_line = HEAP + " " + "x" * 5000
     result = triage_log(_cut_log(tmp_path, long_line))
     (match,) = result.matches
@@ -385,8 +386,8 @@ def test_a_rule_that_fires_on_a_cut_line_shows_it_cut(tmp_path: Path, monkeypatc
 
 
 def test_many_cut_lines_are_counted_and_the_first_ones_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triage, "MAX_LINE_BYTES", 10)
-    monkeypatch.setattr(triage, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(chunks, "MAX_LINE_BYTES", 10)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 64)
     text = "".join(f"short {n}\n" if n % 2 else f"{'y' * (20 + n)}\n" for n in range(20))
     result = triage_log(write(tmp_path, text.encode()))
     assert result.line_count == 20

@@ -22,7 +22,7 @@ import psutil
 import pytest
 from support import REPO_ROOT, run_invoke
 
-from pytorch_winbuild.diagnosis import triage
+from pytorch_winbuild.diagnosis import chunks
 
 # `python -m invoke diagnose` on a 1 kB log: about 43 MB resident (Python, Invoke, Hyperscan, RE2).
 # The reader's own buffers add MAX_LINE_BYTES + CHUNK_BYTES and a few copies of a chunk.
@@ -119,7 +119,7 @@ def test_a_line_of_1_gib_is_cut_in_bounded_memory(tmp_path: Path) -> None:
         assert f"line 2 ({line_bytes} bytes)" in run.stdout
         assert "First error (line 3, ninja):" in run.stdout
         assert "Summary (line 5): " + HEAP in run.stdout
-        assert f"[line cut: {line_bytes} bytes long, only its first {triage.MAX_LINE_BYTES} searched]" in run.stdout
+        assert f"[line cut: {line_bytes} bytes long, only its first {chunks.MAX_LINE_BYTES} searched]" in run.stdout
         assert "[compiler-out-of-heap]" in run.stdout
         runs[zeros] = run
     small, big = runs.values()

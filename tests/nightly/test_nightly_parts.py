@@ -21,7 +21,7 @@ from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.matrix import entry_python, parse_matrix
 from pytorch_winbuild.nightly.retention import apply_retention, newest_wheels
 from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
-from pytorch_winbuild.planning.plan import EnvChange
+from pytorch_winbuild.planning.plan_model import EnvChange
 from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest
 
 SOURCE = "/src/nightly/cpu"

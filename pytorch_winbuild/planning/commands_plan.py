@@ -1,0 +1,143 @@
+"""The commands a plan prints for people to paste, and the build's own arguments.
+
+Every word is quoted for the plan's shell (cmd on Windows, sh on Linux), and a value no quoting keeps literal is
+refused rather than printed changed; kept apart from the decisions, which need no shell to be made.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.knowledge.choices import CudaWord
+from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.planning.options import Options
+from pytorch_winbuild.planning.plan_model import Command, PlannedArchive, VcvarsCall
+from pytorch_winbuild.planning.python_choice import BuildPython
+from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, VenvPlan
+from pytorch_winbuild.text import quoting_bat as bat
+from pytorch_winbuild.text.quoting import refuse_control_characters
+
+
+def build_arguments_for(era: Era, options: Options) -> tuple[str, ...]:
+    """What the build runs after the Python interpreter: the era's --mode command, or its LibTorch script."""
+    if not options.libtorch:
+        return era.commands[options.mode]
+    if "libtorch" not in era.commands:
+        raise ConfigurationError(
+            f"PyTorch {era.name} has no LibTorch build script (tools/build_libtorch.py).",
+            fix="build a newer PyTorch, or leave --libtorch out.",
+        )
+    return era.commands["libtorch"]
+
+
+_ARGUMENT_FIX = (
+    'use a value without it: for the cache folder, one whose path has none of " % ! nor control characters '
+    "(--cache-dir, winbuild.cache_dir or the facts file's cache_dir)."
+)
+
+
+def quote_argument(os_name: str, value: str, what: str = "the argument") -> str:
+    """One argument as the plan's shell reads it: cmd (a prompt or a .bat) on Windows, POSIX sh on Linux.
+    A value no quoting keeps literal there is refused (ConfigurationError), never printed changed."""
+    if os_name == "windows":
+        return bat.command_argument(value, what, _ARGUMENT_FIX)
+    return shlex.quote(refuse_control_characters(value, what))
+
+
+def command_line(os_name: str, words: Sequence[str]) -> str:
+    """A command the plan prints, every word quoted for the plan's shell, so it works when pasted."""
+    return " ".join(quote_argument(os_name, word) for word in words)
+
+
+def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
+    """`invoke fetch-deps` with every choice spelled out, so it fetches exactly the plan's archives
+    whatever the era, source folder or configuration of the shell that runs it."""
+    words = ["invoke", "fetch-deps", "--cuda", cuda.version if cuda else CudaWord.CPU]
+    for archive in archives:
+        words += [f"--{archive.name}-version", archive.version]
+        if archive.catalog_archive is not None and archive.catalog_archive.variant == "debug":
+            words.append("--magma-debug")
+    if cuda is not None and not any(a.name == "magma" for a in archives):
+        words.append("--no-magma")
+    line = command_line(os_name, words)
+    if options.cache_dir_given:
+        line += " --cache-dir " + quote_argument(os_name, str(options.cache_dir), "the cache folder")
+    return line
+
+
+def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> list[Command]:
+    """Make the build venv and install the era's requirements, as the builder does (builder/build_venv.py).
+    The venv lies in the cache folder: a cache folder no quoting keeps is named as such."""
+
+    def line(words: list[str]) -> str:
+        quote_argument(os_name, str(options.cache_dir), "the cache folder")
+        return command_line(os_name, words)
+
+    pips = [r.spec for r in venv.requirements if r.name == "pip"]  # as builder/build_venv.py installs them
+    rest = [spec for spec in venv.specs if spec not in pips]
+    return [
+        Command.quoted(
+            "make the build venv (the build reuses it while its key matches)",
+            lambda: line([venv.base, "-m", "venv", venv.folder]),
+        ),
+    ] + [
+        Command.quoted(what, lambda specs=specs: line([venv.python, *PIP_INSTALL, *specs]))  # type: ignore[misc]
+        for what, specs in (
+            ("upgrade the venv's pip first (the one bundled with an old Python is too old for the pins' wheels)", pips),
+            (f"install PyTorch {era.name}'s build requirements into it", rest),
+        )
+        if specs
+    ]
+
+
+def python_fetch_command(os_name: str, options: Options, build_python: BuildPython) -> str:
+    """`invoke fetch-deps --python X.Y`, into the plan's cache folder."""
+    line = command_line(os_name, ["invoke", "fetch-deps", "--python", build_python.minor])
+    if options.cache_dir_given:
+        line += " --cache-dir " + quote_argument(os_name, str(options.cache_dir), "the cache folder")
+    return line
+
+
+def plan_commands(
+    era: Era,
+    options: Options,
+    vcvars: VcvarsCall | None,
+    cuda: CudaInstall | None,
+    archives: list[PlannedArchive],
+    facts: Facts,
+    build_arguments: tuple[str, ...],
+    build_python: BuildPython,
+    venv: VenvPlan | None,
+) -> list[Command]:
+    commands = []
+    if any(not a.present for a in archives):
+        commands.append(
+            Command.quoted(
+                "download and extract exactly these MKL/MAGMA archives into the cache",
+                lambda: fetch_command(facts.os, options, cuda, archives),
+            )
+        )
+    if not build_python.present:
+        commands.append(
+            Command.quoted(
+                f"download and extract CPython {build_python.version} from NuGet into the cache",
+                lambda: python_fetch_command(facts.os, options, build_python),
+            )
+        )
+    if venv is not None:
+        commands += venv_commands(facts.os, options, era, venv)
+    if vcvars:
+        commands.append(Command.quoted(f"enter the compiler environment of {vcvars.instance}", lambda: vcvars.command))
+    what = "build LibTorch only" if options.libtorch else f"build ({options.mode})"
+    python = venv.python if venv else build_python.executable
+
+    def build_line() -> str:
+        if venv is not None:
+            quote_argument(facts.os, str(options.cache_dir), "the cache folder")
+        return command_line(facts.os, [python, *build_arguments])
+
+    commands.append(Command.quoted(what, build_line))
+    return commands

@@ -1,0 +1,172 @@
+"""The plan's records and the builder that collects them: what every planning step reads and writes.
+
+They live apart from the steps so that the acting packages (builder, nightly, faces) import what a plan is
+without importing how it is made, and so that each step module can share one builder without cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, Literal
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.model import CudaInstall, Gpu, VisualStudio
+from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
+from pytorch_winbuild.planning.host_compiler import HostChoice
+from pytorch_winbuild.planning.python_choice import BuildPython
+from pytorch_winbuild.planning.venv_plan import VenvPlan
+from pytorch_winbuild.text import quoting_bat as bat
+
+Action = Literal["set", "prepend", "unset"]
+
+# The variable that points a build at one CUDA toolkit, per OS (PyTorch reads CUDA_PATH on
+# Windows, where the NVIDIA installer sets it, and CUDA_HOME on Linux).
+CUDA_ROOT_VARIABLE = {"windows": "CUDA_PATH", "linux": "CUDA_HOME"}
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    name: str
+    value: str
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True)
+class VcvarsCall:
+    script: str
+    args: tuple[str, ...]
+    instance: str  # the instance's label, for people
+
+    @property
+    def command(self) -> str:
+        """The call to paste at a cmd prompt or into a .bat; refused (exit 2) when no quoting keeps the path."""
+        return bat.printed_call(self.script, self.args)
+
+
+@dataclass(frozen=True)
+class CompilerChoice:
+    """A Visual Studio instance and one of its toolsets."""
+
+    instance: VisualStudio
+    toolset: str  # full version, e.g. "14.11.25503"
+
+    @property
+    def short(self) -> str:
+        return toolset_short(self.toolset)
+
+    @property
+    def msc_ver(self) -> int:
+        return toolset_msc_ver(self.toolset)
+
+
+@dataclass(frozen=True)
+class PlannedArchive:
+    name: str
+    version: str
+    file_name: str
+    folder: str
+    present: bool
+    set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) from the catalog
+    prepend_vars: tuple[tuple[str, str], ...] = ()
+    catalog_archive: Any = None  # the deps.catalog.Archive, which fetch-deps takes
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command the plan prints for people to paste into its shell (cmd on Windows, sh on Linux)."""
+
+    what: str
+    command: str | None  # None when no quoting keeps one of its values literal there: `refused` says why
+    refused: ConfigurationError | None = field(default=None, compare=False)
+
+    @classmethod
+    def quoted(cls, what: str, line: Callable[[], str]) -> Command:
+        """The command `line()` writes, or its refusal, kept for the table, which shows commands to paste:
+        a build, its report, JSON and a .bat that sets the environment do without them."""
+        try:
+            return cls(what, line())
+        except ConfigurationError as error:
+            return cls(what, None, error)
+
+
+@dataclass(frozen=True)
+class Plan:
+    os: str
+    pytorch_version: str
+    pytorch_version_source: str
+    era: Era
+    python: str  # the build Python, as the plan shows it
+    build_python: BuildPython
+    venv: VenvPlan | None  # None: the commands run under build_python itself (build-ext)
+    compiler: CompilerChoice | None
+    cuda_host_compiler: CompilerChoice | None
+    vcvars: VcvarsCall | None
+    cuda: CudaInstall | None
+    cuda_msc_range: tuple[int, int] | None
+    cuda_msc_range_source: str
+    nvcc_host: HostChoice | None  # Linux: the compiler nvcc runs for host code (None: Windows, CPU, not checked)
+    generator: str
+    compiler_cache: str
+    archives: tuple[PlannedArchive, ...]
+    changes: tuple[EnvChange, ...]
+    commands: tuple[Command, ...]
+    build_arguments: tuple[str, ...]  # what --mode runs, after the Python interpreter
+    decisions: tuple[str, ...]
+    warnings: tuple[str, ...]
+    path_separator: str = field(default=";")
+    source: str = ""  # the tree this plan builds, as the caller found it ("none" when there is none)
+    gpus: tuple[Gpu, ...] = ()  # the machine's GPUs (facts): build-ext checks what it built against them
+
+    def check_printable(self) -> None:
+        """ConfigurationError (exit 2) when a command the table shows cannot be written to work when pasted."""
+        for command in self.commands:
+            if command.refused is not None:
+                raise command.refused
+
+    def final_env(self) -> dict[str, str]:
+        """The variables the plan touches, after its changes, on top of an unknown environment.
+
+        A prepend onto a variable the plan did not set itself keeps a reference to the original
+        (`%PATH%` on Windows, `$PATH` on Linux), so the result is exact without a full dump.
+        """
+        env: dict[str, str] = {}
+        for change in self.changes:
+            if change.action == "set":
+                env[change.name] = change.value
+            elif change.action == "unset":
+                env.pop(change.name, None)
+            else:
+                previous = env.get(change.name, f"%{change.name}%" if self.os == "windows" else f"${change.name}")
+                env[change.name] = change.value + self.path_separator + previous
+        return env
+
+
+# Given a catalog archive, where fetch-deps puts it and whether it is there (with a valid marker).
+ArchiveLocator = Callable[[Any], "tuple[str, bool]"]
+
+
+@dataclass
+class PlanBuilder:
+    """Collects changes, decisions and warnings while the plan is made."""
+
+    changes: list[EnvChange] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def set(self, name: str, value: str, reason: str) -> None:
+        self.changes.append(EnvChange(name, value, "set", reason))
+
+    def prepend(self, name: str, value: str, reason: str) -> None:
+        self.changes.append(EnvChange(name, value, "prepend", reason))
+
+    def unset(self, name: str, reason: str) -> None:
+        self.changes.append(EnvChange(name, "", "unset", reason))
+
+
+def plan_paths(os_name: str) -> type[PureWindowsPath] | type[PurePosixPath]:
+    """The path type of the plan's machine, whatever machine makes the plan."""
+    return PureWindowsPath if os_name == "windows" else PurePosixPath
