@@ -233,8 +233,10 @@ def build(
 ) -> None:
     """The `build` task; `plan_flags` are the PLAN_FLAGS, by name."""
     from pytorch_winbuild.faces.render import render
+    from pytorch_winbuild.knowledge.choices import parse_mode
 
     _check_build_flags(source=source, host=host, dry_run=dry_run, repo=repo, ref=ref, log_dir=log_dir)
+    chosen_mode = parse_mode(mode)
     cache = cache_choice(c, plan_flags["cache_dir"])
     folder = cache.folder
     mirror = None if dry_run else checked_mirror(c, None)  # before the clone: where missing MKL/MAGMA come from
@@ -252,7 +254,7 @@ def build(
         host=host,
         source=source,
         cache=cache,
-        mode=mode,
+        mode=chosen_mode,
         libtorch=libtorch,
         arguments=plan_flags,
         measured_for="build",
@@ -271,7 +273,7 @@ def build(
         checkout=checkout,
         cache_dir=folder,
         log_dir=Path(log_dir) if log_dir else default_log_dir(folder),
-        mode=mode,
+        mode=chosen_mode,
         libtorch=libtorch,
         clean=clean,
         verify=not no_verify,

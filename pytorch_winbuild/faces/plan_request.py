@@ -166,15 +166,15 @@ def source_folder(source: str | None) -> Path | None:
     return folder
 
 
-def read_options(c: Context, flags: dict[str, Any], knowledge: Any, mode: str | None = None, **typed: Any) -> Any:
-    """The text flags in `flags` (by Options name; None: not given) with their settings, and --mode (a flag only),
-    as one typed Options; `typed` adds values the task holds as their type. Facts, paths and the Python are added
-    by the caller."""
+def read_options(c: Context, flags: dict[str, Any], knowledge: Any, **typed: Any) -> Any:
+    """The text flags in `flags` (by Options name; None: not given) with their settings, as one typed Options;
+    `typed` adds values the task holds as their type (--mode, parsed where the task reads it). Facts, paths and
+    the Python are added by the caller."""
     from pytorch_winbuild.planning.options import parse_options
 
     names = [name for name in TEXT_FLAGS if name in flags]
-    raw = {name: setting(c, name, flags[name]) for name in names} | {"mode": mode}
-    labels = {name: flag_label(name, flags.get(name)) for name in (*names, "jobs")} | {"mode": "--mode"}
+    raw = {name: setting(c, name, flags[name]) for name in names}
+    labels = {name: flag_label(name, flags.get(name)) for name in (*names, "jobs")}
     if "jobs" in flags:
         typed["jobs"] = whole_number(
             setting(c, "jobs", flags["jobs"]), labels["jobs"], unit=" parallel compile jobs (MAX_JOBS)"
@@ -226,7 +226,7 @@ def plan_from_flags(
     host: str | None,
     source: str | None,
     cache: CacheChoice,
-    mode: str = "install",
+    mode: Any = None,
     libtorch: bool = False,
     source_is_pytorch: bool = True,
     arguments: dict[str, Any],
@@ -252,7 +252,7 @@ def plan_from_flags(
         c,
         flags,
         knowledge,
-        mode,
+        **({"mode": mode} if mode is not None else {}),
         libtorch=libtorch,
         mkl_version=flags["mkl_version"],
         magma_version=flags["magma_version"],
