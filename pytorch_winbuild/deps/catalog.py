@@ -263,6 +263,35 @@ def _python_archives(data: dict[str, Any], known: dict[str, Any], where: str) ->
     return archives
 
 
+def _mkl_archives(
+    data: dict[str, Any], known: dict[str, Any], base_url: str, where: str
+) -> tuple[dict[str, Archive], str]:
+    """[mkl]: one archive per version in the public bucket, and the version a build gets by default."""
+    spec = _kind(data, "mkl", where)
+    archives: dict[str, Archive] = {}
+    for version in string_list(spec["table"], "versions", spec["where"]):
+        file_name = spec["file"].format(version=version)
+        sha256, size = _known(known, file_name, where)
+        archives[version] = Archive(
+            name="mkl",
+            label=spec["label"],
+            version=version,
+            file_name=file_name,
+            base_url=base_url,
+            sha256=sha256,
+            size=size,
+            layout=spec["layout"],
+            set_vars=spec["set_vars"],
+            prepend_vars=spec["prepend_vars"],
+        )
+    default = require(spec["table"], "default_version", str, spec["where"])
+    if default not in archives:
+        raise ConfigurationError(
+            f"{spec['where']}.default_version: '{default}' is not one of versions {sorted(archives)}."
+        )
+    return archives, default
+
+
 def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
     """Validate a parsed deps.toml; every problem names the file and key."""
     where = str(source)
@@ -271,29 +300,7 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
         raise ConfigurationError(f"{where}.base_url: expected an https:// URL, got {base_url!r}.")
     base_url = base_url.rstrip("/") + "/"
     known = optional(data, "known", dict, where, {})
-
-    mkl_spec = _kind(data, "mkl", where)
-    mkl: dict[str, Archive] = {}
-    for version in string_list(mkl_spec["table"], "versions", mkl_spec["where"]):
-        file_name = mkl_spec["file"].format(version=version)
-        sha256, size = _known(known, file_name, where)
-        mkl[version] = Archive(
-            name="mkl",
-            label=mkl_spec["label"],
-            version=version,
-            file_name=file_name,
-            base_url=base_url,
-            sha256=sha256,
-            size=size,
-            layout=mkl_spec["layout"],
-            set_vars=mkl_spec["set_vars"],
-            prepend_vars=mkl_spec["prepend_vars"],
-        )
-    mkl_default = require(mkl_spec["table"], "default_version", str, mkl_spec["where"])
-    if mkl_default not in mkl:
-        raise ConfigurationError(
-            f"{mkl_spec['where']}.default_version: '{mkl_default}' is not one of versions {sorted(mkl)}."
-        )
+    mkl, mkl_default = _mkl_archives(data, known, base_url, where)
 
     magma_spec = _kind(data, "magma", where)
     magma: dict[tuple[str, str, str], Archive] = {}

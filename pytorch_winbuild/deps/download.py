@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -187,6 +188,242 @@ def size_bound(settings: DownloadSettings, expected_size: int | None, size_sourc
     )
 
 
+class _Download:
+    """One archive's download, in three parts: the retry loop (run), the reading of a response's status and
+    size (_announced_total), and the streaming of its body into `part` (_stream). The state a retry carries
+    over lives here: the bytes in `part`, their running checksum, what earlier attempts moved."""
+
+    def __init__(
+        self,
+        url: str,
+        part: Path,
+        *,
+        session: requests.Session,
+        settings: DownloadSettings,
+        expected_size: int | None,
+        progress: Progress,
+        cancel: threading.Event,
+        log: Callable[[str], None],
+        remedies: Remedies,
+        size_source: str,
+    ) -> None:
+        self.url = url
+        self.part = part
+        self.session = session
+        self.settings = settings
+        self.expected_size = expected_size
+        self.progress = progress
+        self.cancel = cancel
+        self.log = log
+        self.remedies = remedies
+        self.shown = redact_text(url)
+        self.name = part.name.removesuffix(".part")
+        self.limit, self.limit_text = size_bound(settings, expected_size, size_source)
+        self.deadline_at = time.monotonic() + settings.deadline
+        self.digest, self.have = hashlib.sha256(), 0  # the bytes in `part` so far
+        self.transferred = 0  # bytes moved by the attempts before this one
+        self.received_now = 0  # bytes moved by this attempt
+        self.failures = 0  # attempts in a row that moved nothing
+
+    # Retry: attempts with exponential backoff, within the deadline.
+
+    def run(self) -> Received:
+        """The attempts, until `part` holds the whole file or a failure is not worth another one."""
+        self._take_up_part()
+        if self.expected_size is not None and self.have == self.expected_size:
+            return self._received(transferred=0)
+        while True:
+            if self.cancel.is_set():
+                raise Cancelled()
+            remaining = self.deadline_at - time.monotonic()
+            if remaining <= 0:
+                raise self._past_deadline()
+            self.received_now = 0
+            try:
+                return self._attempt(remaining)
+            except requests.exceptions.SSLError as exc:
+                raise DependencyError(
+                    f"the TLS certificate of {self.shown} could not be verified ({redact_text(str(exc))}).",
+                    fix="if a company proxy inspects HTTPS, point REQUESTS_CA_BUNDLE at its CA certificate file; TLS "
+                    "checks are never switched off.",
+                ) from None
+            except (
+                requests.exceptions.InvalidURL,
+                requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema,
+            ) as exc:
+                raise DependencyError(
+                    f"{self.shown} is not a usable URL ({redact_text(str(exc))}).",
+                    fix=self.remedies.bad_url,
+                ) from None
+            except (requests.RequestException, _Retryable) as exc:
+                self._wait_to_retry(exc)
+            except OSError as exc:
+                raise write_error(exc, self.part) from None
+
+    def _take_up_part(self) -> None:
+        """Resume after the bytes an earlier run left in `part`, unless there are more than the bound allows."""
+        if not self.part.exists():
+            return
+        # By its size, before reading it: a huge .part is not hashed for nothing.
+        if self.part.stat().st_size > self.limit:
+            self.log(f"{self.name}: the partial download is larger than {self.limit_text}; starting over")
+        else:
+            self.digest, self.have = _hash_file(self.part, self.settings.chunk_size)
+
+    def _wait_to_retry(self, exc: requests.RequestException | _Retryable) -> None:
+        """Wait before the next attempt, or raise when none is worth making: a host name that does not resolve,
+        too many attempts in a row without progress, no time left before the deadline."""
+        unresolved = _name_resolution_error(exc) if isinstance(exc, requests.RequestException) else None
+        if unresolved is not None:
+            proxy = " (the proxy's name)" if isinstance(exc, requests.exceptions.ProxyError) else ""
+            raise DependencyError(
+                f"could not download {self.shown}: the host name does not resolve{proxy} "
+                f"({redact_text(str(unresolved))}). Not retried: a name that does not resolve now will not "
+                "resolve a few seconds later.",
+                fix=self.remedies.unresolved,
+            ) from None
+        reason = redact_text(str(exc)) or type(exc).__name__
+        self.transferred += self.received_now
+        if isinstance(exc, _Restart):
+            self.digest, self.have = hashlib.sha256(), 0
+            self.part.unlink(missing_ok=True)
+        self.failures = 0 if self.received_now else self.failures + 1
+        if self.failures >= self.settings.attempts:
+            raise DependencyError(
+                f"could not download {self.shown}: {reason} ({self.failures} attempts in a row without progress).",
+                fix=self.remedies.network,
+            ) from None
+        wait = min(self.settings.backoff * 2 ** max(self.failures - 1, 0), self.settings.max_backoff)
+        if time.monotonic() + wait >= self.deadline_at:
+            raise DependencyError(
+                f"could not download {self.shown} within the {self.settings.deadline:.0f} s allowed for one "
+                f"archive ([download] deadline): {reason}.",
+                fix=self.remedies.network,
+            ) from None
+        self.log(f"{self.name}: {reason}; retrying in {wait:.1f} s")
+        if self.cancel.wait(wait):
+            raise Cancelled() from None
+
+    def _past_deadline(self) -> DependencyError:
+        return DependencyError(
+            f"downloading {self.shown} took longer than the {self.settings.deadline:.0f} s allowed for one archive "
+            "([download] deadline); stopped.",
+            fix=self.remedies.limits,
+        )
+
+    def _received(self, transferred: int) -> Received:
+        return Received(sha256=self.digest.hexdigest(), size=self.have, transferred=transferred)
+
+    def _attempt(self, remaining: float) -> Received:
+        """One request: the rest of the file (from `have` on) into `part`."""
+        headers = {"Accept-Encoding": "identity"}
+        if self.have:
+            headers["Range"] = f"bytes={self.have}-"
+        timeout = (min(self.settings.connect_timeout, remaining), min(self.settings.read_timeout, remaining))
+        with self.session.get(self.url, headers=headers, stream=True, timeout=timeout) as response:
+            if self._already_complete(response):
+                return self._received(transferred=self.transferred)  # the .part was already complete
+            total = self._announced_total(response)
+            self._stream(response, total)
+            if total is not None and self.have > total:
+                raise _Restart(f"the server sent {self.have} bytes of a {total}-byte file")
+            if total is not None and self.have < total:
+                raise _Retryable(f"the connection ended after {self.have} of {total} bytes")
+            return self._received(transferred=self.transferred + self.received_now)
+
+    # Status: what the response's status and headers say about the body that follows.
+
+    def _already_complete(self, response: requests.Response) -> bool:
+        """Whether a 416 answer to the resume request says the `.part` file already holds the whole file."""
+        if response.status_code != 416 or not self.have:
+            return False
+        if response.headers.get("Content-Range") == f"bytes */{self.have}":
+            return True
+        raise _Restart("the server refused to resume (HTTP 416)")
+
+    def _announced_total(self, response: requests.Response) -> int | None:
+        """The file's size as the response announces it (None when it does not), once its status says a body
+        of the expected file follows; a 200 answer to a resume request starts the file over."""
+        status = response.status_code
+        if status >= 500 or status == 429:
+            raise _Retryable(f"HTTP {status} {response.reason}")
+        if status >= 400:
+            raise DependencyError(
+                f"{self.shown} answered HTTP {status} {response.reason}: the file is not there or not readable.",
+                fix=self.remedies.missing,
+            )
+        if status not in (200, 206):
+            raise DependencyError(
+                f"{self.shown} answered HTTP {status} {response.reason} instead of the file.", fix=self.remedies.missing
+            )
+        total: int | None = None
+        if status == 206:
+            match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", ""))
+            if match is None or int(match.group(1)) != self.have:
+                raise _Restart(f"the server resumed at the wrong place ({response.headers.get('Content-Range')!r})")
+            total = None if match.group(3) == "*" else int(match.group(3))
+        else:
+            if self.have:
+                self.log(f"{self.name}: the server ignored the resume request; downloading from the start")
+                self.digest, self.have = hashlib.sha256(), 0
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isascii() and length.isdigit() else None
+        if self.expected_size is not None and total is not None and total != self.expected_size:
+            raise DependencyError(
+                f"{self.shown} is {total} bytes, but {self.expected_size} bytes are expected: the file on the "
+                "server is not the one recorded.",
+                fix=self.remedies.replaced,
+            )
+        if total is not None and total > self.limit:
+            raise DependencyError(
+                f"{self.shown} announces {total} bytes, more than {self.limit_text}; nothing was downloaded.",
+                fix=self.remedies.limits,
+            )
+        return total
+
+    # Streaming: the body into `part`, with progress, the size bound, the speed limit and the deadline.
+
+    def _stream(self, response: requests.Response, total: int | None) -> None:
+        self.progress.start(total, self.have)
+        pace = _Pace(self.settings.speed_limit, self.settings.speed_time, time.monotonic())
+        ended = False  # the body ended by itself, not by an error or a limit
+        try:
+            with self.part.open("ab" if self.have else "wb") as out:
+                for chunk in _body(response, self.settings.chunk_size):
+                    self._write(out, chunk, pace)
+            ended = True
+        finally:
+            self.progress.close(complete=ended and (total is None or self.have == total))
+
+    def _write(self, out: IO[bytes], chunk: bytes, pace: _Pace) -> None:
+        """Append one chunk of the body, unless the run stops or the download passes a limit."""
+        if self.cancel.is_set():
+            raise Cancelled()
+        if self.have + len(chunk) > self.limit:
+            raise DependencyError(
+                f"{self.shown} sent more than {self.limit_text}: stopped after {self.have} bytes, "
+                "before writing any more; the partial file was deleted.",
+                fix=self.remedies.limits,
+            )
+        out.write(chunk)
+        self.digest.update(chunk)
+        self.have += len(chunk)
+        self.received_now += len(chunk)
+        self.progress.advance(len(chunk))
+        now = time.monotonic()
+        speed = pace.too_slow(now, self.received_now)
+        if speed is not None:
+            raise DependencyError(
+                f"{self.shown} sent {speed:.0f} bytes/s over the last {self.settings.speed_time:g} s, "
+                f"under the {self.settings.speed_limit} bytes/s required ([download] speed_limit, "
+                f"speed_time); stopped after {self.have} bytes.",
+                fix=self.remedies.limits,
+            )
+        if now > self.deadline_at:
+            raise self._past_deadline()
+
+
 def download(
     url: str,
     part: Path,
@@ -206,172 +443,19 @@ def download(
     says where that size comes from, for the message. Every failure raises DependencyError; the
     caller deletes `part` then (a Cancelled one stays, to resume).
     """
-    shown = redact_text(url)
-    name = part.name.removesuffix(".part")
-    limit, limit_text = size_bound(settings, expected_size, size_source)
-    started = time.monotonic()
-    deadline_at = started + settings.deadline
-
-    def past_deadline() -> DependencyError:
-        return DependencyError(
-            f"downloading {shown} took longer than the {settings.deadline:.0f} s allowed for one archive "
-            "([download] deadline); stopped.",
-            fix=remedies.limits,
-        )
-
-    digest, have = hashlib.sha256(), 0
-    if part.exists():
-        if part.stat().st_size > limit:  # by its size, before reading it: a huge .part is not hashed for nothing
-            log(f"{name}: the partial download is larger than {limit_text}; starting over")
-        else:
-            digest, have = _hash_file(part, settings.chunk_size)
-    if expected_size is not None and have == expected_size:
-        return Received(sha256=digest.hexdigest(), size=have, transferred=0)
-
-    transferred = 0
-    failures = 0
-    while True:
-        if cancel.is_set():
-            raise Cancelled()
-        remaining = deadline_at - time.monotonic()
-        if remaining <= 0:
-            raise past_deadline()
-        received_now = 0
-        headers = {"Accept-Encoding": "identity"}
-        if have:
-            headers["Range"] = f"bytes={have}-"
-        try:
-            timeout = (min(settings.connect_timeout, remaining), min(settings.read_timeout, remaining))
-            with session.get(url, headers=headers, stream=True, timeout=timeout) as response:
-                status = response.status_code
-                if status == 416 and have:
-                    if response.headers.get("Content-Range") == f"bytes */{have}":
-                        return Received(
-                            sha256=digest.hexdigest(), size=have, transferred=transferred
-                        )  # the .part was already complete
-                    raise _Restart("the server refused to resume (HTTP 416)")
-                if status >= 500 or status == 429:
-                    raise _Retryable(f"HTTP {status} {response.reason}")
-                if status >= 400:
-                    raise DependencyError(
-                        f"{shown} answered HTTP {status} {response.reason}: the file is not there or not readable.",
-                        fix=remedies.missing,
-                    )
-                if status not in (200, 206):
-                    raise DependencyError(
-                        f"{shown} answered HTTP {status} {response.reason} instead of the file.", fix=remedies.missing
-                    )
-                total: int | None = None
-                if status == 206:
-                    match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", ""))
-                    if match is None or int(match.group(1)) != have:
-                        raise _Restart(
-                            f"the server resumed at the wrong place ({response.headers.get('Content-Range')!r})"
-                        )
-                    total = None if match.group(3) == "*" else int(match.group(3))
-                else:
-                    if have:
-                        log(f"{name}: the server ignored the resume request; downloading from the start")
-                        digest, have = hashlib.sha256(), 0
-                    length = response.headers.get("Content-Length")
-                    total = int(length) if length and length.isascii() and length.isdigit() else None
-                if expected_size is not None and total is not None and total != expected_size:
-                    raise DependencyError(
-                        f"{shown} is {total} bytes, but {expected_size} bytes are expected: the file on the "
-                        "server is not the one recorded.",
-                        fix=remedies.replaced,
-                    )
-                if total is not None and total > limit:
-                    raise DependencyError(
-                        f"{shown} announces {total} bytes, more than {limit_text}; nothing was downloaded.",
-                        fix=remedies.limits,
-                    )
-                progress.start(total, have)
-                pace = _Pace(settings.speed_limit, settings.speed_time, time.monotonic())
-                ended = False  # the body ended by itself, not by an error or a limit
-                try:
-                    with part.open("ab" if have else "wb") as out:
-                        for chunk in _body(response, settings.chunk_size):
-                            if cancel.is_set():
-                                raise Cancelled()
-                            if have + len(chunk) > limit:
-                                raise DependencyError(
-                                    f"{shown} sent more than {limit_text}: stopped after {have} bytes, "
-                                    "before writing any more; the partial file was deleted.",
-                                    fix=remedies.limits,
-                                )
-                            out.write(chunk)
-                            digest.update(chunk)
-                            have += len(chunk)
-                            received_now += len(chunk)
-                            progress.advance(len(chunk))
-                            now = time.monotonic()
-                            speed = pace.too_slow(now, received_now)
-                            if speed is not None:
-                                raise DependencyError(
-                                    f"{shown} sent {speed:.0f} bytes/s over the last {settings.speed_time:g} s, "
-                                    f"under the {settings.speed_limit} bytes/s required ([download] speed_limit, "
-                                    f"speed_time); stopped after {have} bytes.",
-                                    fix=remedies.limits,
-                                )
-                            if now > deadline_at:
-                                raise past_deadline()
-                    ended = True
-                finally:
-                    progress.close(complete=ended and (total is None or have == total))
-                if total is not None and have > total:
-                    raise _Restart(f"the server sent {have} bytes of a {total}-byte file")
-                if total is not None and have < total:
-                    raise _Retryable(f"the connection ended after {have} of {total} bytes")
-                return Received(sha256=digest.hexdigest(), size=have, transferred=transferred + received_now)
-        except requests.exceptions.SSLError as exc:
-            raise DependencyError(
-                f"the TLS certificate of {shown} could not be verified ({redact_text(str(exc))}).",
-                fix="if a company proxy inspects HTTPS, point REQUESTS_CA_BUNDLE at its CA certificate file; TLS "
-                "checks are never switched off.",
-            ) from None
-        except (
-            requests.exceptions.InvalidURL,
-            requests.exceptions.MissingSchema,
-            requests.exceptions.InvalidSchema,
-        ) as exc:
-            raise DependencyError(
-                f"{shown} is not a usable URL ({redact_text(str(exc))}).",
-                fix=remedies.bad_url,
-            ) from None
-        except (requests.RequestException, _Retryable) as exc:
-            unresolved = _name_resolution_error(exc) if isinstance(exc, requests.RequestException) else None
-            if unresolved is not None:
-                proxy = " (the proxy's name)" if isinstance(exc, requests.exceptions.ProxyError) else ""
-                raise DependencyError(
-                    f"could not download {shown}: the host name does not resolve{proxy} "
-                    f"({redact_text(str(unresolved))}). Not retried: a name that does not resolve now will not "
-                    "resolve a few seconds later.",
-                    fix=remedies.unresolved,
-                ) from None
-            reason = redact_text(str(exc)) or type(exc).__name__
-            transferred += received_now
-            if isinstance(exc, _Restart):
-                digest, have = hashlib.sha256(), 0
-                part.unlink(missing_ok=True)
-            failures = 0 if received_now else failures + 1
-            if failures >= settings.attempts:
-                raise DependencyError(
-                    f"could not download {shown}: {reason} ({failures} attempts in a row without progress).",
-                    fix=remedies.network,
-                ) from None
-            wait = min(settings.backoff * 2 ** max(failures - 1, 0), settings.max_backoff)
-            if time.monotonic() + wait >= deadline_at:
-                raise DependencyError(
-                    f"could not download {shown} within the {settings.deadline:.0f} s allowed for one "
-                    f"archive ([download] deadline): {reason}.",
-                    fix=remedies.network,
-                ) from None
-            log(f"{name}: {reason}; retrying in {wait:.1f} s")
-            if cancel.wait(wait):
-                raise Cancelled() from None
-        except OSError as exc:
-            raise write_error(exc, part) from None
+    job = _Download(
+        url,
+        part,
+        session=session,
+        settings=settings,
+        expected_size=expected_size,
+        progress=progress,
+        cancel=cancel,
+        log=log,
+        remedies=remedies,
+        size_source=size_source,
+    )
+    return job.run()
 
 
 def copy_local(

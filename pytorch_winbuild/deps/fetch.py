@@ -281,8 +281,8 @@ def _fetch_missing(
     # Imported here: requests costs ~0.1 s to import (py7zr as much, where no native 7-Zip reads the
     # archives), and a warm run must not pay that.
     from pytorch_winbuild.deps.download import DownloadSettings
-    from pytorch_winbuild.deps.extract import find_native_7zip
     from pytorch_winbuild.deps.pipeline import Pipeline
+    from pytorch_winbuild.deps.seven_zip import find_native_7zip
 
     catalog = catalog or load_catalog()
     extract_settings = catalog.extract

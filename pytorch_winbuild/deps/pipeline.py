@@ -22,6 +22,7 @@ from pathlib import Path
 import requests
 
 from pytorch_winbuild.deps import cache
+from pytorch_winbuild.deps.archive_checks import BadArchive
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.download import (
     Cancelled,
@@ -33,7 +34,7 @@ from pytorch_winbuild.deps.download import (
     sha256_of,
     size_bound,
 )
-from pytorch_winbuild.deps.extract import BadArchive, install_archive
+from pytorch_winbuild.deps.extract import install_archive
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile, Pin, contradicted, pins_for
 from pytorch_winbuild.deps.progress import make_progress
 from pytorch_winbuild.deps.records import FIRST_USE, FetchedArchive, Source, trust_of

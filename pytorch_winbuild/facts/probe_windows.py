@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pytorch_winbuild.facts.model import Facts, PythonInfo, VisualStudio
+from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, VisualStudio
 from pytorch_winbuild.facts.probe_common import (
     TOOL_NAMES,
     CommandResult,
@@ -492,6 +492,46 @@ def long_paths_enabled(registry: Registry | None) -> bool | None:
     return bool(value) if isinstance(value, int) else False
 
 
+def windows_cuda_installs(
+    folders: list[CudaFolder], env: WindowsEnvironment, nvtoolsext: Path | None, commands: Commands, notes: list[str]
+) -> list[CudaInstall]:
+    """The toolkits in `folders` whose version is known, each with the NVTX and cuDNN headers it builds with."""
+    cudnn_include = clean_env_path(env.get("CUDNN_INCLUDE_DIR"))
+    cuda = []
+    for folder in folders:
+        versions = cuda_versions(folder, commands, notes)
+        if versions is None:
+            continue
+        major = int(versions[0].split(".")[0])
+        cuda.append(
+            cuda_install(
+                folder,
+                versions,
+                msc_range=host_config_range(folder.root),
+                nvtx=nvtoolsext if major <= 11 else nvtx3_dir(folder.root),
+                cudnn_include_dir=cudnn_include,
+            )
+        )
+    return cuda
+
+
+def known_visual_studio(instances: list[VswhereInstance], notes: list[str]) -> list[VisualStudio]:
+    """The vswhere instances, oldest first, that inspect cleanly and whose product line build_config knows."""
+    visual_studio = []
+    known_lines = load_knowledge().products
+    for instance in sorted(instances, key=lambda i: version_key(i.version)):
+        inspected = inspect_visual_studio(instance, notes)
+        if inspected is not None and inspected.product_line not in known_lines:
+            notes.append(
+                f"{inspected.label} at {inspected.path} ignored: pytorch-winbuild does not know Visual "
+                f"Studio {inspected.product_line!r} yet (build_config/visual_studio.toml knows "
+                f"{', '.join(known_lines)})."
+            )
+        elif inspected is not None:
+            visual_studio.append(inspected)
+    return visual_studio
+
+
 def probe_windows(
     environ: Mapping[str, str],
     *,
@@ -526,39 +566,14 @@ def probe_windows(
 
         vs2015 = visual_studio_2015(env, registry, notes)
         nvtoolsext = nvtoolsext_dir(env)
-        cudnn_include = clean_env_path(env.get("CUDNN_INCLUDE_DIR"))
-        cuda = []
-        for folder in folders:
-            versions = cuda_versions(folder, commands, notes)
-            if versions is None:
-                continue
-            major = int(versions[0].split(".")[0])
-            cuda.append(
-                cuda_install(
-                    folder,
-                    versions,
-                    msc_range=host_config_range(folder.root),
-                    nvtx=nvtoolsext if major <= 11 else nvtx3_dir(folder.root),
-                    cudnn_include_dir=cudnn_include,
-                )
-            )
+        cuda = windows_cuda_installs(folders, env, nvtoolsext, commands, notes)
         tools = collect_tools(tool_paths, commands, notes)
         instances = vswhere_instances(vswhere, commands.result("vswhere"), notes)
         gpu_facts = gpu_probe.result(notes)
         pythons = python_search.result(notes)
 
     visual_studio = [vs2015] if vs2015 is not None else []
-    known_lines = load_knowledge().products
-    for instance in sorted(instances, key=lambda i: version_key(i.version)):
-        inspected = inspect_visual_studio(instance, notes)
-        if inspected is not None and inspected.product_line not in known_lines:
-            notes.append(
-                f"{inspected.label} at {inspected.path} ignored: pytorch-winbuild does not know Visual "
-                f"Studio {inspected.product_line!r} yet (build_config/visual_studio.toml knows "
-                f"{', '.join(known_lines)})."
-            )
-        elif inspected is not None:
-            visual_studio.append(inspected)
+    visual_studio += known_visual_studio(instances, notes)
     cuda_path = clean_env_path(env.get("CUDA_PATH"))
     temp_dir = clean_env_path(env.get("TEMP")) or clean_env_path(env.get("TMP"))
     memory = memory if memory is not None else machine_memory(notes)

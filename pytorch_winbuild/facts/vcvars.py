@@ -23,7 +23,8 @@ exit with status 0, so those lines, and a PATH without cl.exe afterwards (looked
 captured PATH and PATHEXT), are failures whatever the exit status says.
 
 Capturing costs seconds, so results are cached as JSON (see `capture_vcvars`). Off Windows the
-script runs through Wine (`launcher=["wine", "cmd"]`), which the tests use.
+script runs through Wine (`launcher=["wine", "cmd"]`), which the tests use; starting cmd either
+way is `cmd_line`'s job.
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ import json
 import logging
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +42,15 @@ from typing import Any
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.facts.cmd_line import (
+    code_page,
+    decode_output,
+    default_launcher,
+    local_path,
+    run_command_line,
+    wine_prefix,
+    without_carriers,
+)
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.text.quoting import refuse_control_characters
 from pytorch_winbuild.text.redact import redact_text
@@ -52,16 +59,7 @@ log = logging.getLogger(__name__)
 
 MARKER = "PYTORCH_WINBUILD_VCVARS_MARKER"
 CACHE_FORMAT = 1
-TIMEOUT_SECONDS = 300
 DEFAULT_PATHEXT = ".COM;.EXE;.BAT;.CMD"
-
-# Off Windows, Wine rebuilds the Windows command line from argv and escapes every quote as \",
-# which cmd does not understand. So an outer cmd receives only quote-free words, and takes the
-# real command line and the Windows PATH from these variables with delayed expansion: text
-# expanded from !VAR! is never parsed again, so it reaches the inner cmd exactly as written.
-_CARRIER_PATH = "__PYTORCH_WINBUILD_PATH"
-_CARRIER_COMMAND = "__PYTORCH_WINBUILD_COMMAND"
-_TRAMPOLINE = ["/d", "/v:on", "/c", "set", f"PATH=!{_CARRIER_PATH}!&!ComSpec!", f"!{_CARRIER_COMMAND}!"]
 
 _BARE_ARGUMENT = re.compile(r"[A-Za-z0-9_.:=+/\\-]+")
 _ERROR_LINE_BYTES = re.compile(rb"\[ERROR:[^\r\n]*")
@@ -218,20 +216,7 @@ def _all_path_edits(
 
 
 # ---------------------------------------------------------------------------------------------
-# Output decoding
-
-
-def _code_page() -> str:
-    """What cmd writes without /u: the console (OEM) code page on Windows; under Wine in a C or
-    English locale, code page 1252."""
-    return "oem" if os.name == "nt" else "cp1252"
-
-
-def decode_output(data: bytes) -> str:
-    """Decode cmd output: UTF-16 (cmd /u) when it holds NUL bytes, else the console code page."""
-    if b"\x00" in data:
-        return data.decode("utf-16-le", errors="replace")
-    return data.decode(_code_page(), errors="replace")
+# Reading the output
 
 
 def error_lines(data: bytes) -> list[str]:
@@ -241,7 +226,7 @@ def error_lines(data: bytes) -> list[str]:
     into cmd's UTF-16 stream, which can shift the rest of the stream by one byte.
     """
     found = [(m.start(), m.group().decode("utf-16-le", errors="replace")) for m in _ERROR_LINE_UTF16.finditer(data)]
-    found += [(m.start(), m.group().decode(_code_page(), errors="replace")) for m in _ERROR_LINE_BYTES.finditer(data)]
+    found += [(m.start(), m.group().decode(code_page(), errors="replace")) for m in _ERROR_LINE_BYTES.finditer(data)]
     return [line.rstrip() for _, line in sorted(found)]
 
 
@@ -277,60 +262,6 @@ def _split_sections(data: bytes) -> tuple[bytes, bytes, bytes | None] | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Wine
-
-
-def to_wine_path(path: str | os.PathLike[str]) -> str:
-    """/tmp/a b → Z:\\tmp\\a b: Wine maps drive Z: to the Linux root."""
-    text = os.fspath(path)
-    if not text.startswith("/"):
-        raise ValueError(f"{text!r} is not an absolute Linux path")
-    return "Z:" + text.replace("/", "\\")
-
-
-def wine_prefix(env: Mapping[str, str]) -> Path:
-    """The Wine prefix a process started with `env` uses."""
-    prefix = env.get("WINEPREFIX")
-    if prefix:
-        return Path(prefix)
-    return Path(env.get("HOME") or Path.home()) / ".wine"
-
-
-def from_wine_path(path: str, prefix: Path) -> Path | None:
-    """C:\\x or Z:\\tmp\\x → the Linux path behind it, or None when nothing is there.
-
-    Goes through the prefix's dosdevices links, so every drive maps as Wine maps it, and matches
-    each name case-insensitively, as Wine does (vcvars writes HostX64 for the folder Hostx64).
-    """
-    windows = PureWindowsPath(path)
-    if len(windows.drive) != 2 or not windows.root:
-        return None
-    try:
-        current = (prefix / "dosdevices" / windows.drive.lower()).resolve(strict=True)
-    except OSError:
-        return None
-    for part in windows.parts[1:]:
-        candidate = current / part
-        if not candidate.exists():
-            try:
-                match = next((child for child in current.iterdir() if child.name.casefold() == part.casefold()), None)
-            except OSError:
-                return None
-            if match is None:
-                return None
-            candidate = match
-        current = candidate
-    return current if current.exists() else None
-
-
-def _local_path(windows_path: str, prefix: Path | None) -> Path | None:
-    """Where a Windows path lives for this process: itself on Windows, through Wine elsewhere."""
-    if prefix is None:
-        return Path(windows_path)
-    return from_wine_path(windows_path, prefix)
-
-
-# ---------------------------------------------------------------------------------------------
 # Finding cl.exe the way cmd would
 
 
@@ -344,7 +275,7 @@ def find_program(name: str, env: Mapping[str, str], prefix: Path | None) -> str 
     candidates = [name] if has_extension else [name + ext for ext in pathext]
     for folder in _entries(env_get(env, "PATH") or ""):
         folder = folder.strip().strip('"')
-        local = _local_path(folder, prefix) if folder else None
+        local = local_path(folder, prefix) if folder else None
         if local is None:
             continue
         try:
@@ -355,80 +286,6 @@ def find_program(name: str, env: Mapping[str, str], prefix: Path | None) -> str 
             if candidate.casefold() in files:
                 return str(PureWindowsPath(folder, files[candidate.casefold()]))
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Running cmd
-
-
-def default_launcher() -> list[str]:
-    """cmd.exe itself on Windows (from %ComSpec%); Wine's cmd elsewhere."""
-    if os.name == "nt":
-        comspec = os.environ.get("COMSPEC") or os.path.join(  # Windows' environment ignores case
-            os.environ.get("SYSTEMROOT", r"C:\Windows"), "System32", "cmd.exe"
-        )
-        return [comspec]
-    return ["wine", "cmd"]
-
-
-def _invocation(
-    interpreter_arguments: str, launcher: Sequence[str], env: Mapping[str, str], *, windows: bool
-) -> dict[str, Any]:
-    """The subprocess.run keyword arguments that give cmd exactly `cmd <interpreter_arguments>`.
-
-    On Windows the string goes to CreateProcess untouched, with cmd.exe as the program to start.
-    Elsewhere the launcher (Wine) gets the quote-free trampoline; see `_TRAMPOLINE`.
-    """
-    if windows:
-        if len(launcher) != 1:
-            raise ConfigurationError(
-                f"on Windows the launcher must be the command interpreter alone, got {list(launcher)!r}.",
-                fix="pass launcher=None (uses %ComSpec%) or the path of cmd.exe.",
-            )
-        return {"args": "cmd " + interpreter_arguments, "executable": launcher[0], "env": dict(env)}
-    process_env = {name: value for name, value in env.items() if name.upper() != "PATH"}
-    process_env["PATH"] = os.environ.get("PATH", os.defpath)  # the launcher is a Linux program; Wine ignores this PATH
-    process_env[_CARRIER_PATH] = env_get(env, "PATH") or ""
-    process_env[_CARRIER_COMMAND] = interpreter_arguments
-    return {"args": [*launcher, *_TRAMPOLINE], "env": process_env}
-
-
-def run_command_line(
-    interpreter_arguments: str, *, env: Mapping[str, str], launcher: Sequence[str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """Run `cmd <interpreter_arguments>` with that exact command line; raw stdout and stderr.
-
-    Other parts (and tests) use this to run generated .bat files the same way, on Windows or
-    through Wine.
-    """
-    launcher = list(launcher) if launcher else default_launcher()
-    resolved = shutil.which(launcher[0]) or launcher[0]
-    kwargs = _invocation(interpreter_arguments, [resolved, *launcher[1:]], env, windows=os.name == "nt")
-    # Output goes to files, not pipes: a process the script (or Wine) leaves running inherits the
-    # handles, and reading a pipe to its end would wait for that process as well.
-    try:
-        with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-            completed = subprocess.run(
-                **kwargs, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, timeout=TIMEOUT_SECONDS, check=False
-            )
-            stdout.seek(0)
-            stderr.seek(0)
-            return subprocess.CompletedProcess(completed.args, completed.returncode, stdout.read(), stderr.read())
-    except FileNotFoundError:
-        fix = (
-            "check %ComSpec%, which should name cmd.exe."
-            if os.name == "nt"
-            else "install Wine (`apt-get install wine64`), or pass the launcher to use."
-        )
-        raise ToolchainError(
-            f"the command interpreter could not be started: {launcher[0]} was not found.", fix=fix
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise ToolchainError(
-            f"`cmd {interpreter_arguments}` did not finish within {TIMEOUT_SECONDS} s.",
-            fix="run the same command in a Command Prompt to see where it waits (a prompt for input, a hung "
-            "installer check).",
-        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -504,7 +361,7 @@ def _read_cache(
             return None
         if any(env_get(base, name) != value for name, value in inputs.items()):
             return None
-        cl_path = _local_path(entry["cl"], prefix)
+        cl_path = local_path(entry["cl"], prefix)
         if cl_path is None or not cl_path.is_file():
             return None  # the toolset was removed since: capture again and report it
         if not isinstance(entry["output"], str) or not isinstance(entry["command_line"], str):
@@ -540,7 +397,7 @@ def capture_vcvars(
 ) -> VcvarsResult:
     """Run a vcvars script and return the environment it leaves.
 
-    `script` is the path cmd sees (on Wine a `C:\\...` or `Z:\\...` path; see `to_wine_path`).
+    `script` is the path cmd sees (on Wine a `C:\\...` or `Z:\\...` path; see `cmd_line.to_wine_path`).
     `base_env` is the environment to start from (default: this process's); through Wine its PATH
     must be a Windows PATH, given to cmd as is. With `cache_dir`, a result is reused while the
     script (path, arguments, modification time, size), the launcher, the starting PATH and the
@@ -557,7 +414,7 @@ def capture_vcvars(
     prefix = None if os.name == "nt" else wine_prefix(base)
     command_line = vcvars_command_line(script, args)
 
-    local_script = _local_path(script, prefix)
+    local_script = local_path(script, prefix)
     try:
         stat = local_script.stat() if local_script is not None else None
     except OSError:
@@ -622,8 +479,8 @@ def _capture(
             fix="the script probably calls `exit` without /b; run it in a Command Prompt to see what it does, or "
             "use vcvarsall.bat from the Visual Studio instance.",
         )
-    before = _without_carriers(parse_set_output(decode_output(sections[0])))
-    after = _without_carriers(parse_set_output(decode_output(sections[2])))
+    before = without_carriers(parse_set_output(decode_output(sections[0])))
+    after = without_carriers(parse_set_output(decode_output(sections[2])))
     changes, removed = diff_environments(before, after)
     cl = find_program("cl", after, prefix)
     if cl is None:
@@ -644,9 +501,3 @@ def _capture(
         "output": redact_text(decode_output(script_bytes).strip()),
         "command_line": command_line,
     }
-
-
-def _without_carriers(env: dict[str, str]) -> dict[str, str]:
-    """Drop the variables the Wine trampoline added; they are not part of anyone's environment."""
-    carriers = {_CARRIER_PATH.upper(), _CARRIER_COMMAND.upper()}
-    return {name: value for name, value in env.items() if name.upper() not in carriers}

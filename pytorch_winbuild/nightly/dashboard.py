@@ -440,6 +440,46 @@ def _entry_names(nights: Iterable[Night]) -> list[str]:
     return names
 
 
+def _failing_section(failing: list[str], newest: dict[str, dict[str, Any]], ids: dict[str, str]) -> str:
+    """The list at the top of the page: each failing entry, linked to its section, with why it fails."""
+    items = "".join(
+        f'<li><a href="#{ids[name]}">{_e(name)}</a> {_badge(newest[name])}' + _failing_reason(newest[name]) + "</li>"
+        for name in failing
+    )
+    return f'<section id="failing"><h2>Failing now</h2><ul>{items}</ul></section>'
+
+
+def _entry_section(
+    name: str, history: list[tuple[Night, dict[str, Any]]], anchor: str, links: Links, *, failing: bool, indexed: bool
+) -> str:
+    """One entry's section: its newest result, where it builds from, its trend chart and a row per night."""
+    newest_night, newest = history[-1]
+    meta = " · ".join(
+        _e(value)
+        for value in (
+            _text(newest, "repo"),
+            _text(newest, "ref") or "(default branch)",
+            f"CUDA {_text(newest, 'cuda') or '?'}",
+            f"Python {_text(newest, 'python') or '?'}",
+        )
+        if value
+    )
+    index_link = f' · <a href="{_e(_entry_index_href(name))}">its pip index</a>' if indexed else ""
+    rows = "".join(
+        _row(entry, night, links, newest_failure=(night is newest_night)) for night, entry in reversed(history)
+    )
+    return (
+        f'<section class="entry{" failing" if failing else ""}" id="{anchor}" data-entry="{_e(name)}" '
+        f'data-result="{_e(_result(newest))}">'
+        f"<h2>{_e(name)} {_badge(newest)}</h2>"
+        f'<p class="muted">{meta}{index_link}</p>'
+        f"{_trend_chart(history, f'{name}: phase durations per night')}"
+        "<table><thead><tr><th>Night</th><th>Result</th><th>Revision</th><th>Python</th><th>Time</th>"
+        "<th>Phases</th><th>Compile</th><th>Cache hits</th><th>Wheel</th><th>Log</th><th>Report</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
+    )
+
+
 def render_dashboard(
     output_dir: Path,
     nights: list[Night],
@@ -471,13 +511,7 @@ def render_dashboard(
         "</header>",
     ]
     if failing:
-        items = "".join(
-            f'<li><a href="#{ids[name]}">{_e(name)}</a> {_badge(histories[name][-1][1])}'
-            + _failing_reason(histories[name][-1][1])
-            + "</li>"
-            for name in failing
-        )
-        body.append(f'<section id="failing"><h2>Failing now</h2><ul>{items}</ul></section>')
+        body.append(_failing_section(failing, {name: histories[name][-1][1] for name in failing}, ids))
 
     body.append(_install_section(index))
 
@@ -492,35 +526,8 @@ def render_dashboard(
         )
 
     for name in names:
-        history = histories[name]
-        newest_night, newest = history[-1]
-        is_failing = name in failing
-        meta = " · ".join(
-            _e(value)
-            for value in (
-                _text(newest, "repo"),
-                _text(newest, "ref") or "(default branch)",
-                f"CUDA {_text(newest, 'cuda') or '?'}",
-                f"Python {_text(newest, 'python') or '?'}",
-            )
-            if value
-        )
-        index_link = (
-            f' · <a href="{_e(_entry_index_href(name))}">its pip index</a>' if index and name in index.entries else ""
-        )
-        rows = "".join(
-            _row(entry, night, links, newest_failure=(night is newest_night)) for night, entry in reversed(history)
-        )
-        body.append(
-            f'<section class="entry{" failing" if is_failing else ""}" id="{ids[name]}" data-entry="{_e(name)}" '
-            f'data-result="{_e(_result(newest))}">'
-            f"<h2>{_e(name)} {_badge(newest)}</h2>"
-            f'<p class="muted">{meta}{index_link}</p>'
-            f"{_trend_chart(history, f'{name}: phase durations per night')}"
-            "<table><thead><tr><th>Night</th><th>Result</th><th>Revision</th><th>Python</th><th>Time</th>"
-            "<th>Phases</th><th>Compile</th><th>Cache hits</th><th>Wheel</th><th>Log</th><th>Report</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></section>"
-        )
+        indexed = bool(index and name in index.entries)
+        body.append(_entry_section(name, histories[name], ids[name], links, failing=name in failing, indexed=indexed))
     problem_list = list(problems) + (index.problems if index else [])
     if problem_list:
         items = "".join(f"<li>{_e(problem)}</li>" for problem in problem_list)

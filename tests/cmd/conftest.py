@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytorch_winbuild.facts.vcvars import decode_output, run_command_line, to_wine_path
+from pytorch_winbuild.facts.cmd_line import decode_output, run_command_line, to_wine_path
 
 WINE_DEFAULT_PATH = r"C:\windows\system32;C:\windows;C:\windows\system32\wbem"
 BOOT_TIMEOUT_SECONDS = 300
@@ -38,7 +38,7 @@ class WinePrefix:
 
 
 def wine_cmd(arguments: str, env: Mapping[str, str], interpreter: str = "cmd") -> subprocess.CompletedProcess[bytes]:
-    """`wine <interpreter> <arguments>`, the command line exactly as written (see vcvars.run_command_line).
+    """`wine <interpreter> <arguments>`, the command line exactly as written (see facts/cmd_line.py run_command_line).
 
     One retry, only when Wine gave nothing at all: a nonzero exit with empty stdout and stderr means
     the interpreter never ran (seen once in CI on a loaded 2-core machine: exit 1, no output, for a
@@ -109,7 +109,7 @@ def wine_prefix(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
 def run_cmd(wine_prefix: WinePrefix) -> Callable[..., CmdResult]:
     """`run_cmd(command, env=None)` runs `cmd /s /c "<command>"` in the session prefix.
 
-    The command line reaches cmd exactly as written (see vcvars.run_command_line). `env` is the
+    The command line reaches cmd exactly as written (see facts/cmd_line.py run_command_line). `env` is the
     Windows environment; by default the prefix's, with Wine's default PATH.
     """
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytorch_winbuild.facts.cmd_line import to_wine_path
 from pytorch_winbuild.facts.model import VisualStudio
-from pytorch_winbuild.facts.vcvars import to_wine_path
 
 SDK_VERSION = "10.0.17763.0"
 

@@ -20,7 +20,7 @@ from conftest import wine_cmd  # tests/cmd/conftest.py
 from test_printed_commands import WINDOWS_FOLDER, fetched_variables, host_data, plan_for, with_vcvars
 
 from pytorch_winbuild.deps.fetch import variable_lines
-from pytorch_winbuild.facts.vcvars import decode_output, to_wine_path
+from pytorch_winbuild.facts.cmd_line import decode_output, to_wine_path
 
 if TYPE_CHECKING:
     from conftest import WinePrefix

@@ -31,7 +31,7 @@ from support import HOSTS_DIR, run_invoke
 from test_quoting import HOSTILE, hostile_changes, windows_plan
 
 from pytorch_winbuild.faces.render import render_bat
-from pytorch_winbuild.facts.vcvars import decode_output, to_wine_path
+from pytorch_winbuild.facts.cmd_line import decode_output, to_wine_path
 from pytorch_winbuild.planning.plan_model import EnvChange
 from pytorch_winbuild.text import quoting_bat as bat
 

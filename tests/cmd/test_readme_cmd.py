@@ -32,7 +32,7 @@ from conftest import wine_cmd  # tests/cmd/conftest.py
 from doc_blocks import PAGES, Block, blocks, readme_blocks
 from support import HOSTS_DIR, run_invoke
 
-from pytorch_winbuild.facts.vcvars import decode_output, to_wine_path
+from pytorch_winbuild.facts.cmd_line import decode_output, to_wine_path
 
 if TYPE_CHECKING:
     from conftest import WinePrefix

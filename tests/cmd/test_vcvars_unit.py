@@ -14,20 +14,17 @@ from pathlib import Path
 import pytest
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.cmd_line import _invocation, decode_output, from_wine_path, to_wine_path
 from pytorch_winbuild.facts.vcvars import (
     MARKER,
-    _invocation,
     _split_sections,
     _toolchain_error,
     apply_changes,
-    decode_output,
     diff_environments,
     error_lines,
     find_program,
-    from_wine_path,
     parse_set_output,
     path_edits,
-    to_wine_path,
     vcvars_command_line,
 )
 

@@ -19,14 +19,8 @@ import pytest
 from standin_vs import StandInVisualStudio, make_visual_studio, write_bat
 
 from pytorch_winbuild.errors import ToolchainError
-from pytorch_winbuild.facts.vcvars import (
-    VcvarsResult,
-    capture_vcvars,
-    from_wine_path,
-    run_command_line,
-    to_wine_path,
-    vcvars_command_line,
-)
+from pytorch_winbuild.facts.cmd_line import from_wine_path, run_command_line, to_wine_path
+from pytorch_winbuild.facts.vcvars import VcvarsResult, capture_vcvars, vcvars_command_line
 
 if TYPE_CHECKING:
     from conftest import CmdResult, WinePrefix

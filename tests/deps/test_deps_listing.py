@@ -22,8 +22,10 @@ import py7zr
 import pytest
 from deps_support import MAGMA_BCJ2, MKL, Made, make_tree, pack_py7zr
 
+from pytorch_winbuild.deps.archive_checks import BadArchive
 from pytorch_winbuild.deps.catalog import select_archives
-from pytorch_winbuild.deps.extract import BadArchive, install_archive, list_entries, native_entries, parse_listing
+from pytorch_winbuild.deps.extract import install_archive, list_entries
+from pytorch_winbuild.deps.seven_zip import native_entries, parse_listing
 
 SEVEN_ZIP = shutil.which("7zz") or shutil.which("7z")
 

@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 from deps_support import FAST, MAGMA_PY7ZR, MKL, REPO_ROOT, FaultServer, Fetcher, Made, make_tree, run_cli
 
+from pytorch_winbuild.deps.archive_checks import BadArchive, entry_path
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, download_path, installed_path, tag_cache, write_marker
 from pytorch_winbuild.deps.catalog import Archive, select_archives
-from pytorch_winbuild.deps.extract import BadArchive, entry_path, install_archive
+from pytorch_winbuild.deps.extract import install_archive
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import ConfigurationError, DependencyError
 
