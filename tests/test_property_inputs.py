@@ -650,7 +650,11 @@ def test_parse_catalog_gives_a_catalog_or_a_configuration_error(doc: Any, cuda: 
     assert isinstance(catalog, Catalog)
     try:  # and what fetch-deps asks of it
         select_archives(
-            cuda=cuda, mkl_version=catalog.mkl_default, magma_versions=[], magma_debug=debug, catalog=catalog
+            cuda=KNOWLEDGE.cuda.get(cuda) if cuda else None,  # fetch-deps refuses an unknown --cuda before this
+            mkl_version=catalog.mkl_default,
+            magma_versions=[],
+            magma_debug=debug,
+            catalog=catalog,
         )
     except ConfigurationError as error:
         error.paragraph()

@@ -19,14 +19,25 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from pytorch_winbuild.builder import verify
-from pytorch_winbuild.builder.report import BuildRecord, gpu_lines, summary
+from pytorch_winbuild.builder.report import (
+    BuildRecord,
+    GpuCheck,
+    GpuDevice,
+    Verification,
+    VerificationSkipped,
+    gpu_lines,
+    summary,
+    verification_line,
+)
 from pytorch_winbuild.builder.verify import (
+    MARKER,
     VERIFY_SCRIPT,
     arch_list_flag,
     arch_runs_on,
@@ -35,6 +46,7 @@ from pytorch_winbuild.builder.verify import (
     failure_error,
     parse_cuda_arch,
 )
+from pytorch_winbuild.diagnosis.triage import diagnose_text
 
 # ---------------------------------------------------------------------------------------------
 # Coverage: pure, no torch
@@ -390,60 +402,56 @@ def test_no_cuda_or_no_device_is_recorded_not_failed(monkeypatch: pytest.MonkeyP
 
 
 def test_the_checks_own_fix_comes_before_the_diagnosis() -> None:
-    result = {
-        "interpreter": "python",
-        "failed_step": "CUDA kernel on cuda:0",
-        "error_summary": "cuda:0 (H100, compute capability 9.0): not built for it",
-        "fix": "rebuild for the GPUs here: `invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0).",
-        "diagnosis": [{"id": "no-kernel-image", "title": "No kernel image for this GPU", "fix": "the rule's fix"}],
-    }
+    triage = diagnose_text("RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    result = Verification(
+        ok=False,
+        interpreter="python",
+        exit_code=1,
+        failed_step="CUDA kernel on cuda:0",
+        error_summary="cuda:0 (H100, compute capability 9.0): not built for it",
+        fix="rebuild for the GPUs here: `invoke build --arch-list 9.0` (TORCH_CUDA_ARCH_LIST=9.0).",
+        triage=triage,
+    )
     error = failure_error(result)
     assert "failed at step 'CUDA kernel on cuda:0'" in str(error) and "[no-kernel-image]" in str(error)
-    assert error.fix == result["fix"]
-    del result["fix"]
-    assert failure_error(result).fix == "the rule's fix"
+    assert error.fix == result.fix
+    assert failure_error(replace(result, fix=None)).fix == triage.matches[0].rule.fix_on(None)
 
 
 def test_the_summary_shows_each_gpu_briefly(tmp_path: Any) -> None:
-    gpu = {
-        "checked": True,
-        "arch_list": ["sm_80", "sm_86"],
-        "devices": [
-            {
-                "index": 0,
-                "device": "cuda:0",
-                "name": "NVIDIA GeForce RTX 3090",
-                "capability": "8.6",
-                "covered": True,
-                "covered_by": ["sm_80", "sm_86"],
-                "kernel": "ok",
-                "ok": True,
-            },
-            {
-                "index": 1,
-                "device": "cuda:1",
-                "name": "NVIDIA H100 80GB HBM3",
-                "capability": "9.0",
-                "covered": False,
-                "covered_by": [],
-                "kernel": "failed",
-                "ok": False,
-                "error": "RuntimeError: CUDA error: no kernel image is available for execution on the device",
-            },
-        ],
-    }
-    assert gpu_lines({"gpu": gpu}) == [
+    gpu = GpuCheck(
+        checked=True,
+        arch_list=("sm_80", "sm_86"),
+        device_count=2,
+        devices=(
+            GpuDevice(0, "cuda:0", "NVIDIA GeForce RTX 3090", "8.6", True, ("sm_80", "sm_86"), "ok", True),
+            GpuDevice(
+                1,
+                "cuda:1",
+                "NVIDIA H100 80GB HBM3",
+                "9.0",
+                False,
+                (),
+                "failed",
+                False,
+                "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            ),
+        ),
+        kernel_test="x * 2 + 1",
+    )
+    failed = Verification(ok=False, interpreter="python", exit_code=1, failed_step="CUDA kernel on cuda:1", gpu=gpu)
+    assert gpu_lines(failed) == [
         "cuda:0 NVIDIA GeForce RTX 3090 · capability 8.6 · built for it (sm_80 sm_86) · kernel ok",
         "cuda:1 NVIDIA H100 80GB HBM3 · capability 9.0 · NOT built for it (arch list sm_80 sm_86) · kernel failed: "
         "RuntimeError: CUDA error: no kernel image is available for execution on the device",
     ]
-    assert gpu_lines({"gpu": {"checked": False, "reason": "torch was built without CUDA"}}) == [
-        "not checked: torch was built without CUDA"
-    ]
-    assert gpu_lines({"skipped": "--no-verify"}) == []
+    unchecked = GpuCheck(False, None, 0, (), "x * 2 + 1", reason="torch was built without CUDA")
+    assert gpu_lines(replace(failed, gpu=unchecked)) == ["not checked: torch was built without CUDA"]
+    assert gpu_lines(replace(failed, gpu=None)) == []
+    assert verification_line(VerificationSkipped("--no-verify")) == "skipped: --no-verify"
     record = BuildRecord("build", tmp_path / "run.log", tmp_path / "run.json")
     record.result = "verification failed"
-    record.verification = {"ok": False, "failed_step": "CUDA kernel on cuda:1", "gpu": gpu}
+    record.verification = failed
     text = summary(record)
     assert "verified  FAILED at CUDA kernel on cuda:1" in text
     assert "gpu       cuda:1 NVIDIA H100 80GB HBM3 · capability 9.0 · NOT built for it" in text
@@ -480,9 +488,11 @@ def test_a_failing_gpu_s_error_and_record_hold_no_traceback() -> None:
     assert "Traceback (most recent call last):" in gpu["devices"][0]["traceback"]  # what the check itself keeps
     step, error, _ = script["gpu_failure"](gpu)
     assert "Traceback" not in error and "\n" not in error and "no kernel image is available" in error
-    result = {"ok": False, "failed_step": step, "error": error, "gpu": gpu}
-    taken = verify.take_tracebacks(result)
-    assert "Traceback (most recent call last):" in taken and "Traceback" not in json.dumps(result)
+    output = {"ok": False, "failed_step": step, "error": error, "gpu": gpu}
+    parsed = verify._parse(MARKER + json.dumps(output), "python", 1)
+    assert parsed is not None
+    result, taken = parsed
+    assert "Traceback (most recent call last):" in taken and "Traceback" not in json.dumps(result.to_dict())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,9 +504,9 @@ def test_the_real_check_on_a_cpu_torch_records_no_cuda_and_passes() -> None:
 
     assert torch.version.cuda is None, "the CPU wheel is what this test is about"
     result = check_torch()
-    assert result["ok"] is True and result["exit_code"] == 0, result.get("error")
-    assert result["cuda_version"] is None and result["cuda_available"] is False
-    assert result["gpu"] == {
+    assert result.ok is True and result.exit_code == 0, result.error
+    assert result.cuda_version is None and result.cuda_available is False and result.gpu is not None
+    assert result.gpu.to_dict() == {
         "checked": False,
         "arch_list": None,
         "device_count": 0,
@@ -504,7 +514,7 @@ def test_the_real_check_on_a_cpu_torch_records_no_cuda_and_passes() -> None:
         "kernel_test": "x * 2 + 1 and x @ x.T on a 64x64 float32 tensor, compared with the CPU",
         "reason": "torch was built without CUDA",
     }
-    assert result["dataloader"]["ok"] is True
+    assert result.dataloader is not None and result.dataloader.ok is True
     assert gpu_lines(result) == ["not checked: torch was built without CUDA"]
 
 
@@ -529,6 +539,13 @@ def test_the_script_runs_alone_as_printed_by_the_module(tmp_path: Any) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith(verify.MARKER)
+    # Typed once, the check's report is written back key for key, in its order, nulls (no CUDA, no MAGMA) included.
+    printed_report = json.loads(done.stdout.splitlines()[-1].removeprefix(verify.MARKER))
+    parsed = verify._parse(done.stdout, sys.executable, 0)
+    assert parsed is not None and parsed[1] == ""
+    written = parsed[0].to_dict()
+    assert written == {**printed_report, "interpreter": sys.executable, "exit_code": 0}
+    assert list(written) == [*printed_report, "interpreter", "exit_code"]
 
 
 def test_an_interpreter_that_never_reports_is_named_by_its_last_line(tmp_path: Any) -> None:
@@ -546,6 +563,68 @@ def test_an_interpreter_that_never_reports_is_named_by_its_last_line(tmp_path: A
     said = [line.strip() for line in (own.stdout + own.stderr).splitlines() if line.strip()]
     assert own.returncode != 0 and len(said) > 1
     result = check_torch(sh)
-    assert (result["ok"], result["failed_step"], result["exit_code"]) == (False, "start", own.returncode)
+    assert (result.ok, result.failed_step, result.exit_code) == (False, "start", own.returncode)
     # The script's folder is a fresh temporary one each run: compare what follows the script's name.
-    assert result["error"].partition(verify.SCRIPT_NAME)[2] == said[-1].partition(verify.SCRIPT_NAME)[2] != ""
+    assert result.error is not None
+    assert result.error.partition(verify.SCRIPT_NAME)[2] == said[-1].partition(verify.SCRIPT_NAME)[2] != ""
+    assert list(result.to_dict()) == [
+        "ok",
+        "failed_step",
+        "error",
+        "interpreter",
+        "exit_code",
+        "error_summary",
+        "diagnosis",
+        "first_error",
+    ]
+
+
+STOPPED_AT_CUDNN = {
+    "ok": False,
+    "python": "3.12.3",
+    "executable": "/venv/bin/python",
+    "cwd": "/tmp/check",
+    "version": "2.13.0",
+    "location": "/venv/lib/torch",
+    "cuda_version": None,
+    "cuda_available": False,
+    "mkl": True,
+    "magma": None,
+    "failed_step": "cuDNN",
+    "error": "RuntimeError: cuDNN broke",
+    "traceback": "Traceback (most recent call last):\n  ...\nRuntimeError: cuDNN broke\n",
+}
+
+
+def test_a_fact_torch_answered_with_none_stays_null_and_one_never_asked_stays_out() -> None:
+    """A check that stopped at cuDNN asked for MAGMA (null: no CUDA) but never for cuDNN or the GPUs."""
+    parsed = verify._parse("noise\n" + MARKER + json.dumps(STOPPED_AT_CUDNN) + "\n", "python", 1)
+    assert parsed is not None
+    result, trace = parsed
+    assert result.magma is None and result.cudnn is None and "RuntimeError: cuDNN broke" in trace
+    assert result.to_dict() == {
+        **{key: value for key, value in STOPPED_AT_CUDNN.items() if key != "traceback"},
+        "interpreter": "python",
+        "exit_code": 1,
+        "error_summary": None,
+        "diagnosis": [],
+        "first_error": None,
+    }
+    assert verification_line(result) == "FAILED at cuDNN"
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "[1, 2]",  # not an object
+        "{not json",
+        json.dumps({**STOPPED_AT_CUDNN, "ok": "yes"}),
+        json.dumps({**STOPPED_AT_CUDNN, "cudnn": True}),  # a count, not a truth value
+        json.dumps({**STOPPED_AT_CUDNN, "gpu": {"checked": True, "devices": "all"}}),
+        json.dumps({**STOPPED_AT_CUDNN, "dataloader": [2, "spawn"]}),
+        json.dumps({key: value for key, value in STOPPED_AT_CUDNN.items() if key != "ok"}),
+    ],
+)
+def test_a_report_not_of_the_shape_the_script_writes_is_no_report(report: str) -> None:
+    """The interpreter that prints the report runs the build's torch: what it prints is checked, never trusted."""
+    assert verify._parse(MARKER + report, "python", 1) is None

@@ -38,7 +38,7 @@ from pytorch_winbuild.builder.memory_record import (
 from pytorch_winbuild.builder.memory_watch import MemoryWatch
 from pytorch_winbuild.builder.process import BuildInterrupted, run_streamed
 from pytorch_winbuild.builder.progress import ProgressDisplay
-from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
+from pytorch_winbuild.builder.report import BuildRecord, CacheRecord, VerificationSkipped, run_paths, summary
 from pytorch_winbuild.builder.settings import RunnerSettings, load_settings
 from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
 from pytorch_winbuild.child_processes import stop_cause
@@ -187,8 +187,7 @@ def _run_command(
         _remember_peaks(record, book, exit_code, env)
         if session is not None:
             with record.phase("cache stats"):
-                stats = session.finish()
-            record.cache = {**stats.to_dict(), "summary": stats.describe()}
+                record.cache = CacheRecord.of(session.finish())
 
 
 def _build_failed(record: BuildRecord, exit_code: int, book: PeakBook) -> BuildError:
@@ -197,8 +196,7 @@ def _build_failed(record: BuildRecord, exit_code: int, book: PeakBook) -> BuildE
     from pytorch_winbuild.diagnosis.triage import triage_log
 
     triage = triage_log(record.log, posix=os.name != "nt")  # the build ran here: this machine's fixes
-    record.first_error = triage.first_error.to_dict() if triage.first_error else None
-    record.diagnosis = [match.to_dict(triage.posix) for match in triage.matches]
+    record.triage = triage
     print(triage.to_text(), flush=True)
     memory = None
     if record.memory is not None:
@@ -227,7 +225,7 @@ def _verify_build(record: BuildRecord, request: BuildRequest, python: str, start
     from pytorch_winbuild.builder.verify import check_torch, failure_error
 
     if request.libtorch:
-        record.verification = {"skipped": "a LibTorch build installs no Python package to import"}
+        record.verification = VerificationSkipped("a LibTorch build installs no Python package to import")
         return
     if request.mode == "wheel":
         wheels = sorted((request.checkout.path / "dist").glob("*.whl"), key=lambda p: p.stat().st_mtime)
@@ -240,12 +238,11 @@ def _verify_build(record: BuildRecord, request: BuildRequest, python: str, start
         with tempfile.TemporaryDirectory(prefix="pytorch-winbuild-wheel-") as folder:
             with zipfile.ZipFile(fresh[-1]) as wheel:
                 wheel.extractall(folder)
-            result = check_torch(python, extra_paths=[Path(folder)])
-        result["wheel"] = str(fresh[-1])
+            result = replace(check_torch(python, extra_paths=[Path(folder)]), wheel=str(fresh[-1]))
     else:
         result = check_torch(python)
     record.verification = result
-    if not result["ok"]:
+    if not result.ok:
         raise failure_error(result)
 
 
@@ -306,13 +303,20 @@ def _cache_session(plan: Plan, env: dict[str, str], settings: RunnerSettings) ->
     return None if plan.compiler_cache == "none" else CacheSession(settings.caches[plan.compiler_cache], env)
 
 
-def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
-    """Build PyTorch (or LibTorch) from `request.checkout` in the plan's environment."""
-    settings = load_settings()
+def build_record(plan: Plan, request: BuildRequest) -> BuildRecord:
+    """A new build's record (its log and report named), for a caller that reads it whatever the outcome."""
     log, report = run_paths(request.log_dir, "build")
     record = BuildRecord("build", log, report, plan=plan_to_dict(plan), source=request.checkout.to_dict())
     if request.checkout.seconds:
         record.phases["source"] = round(request.checkout.seconds, 3)
+    return record
+
+
+def run_build(plan: Plan, request: BuildRequest, record: BuildRecord | None = None) -> BuildRecord:
+    """Build PyTorch (or LibTorch) from `request.checkout` in the plan's environment, into `record` (a new one
+    when none is given): a caller that gives its own (the nightly) reads the outcome from it when this raises."""
+    settings = load_settings()
+    record = build_record(plan, request) if record is None else record
     source = request.checkout.path
     python = build_interpreter(plan)
     record.command = _python_command(plan.build_arguments, python)
@@ -359,7 +363,7 @@ def run_build(plan: Plan, request: BuildRequest) -> BuildRecord:
             with record.phase("verify"):
                 _verify_build(record, request, python, started)
         else:
-            record.verification = {"skipped": "--no-verify"}
+            record.verification = VerificationSkipped("--no-verify")
 
     return _conclude(record, body)
 
@@ -373,8 +377,6 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
             f"{path} has no setup.py, so it is not an extension build-ext can build.",
             fix="pass the folder that holds the extension's setup.py.",
         )
-    if request.mode not in settings.extension_commands:
-        raise ConfigurationError(f"--mode {request.mode!r} is not one of {', '.join(settings.extension_commands)}.")
     log, report = run_paths(request.log_dir, "build-ext", path.resolve().name)
     record = BuildRecord(
         "build-ext",

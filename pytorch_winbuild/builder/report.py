@@ -5,6 +5,10 @@ the run without the machine: the plan, the environment the build really got (cre
 redacted), how long each phase took, the compiler cache's numbers, the memory its compilers took
 (and any low-memory episode), the result, the first error with the diagnosis rules that matched,
 and the verification.
+
+What the record holds stays typed while the build runs (the verification's result, the cache's
+numbers, the triage of a failed log), so that its readers (the summary, the nightly) use fields;
+it becomes JSON only in `to_dict`, when the report is written.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytorch_winbuild.builder.compiler_cache import CacheStats
 from pytorch_winbuild.builder.memory_watch import MemorySummary
 from pytorch_winbuild.text.redact import redact_env, redact_text
 from pytorch_winbuild.text.terminal_text import terminal_line, terminal_lines
+
+if TYPE_CHECKING:  # the diagnosis loads its rule engine only when a run fails
+    from pytorch_winbuild.diagnosis.triage import TriageResult
 
 REPORT_FORMAT = 1
 
@@ -36,6 +44,195 @@ def run_paths(log_dir: Path, kind: str, label: str | None = None) -> tuple[Path,
         number += 1
         candidate = f"{stem}-{number}"
     return log_dir / f"{candidate}.log", log_dir / f"{candidate}.json"
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU as verify.py's check saw it: whether the build's architectures cover it, and its kernel run."""
+
+    index: int
+    device: str  # cuda:N
+    name: str | None
+    capability: str | None
+    covered: bool | None  # None: the build's architecture list is unknown
+    covered_by: tuple[str, ...]
+    kernel: str  # ok | failed | not run
+    ok: bool
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the script writes a device: `error` only for one that failed."""
+        data: dict[str, Any] = {
+            "index": self.index,
+            "device": self.device,
+            "name": self.name,
+            "capability": self.capability,
+            "covered": self.covered,
+            "covered_by": list(self.covered_by),
+            "kernel": self.kernel,
+            "ok": self.ok,
+        }
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+@dataclass(frozen=True)
+class GpuCheck:
+    """The check's gpu section: the build's architectures and every visible device, or why none was checked."""
+
+    checked: bool
+    arch_list: tuple[str, ...] | None
+    device_count: int
+    devices: tuple[GpuDevice, ...]
+    kernel_test: str
+    arch_list_error: str | None = None
+    reason: str | None = None  # why no device was checked (no CUDA in torch, none visible)
+    warnings: tuple[str, ...] = ()  # what torch warned while the devices were checked
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the script writes the section: the optional keys only when it set them."""
+        data: dict[str, Any] = {
+            "checked": self.checked,
+            "arch_list": None if self.arch_list is None else list(self.arch_list),
+            "device_count": self.device_count,
+            "devices": [device.to_dict() for device in self.devices],
+            "kernel_test": self.kernel_test,
+        }
+        if self.arch_list_error is not None:
+            data["arch_list_error"] = self.arch_list_error
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        return data
+
+
+@dataclass(frozen=True)
+class DataLoaderCheck:
+    """The DataLoader the check ran with worker processes (spawn, as every DataLoader with workers on Windows)."""
+
+    num_workers: int
+    start_method: str
+    batches: int
+    ok: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_workers": self.num_workers,
+            "start_method": self.start_method,
+            "batches": self.batches,
+            "ok": self.ok,
+        }
+
+
+# What the check in the fresh interpreter reports, in the order it reports them (verify.py VERIFY_SCRIPT).
+CHECK_FACTS = (
+    "python",
+    "executable",
+    "cwd",
+    "version",
+    "location",
+    "cuda_version",
+    "cuda_available",
+    "mkl",
+    "magma",
+    "cudnn",
+    "gpu",
+    "dataloader",
+    "failed_step",
+    "error",
+    "fix",
+)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """verify.py's result: what torch in a fresh interpreter reported and, when the check failed, the failed step,
+    its reason in one line and the diagnosis."""
+
+    ok: bool
+    interpreter: str
+    exit_code: int
+    python: str | None = None
+    executable: str | None = None
+    cwd: str | None = None
+    version: str | None = None
+    location: str | None = None
+    cuda_version: str | None = None
+    cuda_available: bool | None = None
+    mkl: bool | None = None
+    magma: bool | None = None
+    cudnn: int | None = None
+    gpu: GpuCheck | None = None
+    dataloader: DataLoaderCheck | None = None
+    failed_step: str | None = None
+    error: str | None = None
+    fix: str | None = None  # the check's own fix: the --arch-list for the GPUs the build misses
+    error_summary: str | None = None
+    # A failed check's diagnosis: the rules that matched its output and tracebacks, the first error of its reason.
+    triage: TriageResult | None = None
+    wheel: str | None = None  # the wheel checked (--mode wheel)
+    # The facts torch answered with none (no CUDA, MAGMA or cuDNN): the report writes them as null, and leaves out
+    # a fact the check never reached because it stopped earlier.
+    answered_none: frozenset[str] = frozenset()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's form: the check's facts as it printed them (without its tracebacks), who ran it and,
+        after a failure, the reason and the diagnosis; the checked wheel last."""
+        data: dict[str, Any] = {"ok": self.ok}
+        for name in CHECK_FACTS:
+            value = getattr(self, name)
+            if value is not None or name in self.answered_none:
+                data[name] = value.to_dict() if isinstance(value, (GpuCheck, DataLoaderCheck)) else value
+        data["interpreter"], data["exit_code"] = self.interpreter, self.exit_code
+        if not self.ok:
+            data["error_summary"] = self.error_summary
+            data["diagnosis"] = diagnosis_dicts(self.triage)
+            data["first_error"] = first_error_dict(self.triage)
+        if self.wheel is not None:
+            data["wheel"] = self.wheel
+        return data
+
+
+@dataclass(frozen=True)
+class VerificationSkipped:
+    """Why a build was not verified (--no-verify, a LibTorch build): the report says so in place of a result."""
+
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"skipped": self.reason}
+
+
+def first_error_dict(triage: TriageResult | None) -> dict[str, Any] | None:
+    """A triage's first error block as the report and the nightly summary write it."""
+    return triage.first_error.to_dict() if triage and triage.first_error else None
+
+
+def diagnosis_dicts(triage: TriageResult | None) -> list[dict[str, Any]]:
+    """A triage's matching rules as the report and the nightly summary write them, with the fixes for the
+    machine the triaged text comes from."""
+    return [match.to_dict(triage.posix) for match in triage.matches] if triage else []
+
+
+@dataclass(frozen=True)
+class CacheRecord:
+    """The compiler cache's numbers for the command, and where the cache says it keeps its files (sccache's
+    JSON statistics name it; the nightly shows it for a shared cache), read once from the tool's output."""
+
+    stats: CacheStats
+    location: str | None
+
+    @classmethod
+    def of(cls, stats: CacheStats) -> CacheRecord:
+        """The one place the tool's own output (`raw`, of no fixed shape) is looked into."""
+        location = stats.raw.get("cache_location") if isinstance(stats.raw, dict) else None
+        return cls(stats, location if isinstance(location, str) else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's form: the numbers and the tool's output as read, and the line the summary prints."""
+        return {**self.stats.to_dict(), "summary": self.stats.describe()}
 
 
 @dataclass
@@ -55,16 +252,15 @@ class BuildRecord:
     runner_env: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
-    cache: dict[str, Any] | None = None
+    cache: CacheRecord | None = None
     progress: dict[str, int] | None = None
     memory: MemorySummary | None = None  # what the memory watch saw while the command ran
     memory_diagnosis: str | None = None  # after a failure that points at memory: the MAX_JOBS that fits
     result: str = "running"  # success | failed | verification failed | interrupted | error
     exit_code: int | None = None
     error: str | None = None
-    first_error: dict[str, Any] | None = None
-    diagnosis: list[dict[str, Any]] = field(default_factory=list)
-    verification: dict[str, Any] | None = None
+    triage: TriageResult | None = None  # a failed command's log: its first error and the diagnosis rules that matched
+    verification: Verification | VerificationSkipped | None = None
     _clock_start: float = field(default_factory=time.monotonic, repr=False)
 
     @contextmanager
@@ -88,6 +284,11 @@ class BuildRecord:
     def total_seconds(self) -> float:
         return time.monotonic() - self._clock_start
 
+    def concluded(self) -> bool:
+        """Whether the run got as far as its verdict (success, failure, interruption), which its report then
+        holds; a run stopped before its phases began (its settings unreadable) wrote no report."""
+        return self.result != "running"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": REPORT_FORMAT,
@@ -104,13 +305,13 @@ class BuildRecord:
             "report": str(self.report),
             "phases": self.phases,
             "progress": self.progress,
-            "cache": self.cache,
+            "cache": self.cache.to_dict() if self.cache is not None else None,
             "memory": (
                 {**self.memory.to_dict(), "diagnosis": self.memory_diagnosis} if self.memory is not None else None
             ),
-            "first_error": self.first_error,
-            "diagnosis": self.diagnosis,
-            "verification": self.verification,
+            "first_error": first_error_dict(self.triage),
+            "diagnosis": diagnosis_dicts(self.triage),
+            "verification": self.verification.to_dict() if self.verification is not None else None,
             "notes": self.notes,
             "plan": self.plan,
             "vcvars": self.vcvars,
@@ -138,54 +339,66 @@ def _duration(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m"
 
 
-def _yes_no(value: Any) -> str:
+def _yes_no(value: bool | None) -> str:
     if value is None:
         return "n/a"
     return "yes" if value else "no"
 
 
-def verification_line(verification: dict[str, Any]) -> str:
+def verification_line(verification: Verification | VerificationSkipped) -> str:
     """One line for people from verify.py's result."""
-    if verification.get("skipped"):
-        return f"skipped: {verification['skipped']}"
-    if not verification.get("ok"):
-        return f"FAILED at {verification.get('failed_step', 'start')}"
-    loader = verification.get("dataloader") or {}
-    cudnn = verification.get("cudnn")
+    if isinstance(verification, VerificationSkipped):
+        return f"skipped: {verification.reason}"
+    if not verification.ok:
+        return f"FAILED at {'start' if verification.failed_step is None else verification.failed_step}"
+    loader = verification.dataloader
+    workers, start_method = (loader.num_workers, loader.start_method) if loader else (None, None)
+    cudnn = verification.cudnn
     parts = [
-        f"torch {verification.get('version')}",
-        f"CUDA {verification.get('cuda_version') or 'no'}"
-        + (" (available)" if verification.get("cuda_available") else ""),
-        f"MKL {_yes_no(verification.get('mkl'))}",
-        f"MAGMA {_yes_no(verification.get('magma'))}",
+        f"torch {verification.version}",
+        f"CUDA {verification.cuda_version or 'no'}" + (" (available)" if verification.cuda_available else ""),
+        f"MKL {_yes_no(verification.mkl)}",
+        f"MAGMA {_yes_no(verification.magma)}",
         f"cuDNN {cudnn if cudnn else 'no'}",
-        f"DataLoader(num_workers={loader.get('num_workers')}, {loader.get('start_method')}) ok",
+        f"DataLoader(num_workers={workers}, {start_method}) ok",
     ]
     return " · ".join(parts)
 
 
-def gpu_lines(verification: dict[str, Any]) -> list[str]:
+def gpu_lines(verification: Verification) -> list[str]:
     """One line per GPU that verify.py checked (capability, coverage, kernel), or why none was."""
-    gpu = verification.get("gpu")
-    if not isinstance(gpu, dict):
+    gpu = verification.gpu
+    if gpu is None:
         return []
-    if not gpu.get("checked"):
-        return [f"not checked: {gpu.get('reason', 'unknown')}"] if gpu.get("reason") else []
-    built = " ".join(gpu.get("arch_list") or []) or "unknown"
+    if not gpu.checked:
+        return [f"not checked: {gpu.reason}"] if gpu.reason else []
+    built = " ".join(gpu.arch_list or ()) or "unknown"
     lines = []
-    for device in gpu.get("devices") or []:
+    for device in gpu.devices:
         coverage = {
-            True: f"built for it ({' '.join(device.get('covered_by') or [])})",
+            True: f"built for it ({' '.join(device.covered_by)})",
             False: f"NOT built for it (arch list {built})",
             None: "arch list unknown",
-        }[device.get("covered")]
-        kernel = device.get("kernel")
-        outcome = "kernel ok" if kernel == "ok" else f"kernel {kernel}: {device.get('error', 'no message')}"
+        }[device.covered]
+        kernel = device.kernel
+        error = "no message" if device.error is None else device.error
+        outcome = "kernel ok" if kernel == "ok" else f"kernel {kernel}: {error}"
         lines.append(
-            f"{device.get('device')} {device.get('name') or 'unnamed'} · capability "
-            f"{device.get('capability') or '?'} · {coverage} · {outcome}"
+            f"{device.device} {device.name or 'unnamed'} · capability "
+            f"{device.capability or '?'} · {coverage} · {outcome}"
         )
     return lines
+
+
+def _triage_rows(triage: TriageResult | None) -> list[tuple[str, str]]:
+    """The summary's rows for a failed command: its first error's line and the diagnosis rules that matched."""
+    if triage is None:
+        return []
+    rows = [("diagnosis", f"[{match.rule.id}] {match.rule.title}") for match in triage.matches]
+    if triage.first_error:
+        first = triage.first_error.summary
+        rows.insert(0, ("first error", f"line {first.number}: {first.text.strip()}"))
+    return rows
 
 
 def summary(record: BuildRecord) -> str:
@@ -220,8 +433,8 @@ def summary(record: BuildRecord) -> str:
                 ),
             )
         )
-    if record.cache:
-        rows.append(("cache", record.cache["summary"]))
+    if record.cache is not None:
+        rows.append(("cache", record.cache.stats.describe()))
     if record.memory is not None:
         rows.append(("memory", record.memory.describe()))
         rows += [
@@ -233,14 +446,11 @@ def summary(record: BuildRecord) -> str:
             )
             for episode in record.memory.low_memory
         ]
-    if record.first_error:
-        summary_line = record.first_error["summary"]
-        rows.append(("first error", f"line {summary_line['number']}: {summary_line['text'].strip()}"))
-    for match in record.diagnosis:
-        rows.append(("diagnosis", f"[{match['id']}] {match['title']}"))
+    rows += _triage_rows(record.triage)
     if record.verification is not None:
         rows.append(("verified", verification_line(record.verification)))
-        rows += [("gpu", line) for line in gpu_lines(record.verification)]
+        if isinstance(record.verification, Verification):
+            rows += [("gpu", line) for line in gpu_lines(record.verification)]
     if record.log.exists():
         rows.append(("log", str(record.log)))
     rows.append(("report", str(record.report)))

@@ -30,9 +30,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pytorch_winbuild.builder.report import CHECK_FACTS, DataLoaderCheck, GpuCheck, GpuDevice, Verification
 from pytorch_winbuild.errors import VerificationError
 from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.knowledge.arch_list import (
@@ -309,28 +311,133 @@ if __name__ == "__main__":
 VERIFY_SCRIPT = _SCRIPT.replace("@MARKER@", repr(MARKER)).replace("# @COVERAGE@", _embedded())
 
 
-def _parse(stdout: str) -> dict[str, Any] | None:
+# The check's report is read once, here, into a Verification. It comes from an interpreter that ran the build's
+# torch, so each value must be of the type the script writes; a report with one that is not counts as no report.
+_T = TypeVar("_T")
+
+
+def _typed(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T | None:
+    """`data[key]` when it is what the script writes there (None when absent or null); else ValueError."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):  # JSON true is no count
+        raise ValueError(f"the check's {key!r} is a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
+def _required(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T:
+    value = _typed(data, key, kind)
+    if value is None:
+        raise ValueError(f"the check reported no {key!r}")
+    return value
+
+
+def _texts(data: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    values = _typed(data, key, list)
+    if values is None:
+        return None
+    if not all(isinstance(value, str) for value in values):
+        raise ValueError(f"the check's {key!r} is not a list of strings")
+    return tuple(values)
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"the check's {what} is not an object")
+    return value
+
+
+def _device(data: Mapping[str, Any]) -> GpuDevice:
+    return GpuDevice(
+        index=_required(data, "index", int),
+        device=_required(data, "device", str),
+        name=_typed(data, "name", str),
+        capability=_typed(data, "capability", str),
+        covered=_typed(data, "covered", bool),
+        covered_by=_texts(data, "covered_by") or (),
+        kernel=_required(data, "kernel", str),
+        ok=_required(data, "ok", bool),
+        error=_typed(data, "error", str),
+    )
+
+
+def _gpu(data: Mapping[str, Any]) -> GpuCheck:
+    return GpuCheck(
+        checked=_required(data, "checked", bool),
+        arch_list=_texts(data, "arch_list"),
+        device_count=_required(data, "device_count", int),
+        devices=tuple(_device(_object(device, "device")) for device in _required(data, "devices", list)),
+        kernel_test=_required(data, "kernel_test", str),
+        arch_list_error=_typed(data, "arch_list_error", str),
+        reason=_typed(data, "reason", str),
+        warnings=_texts(data, "warnings") or (),
+    )
+
+
+def _dataloader(data: Mapping[str, Any]) -> DataLoaderCheck:
+    return DataLoaderCheck(
+        num_workers=_required(data, "num_workers", int),
+        start_method=_required(data, "start_method", str),
+        batches=_required(data, "batches", int),
+        ok=_required(data, "ok", bool),
+    )
+
+
+def _verification(data: Mapping[str, Any], python: str, exit_code: int) -> Verification:
+    """The check's JSON object typed; ValueError when a value is not of the type the script writes."""
+    gpu, dataloader = data.get("gpu"), data.get("dataloader")
+    return Verification(
+        ok=_required(data, "ok", bool),
+        interpreter=python,
+        exit_code=exit_code,
+        python=_typed(data, "python", str),
+        executable=_typed(data, "executable", str),
+        cwd=_typed(data, "cwd", str),
+        version=_typed(data, "version", str),
+        location=_typed(data, "location", str),
+        cuda_version=_typed(data, "cuda_version", str),
+        cuda_available=_typed(data, "cuda_available", bool),
+        mkl=_typed(data, "mkl", bool),
+        magma=_typed(data, "magma", bool),
+        cudnn=_typed(data, "cudnn", int),
+        gpu=None if gpu is None else _gpu(_object(gpu, "gpu section")),
+        dataloader=None if dataloader is None else _dataloader(_object(dataloader, "DataLoader section")),
+        failed_step=_typed(data, "failed_step", str),
+        error=_typed(data, "error", str),
+        fix=_typed(data, "fix", str),
+        answered_none=frozenset(key for key in CHECK_FACTS if key in data and data[key] is None),
+    )
+
+
+def _parse(stdout: str, python: str, exit_code: int) -> tuple[Verification, str] | None:
+    """The check's report, typed, and its tracebacks for the diagnosis; None when it printed none, or one that is not
+    what the script writes. Untrusted: the interpreter that printed it ran the build's torch."""
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
                 data = parse_json(line[len(MARKER) :], allow_nonfinite=True)
+                if not isinstance(data, dict):
+                    return None
+                return _verification(data, python, exit_code), take_tracebacks(data)
             except ValueError:
                 return None
-            return data if isinstance(data, dict) else None
     return None
 
 
-def failure_error(result: dict[str, Any]) -> VerificationError:
+def failure_error(result: Verification) -> VerificationError:
     """One paragraph naming the failed step and its exception, with the diagnosis's advice."""
+    step = "start" if result.failed_step is None else result.failed_step
     message = (
-        f"a fresh `{result.get('interpreter')}` outside the source tree failed at step "
-        f"'{result.get('failed_step', 'start')}': {result.get('error_summary', 'no output')}"
+        f"a fresh `{result.interpreter}` outside the source tree failed at step "
+        f"'{step}': {result.error_summary or 'no output'}"
     )
-    matches = result.get("diagnosis") or []
+    triage = result.triage
+    matches = triage.matches if triage else ()
     if matches:
-        message += " Diagnosis: " + "; ".join(f"[{m['id']}] {m['title']}" for m in matches) + "."
+        message += " Diagnosis: " + "; ".join(f"[{m.rule.id}] {m.rule.title}" for m in matches) + "."
     # The check's own fix (a GPU the build does not cover: the --arch-list for it) is the most specific.
-    fix = result.get("fix") or (matches[0]["fix"] if matches else None)
+    fix = result.fix or (matches[0].rule.fix_on(triage.posix) if triage and matches else None)
     return VerificationError(
         message, fix=fix or "run `invoke verify` to repeat the check, and `invoke diagnose` on the build log."
     )
@@ -367,7 +474,7 @@ def _run(python: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 def check_torch(
     python: str | None = None, *, env: Mapping[str, str] | None = None, extra_paths: Sequence[Path] = ()
-) -> dict[str, Any]:
+) -> Verification:
     """Run the check; its result, with `ok` false and the diagnosis when something failed.
 
     `extra_paths` go in front of PYTHONPATH: a wheel unpacked into a folder is checked that way
@@ -381,48 +488,54 @@ def check_torch(
     exit_code, stdout, stderr = _run(python, process_env)
     output = redact_text(stdout + stderr)
     said = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(MARKER)]
-    result = _parse(stdout) or {  # the check never reported: its interpreter's last line is the reason
-        "ok": False,
-        "failed_step": "start",
-        "error": said[-1] if said else f"exit status {exit_code}",
-    }
-    result["interpreter"] = python
-    result["exit_code"] = exit_code
-    if result.get("ok") and exit_code == 0:
+    result, trace = _parse(stdout, python, exit_code) or (  # the check never reported: its interpreter's last line
+        Verification(
+            ok=False,
+            interpreter=python,
+            exit_code=exit_code,
+            failed_step="start",
+            error=said[-1] if said else f"exit status {exit_code}",
+        ),
+        "",
+    )
+    if result.ok and exit_code == 0:
         return result
+    return _diagnosed(result, trace, output)
+
+
+def _diagnosed(result: Verification, trace: str, output: str) -> Verification:
+    """A failed check with its reason in one line and the diagnosis of what its interpreter printed; the
+    tracebacks are diagnosed, not kept: no traceback in the record."""
     from pytorch_winbuild.diagnosis.triage import diagnose_text
 
-    result["ok"] = False
-    result["error"] = redact_text(str(result.get("error") or ""))
-    trace = take_tracebacks(result)  # diagnosed, not kept: no traceback in the record
-    error_lines = [line.strip() for line in (result["error"] or output).splitlines() if line.strip()]
-    result["error_summary"] = error_lines[-1] if error_lines else "no output"
+    error = redact_text(result.error or "")
+    error_lines = [line.strip() for line in (error or output).splitlines() if line.strip()]
     printed = "\n".join(line for line in output.splitlines() if not line.startswith(MARKER))
     posix = os.name != "nt"  # the check ran on this machine: its fixes
     # The rules see the traceback (a DataLoader rule needs its multiprocessing frames); the first error is the reason.
-    triage = diagnose_text(printed + "\n" + (trace or result["error"]), source="verification output", posix=posix)
-    result["diagnosis"] = [match.to_dict(posix) for match in triage.matches]
+    triage = diagnose_text(printed + "\n" + (trace or error), source="verification output", posix=posix)
     if trace:
-        triage = diagnose_text(printed + "\n" + result["error"], source="verification output", posix=posix)
-    result["first_error"] = triage.first_error.to_dict() if triage.first_error else None
-    return result
+        reason = diagnose_text(printed + "\n" + error, source="verification output", posix=posix)
+        triage = replace(reason, matches=triage.matches)
+    return replace(
+        result, ok=False, error=error, error_summary=error_lines[-1] if error_lines else "no output", triage=triage
+    )
 
 
-def take_tracebacks(result: dict[str, Any]) -> str:
-    """Remove the check's traceback and each GPU's from `result`; return them, redacted, for the diagnosis."""
-    traces = [result.pop("traceback", None)]
-    for device in (result.get("gpu") or {}).get("devices") or []:
-        if isinstance(device, dict):
-            traces.append(device.pop("traceback", None))
+def take_tracebacks(output: Mapping[str, Any]) -> str:
+    """The check's traceback and each GPU's, redacted, for the diagnosis; read from its output (of the shape
+    `_verification` accepts), as the typed result keeps none."""
+    traces = [output.get("traceback")]
+    traces += [device.get("traceback") for device in (output.get("gpu") or {}).get("devices") or []]
     return "\n".join(redact_text(str(trace)) for trace in traces if trace)
 
 
 def verify_torch(
     python: str | None = None, *, env: Mapping[str, str] | None = None, extra_paths: Sequence[Path] = ()
-) -> dict[str, Any]:
+) -> Verification:
     """`check_torch`, raising VerificationError when the check failed."""
     result = check_torch(python, env=env, extra_paths=extra_paths)
-    if not result["ok"]:
+    if not result.ok:
         raise failure_error(result)
     return result
 
@@ -432,5 +545,5 @@ if __name__ == "__main__":  # python -m pytorch_winbuild.builder.verify [--scrip
         sys.stdout.write(VERIFY_SCRIPT)
     else:
         outcome = check_torch(sys.argv[1] if len(sys.argv) > 1 else None)
-        print(json.dumps(outcome, indent=2, ensure_ascii=False))
-        sys.exit(0 if outcome["ok"] else 1)
+        print(json.dumps(outcome.to_dict(), indent=2, ensure_ascii=False))
+        sys.exit(0 if outcome.ok else 1)

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
+from pytorch_winbuild.knowledge.model import CudaRelease
 
 CATALOG_FILE = "deps.toml"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_CUDA_VERSION = re.compile(r"(\d+)\.(\d+)")
 _PYTHON_RELEASE = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
 _PYTHON_MINOR = re.compile(r"[0-9]+\.[0-9]+")
 # A folder of this machine (Path) or of another machine's plan (PureWindowsPath).
@@ -103,17 +103,6 @@ class Catalog:
     python: dict[str, Archive]  # minor version ("3.6") → NuGet's package of its newest release
     extract: ExtractSettings
     download: DownloadLimits = DownloadLimits()
-
-
-def cuda_prefix(cuda: str) -> str:
-    """'9.0' → 'cuda90', '12.4' → 'cuda124' (the MAGMA archives' naming)."""
-    match = _CUDA_VERSION.fullmatch(cuda)
-    if not match:
-        raise ConfigurationError(
-            f"'{cuda}' is not a CUDA version.",
-            fix="pass it as MAJOR.MINOR, e.g. --cuda 9.0 or --cuda 10.1, or --cuda cpu for a CPU-only build.",
-        )
-    return f"cuda{match.group(1)}{match.group(2)}"
 
 
 def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
@@ -380,8 +369,8 @@ def magma_preference(text: str | None) -> list[str]:
     return [version.strip() for version in (text or "").split(",") if version.strip()]
 
 
-def _magma_for(catalog: Catalog, cuda: str, magma_versions: list[str], debug: bool) -> Archive:
-    prefix = cuda_prefix(cuda)
+def _magma_for(catalog: Catalog, cuda: CudaRelease, magma_versions: list[str], debug: bool) -> Archive:
+    prefix = cuda.magma_prefix
     variant = "debug" if debug else "release"
     preference = magma_versions or list(catalog.magma_preference)
     unknown = [v for v in preference if v not in catalog.magma_versions]
@@ -411,7 +400,7 @@ def _magma_for(catalog: Catalog, cuda: str, magma_versions: list[str], debug: bo
 
 def select_archives(
     *,
-    cuda: str | None,
+    cuda: CudaRelease | None,
     mkl_version: str,
     magma_versions: list[str],
     magma_debug: bool = False,
@@ -420,8 +409,8 @@ def select_archives(
 ) -> list[Archive]:
     """The archives a build needs: MKL always, MAGMA for CUDA builds unless `no_magma`.
 
-    `cuda` is "9.0"-style or None for a CPU build; `magma_versions` is a preference list (the
-    first one built for that CUDA prefix wins; empty means the catalog's preference).
+    `cuda` is the build's CUDA release (build_config/cuda.toml), or None for a CPU build; `magma_versions` is a
+    preference list (the first one built for that CUDA's prefix wins; empty means the catalog's preference).
     """
     catalog = catalog or load_catalog()
     mkl = catalog.mkl.get(mkl_version)
@@ -430,8 +419,6 @@ def select_archives(
             f"unknown MKL version '{mkl_version}'; {catalog.source} lists {', '.join(sorted(catalog.mkl))}.",
             fix=f"pass one of those with --mkl-version (the default is {catalog.mkl_default}).",
         )
-    if cuda is not None:
-        cuda_prefix(cuda)  # a malformed version is an error even with --no-magma
     archives = [mkl]
     if cuda is not None and not no_magma:
         archives.append(_magma_for(catalog, cuda, magma_versions, magma_debug))

@@ -321,7 +321,7 @@ def _libraries(
     from pytorch_winbuild.deps.catalog import magma_preference, select_archives
 
     return select_archives(
-        cuda=release.version if release else None,
+        cuda=release,
         mkl_version=mkl_version or choice.era.mkl,
         magma_versions=magma_preference(magma_version) or list(choice.era.magma),
         magma_debug=magma_debug,
@@ -474,6 +474,11 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
     folder = Path(path_flag(path, "PATH") or "")
     if not folder.is_dir():
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
+    from pytorch_winbuild.builder.settings import load_settings
+
+    modes = load_settings().extension_commands  # build_config/build_runner.toml: what each --mode runs
+    if mode not in modes:
+        raise ConfigurationError(f"--mode {mode!r} is not one of {', '.join(modes)}.")
     choice = cache_choice(c, plan_flags["cache_dir"])
     choice.check_writable()
     cache = choice.folder
@@ -510,8 +515,8 @@ def verify(c: Context, *, python: str | None, cache_dir: str | None) -> None:
     from pytorch_winbuild.builder.verify import check_torch, failure_error
 
     result = check_torch(verified_python(c, python, cache_dir))
-    print(json.dumps(result, indent=2, ensure_ascii=False))
-    if not result["ok"]:
+    print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    if not result.ok:
         raise failure_error(result)
 
 

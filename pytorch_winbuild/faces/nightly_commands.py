@@ -73,7 +73,8 @@ def nightly(
     from pytorch_winbuild.nightly.matrix import load_matrix
 
     # The matrix and --only are checked before the cache is touched (tagged, locked): a broken file needs none.
-    load_matrix(Path(matrix) if matrix else None, load_knowledge()).select(tuple(only or ()))
+    loaded = load_matrix(Path(matrix) if matrix else None, load_knowledge())
+    loaded.select(tuple(only or ()))
     cache = cache_choice(c, cache_dir)
     cache.check_writable()
     folder = cache.folder
@@ -81,7 +82,7 @@ def nightly(
     if output_dir:
         writable_folder(Path(output_dir), "--output-dir")
     options = NightlyOptions(
-        matrix=Path(matrix) if matrix else None,
+        matrix=loaded,
         cache_dir=folder,
         only=tuple(only or ()),
         force=force,

@@ -2,8 +2,8 @@
 
 A stage that fails ends the entry with the error's paragraph and the stage's name, and the
 nightly goes on with the next entry. The build itself is `invoke build`'s runner in wheel mode
-(verification included); its report gives the first error, the diagnosis and the cache's
-numbers, for failures as well as successes.
+(verification included); its record, which the nightly hands it, gives the first error, the
+diagnosis and the cache's numbers, for failures as well as successes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytorch_winbuild.builder.pipeline import BuildRequest, run_build
+from pytorch_winbuild.builder.pipeline import BuildRequest, build_record, run_build
+from pytorch_winbuild.builder.report import BuildRecord, Verification, diagnosis_dicts, first_error_dict
 from pytorch_winbuild.builder.source import (
     SourceCheckout,
     acquire_source,
@@ -36,7 +37,6 @@ from pytorch_winbuild.errors import InternalError, InterruptedByUser, Verificati
 from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.source_tree import backend_without_setup_py, build_backend, read_source_version
-from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.matrix import Entry, Matrix
@@ -192,62 +192,44 @@ def _fetch_deps(plan: Plan, context: RunContext) -> bool:
     return summary is not None
 
 
-def _new_report(folder: Path, before: set[Path]) -> dict[str, Any] | None:
-    """The report the builder wrote in `folder` during this entry (it names its files itself); None when there is
-    none, or it cannot be read (the build's own error is what the entry reports, with or without it)."""
-    fresh = sorted(set(folder.glob("build-*.json")) - before, key=lambda path: path.stat().st_mtime)
-    if not fresh:
-        return None
-    try:
-        report = read_json(fresh[-1])
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
-
-
-def _take_report(result: EntryResult, report: dict[str, Any]) -> None:
-    result.log, result.report = report.get("log"), report.get("report")
-    result.first_error, result.diagnosis = report.get("first_error"), report.get("diagnosis") or []
-    cache = report.get("cache")
-    if cache and result.compiler_cache is not None:
-        raw = cache.get("raw")
-        reported = raw.get("cache_location") if isinstance(raw, dict) else None
+def _take_record(result: EntryResult, record: BuildRecord) -> None:
+    """The build's log, report, first error, diagnosis, cache numbers and compile time, into the entry's result."""
+    result.log, result.report = str(record.log), str(record.report)
+    result.first_error, result.diagnosis = first_error_dict(record.triage), diagnosis_dicts(record.triage)
+    cache = record.cache
+    if cache is not None and result.compiler_cache is not None:
         result.compiler_cache.update(
             {
-                "hits": cache.get("hits"),
-                "misses": cache.get("misses"),
-                "stats": cache.get("summary"),
-                "reported_location": redact_text(reported) if reported else None,
+                "hits": cache.stats.hits,
+                "misses": cache.stats.misses,
+                "stats": cache.stats.describe(),
+                "reported_location": redact_text(cache.location) if cache.location else None,
             }
         )
-    build_seconds = (report.get("phases") or {}).get("build")
+    build_seconds = record.phases.get("build")
     if build_seconds is not None:
         result.stages["compile"] = build_seconds
 
 
-def _build(
-    plan: Plan, checkout: SourceCheckout, context: RunContext, folder: Path, result: EntryResult
-) -> dict[str, Any]:
-    """Run the builder in wheel mode (in the plan's build venv); its report, also taken into `result` when the
+def _build(plan: Plan, checkout: SourceCheckout, context: RunContext, folder: Path, result: EntryResult) -> BuildRecord:
+    """Run the builder in wheel mode (in the plan's build venv); its record, also taken into `result` when the
     build fails."""
     folder.mkdir(parents=True, exist_ok=True)
-    before = set(folder.glob("build-*.json"))
     request = BuildRequest(checkout=checkout, cache_dir=context.cache_dir, log_dir=folder, mode="wheel")
+    record = build_record(plan, request)
     try:
-        record = run_build(plan, request)
+        run_build(plan, request, record)
     except WinbuildError:
-        report = _new_report(folder, before)
-        if report is not None:
-            _take_report(result, report)
+        if record.concluded():  # else it stopped before building, and wrote no report
+            _take_record(result, record)
         raise
-    report = record.to_dict()
-    _take_report(result, report)
-    return report
+    _take_record(result, record)
+    return record
 
 
-def _collect(report: dict[str, Any], folder: Path, result: EntryResult, context: RunContext) -> Path:
+def _collect(record: BuildRecord, folder: Path, result: EntryResult, context: RunContext) -> Path:
     """Copy the verified wheel into the entry's folder, with a record of where it came from."""
-    built = (report.get("verification") or {}).get("wheel")
+    built = record.verification.wheel if isinstance(record.verification, Verification) else None
     if not built or not Path(built).is_file():
         raise VerificationError(
             f"the build of '{result.name}' succeeded, but its report names no wheel ({built}).",
@@ -255,7 +237,7 @@ def _collect(report: dict[str, Any], folder: Path, result: EntryResult, context:
         )
     wheel = folder / Path(built).name
     shutil.copy2(built, wheel)
-    record = {
+    origin = {
         "entry": result.name,
         "wheel": wheel.name,
         "repo": result.repo,
@@ -269,7 +251,7 @@ def _collect(report: dict[str, Any], folder: Path, result: EntryResult, context:
         "log": Path(result.log).name if result.log else None,
     }
     wheel.with_name(wheel.name + WHEEL_RECORD_SUFFIX).write_text(
-        json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(origin, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return wheel
 
@@ -406,9 +388,9 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         if cache.fallback:
             result.note(f"warning: {cache.fallback}.")
     with result.timed("build"):
-        report = _build(plan, checkout, context, folder, result)
+        record = _build(plan, checkout, context, folder, result)
     with result.timed("collect"):
-        wheel = _collect(report, folder, result, context)
+        wheel = _collect(record, folder, result, context)
     result.wheel = str(wheel)
     context.state.record(
         entry.name,

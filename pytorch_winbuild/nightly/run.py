@@ -19,7 +19,7 @@ from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.entry import EntryResult, RunContext, prefetch_remote_commits, run_entry
 from pytorch_winbuild.nightly.lock import NightlyLock
-from pytorch_winbuild.nightly.matrix import load_matrix
+from pytorch_winbuild.nightly.matrix import Matrix
 from pytorch_winbuild.nightly.retention import apply_retention
 from pytorch_winbuild.nightly.site import write_site
 from pytorch_winbuild.nightly.state import NightlyState
@@ -30,9 +30,9 @@ LOCK_FILE = Path("nightly") / "nightly.lock"  # under the cache folder, which th
 
 @dataclass(frozen=True)
 class NightlyOptions:
-    """What `invoke nightly` asks for."""
+    """What `invoke nightly` asks for, read by the faces: the matrix loaded and each entry parsed once."""
 
-    matrix: Path | None
+    matrix: Matrix
     cache_dir: Path
     only: tuple[str, ...] = ()
     force: bool = False
@@ -58,7 +58,7 @@ def _write_site(output_dir: Path) -> None:
 def run_nightly(options: NightlyOptions) -> NightlySummary:
     """Build every selected entry; raises BuildError (exit 5) after the summary when any entry failed."""
     knowledge = load_knowledge()
-    matrix = load_matrix(options.matrix, knowledge).with_overrides(
+    matrix = options.matrix.with_overrides(
         output_dir=options.output_dir, keep_days=options.keep_days, min_free_gb=options.min_free_gb
     )
     entries = matrix.select(options.only)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
-from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import ArchiveLocator, PlanBuilder, PlannedArchive, plan_paths
 from pytorch_winbuild.planning.python_choice import PythonLocator
@@ -37,7 +37,13 @@ def archive_changes(archives: list[PlannedArchive], facts: Facts, plan: PlanBuil
 
 
 def plan_archives(
-    era: Era, facts: Facts, options: Options, cuda: CudaInstall | None, locate: ArchiveLocator | None, plan: PlanBuilder
+    knowledge: Knowledge,
+    era: Era,
+    facts: Facts,
+    options: Options,
+    cuda: CudaInstall | None,
+    locate: ArchiveLocator | None,
+    plan: PlanBuilder,
 ) -> list[PlannedArchive]:
     """MKL for every Windows build and MAGMA for CUDA builds, where fetch-deps puts them."""
     if locate is None:
@@ -52,7 +58,7 @@ def plan_archives(
 
     def select(no_magma: bool) -> list[Any]:
         return select_archives(
-            cuda=cuda.version if cuda else None,
+            cuda=knowledge.cuda_release(cuda.version) if cuda else None,  # the chosen CUDA is one cuda.toml lists
             mkl_version=options.mkl_version or era.mkl,
             magma_versions=magma_preference(options.magma_version) or list(era.magma),
             magma_debug=options.magma_debug,

@@ -303,7 +303,7 @@ def make_plan(
         toolchain = _linux_host(era, facts, cuda, plan)
     generator = choose_generator(facts, options, plan)
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
-    archives = plan_archives(era, facts, options, cuda, locate_archive, plan)
+    archives = plan_archives(knowledge, era, facts, options, cuda, locate_archive, plan)
 
     _toolchain_changes(
         knowledge, era, facts, options, cuda, toolchain, generator, cache_name, names, tree_backend, plan

@@ -21,6 +21,7 @@ from deps_support import (
 )
 
 from pytorch_winbuild.deps.catalog import Archive, select_archives
+from pytorch_winbuild.knowledge.model import load_knowledge
 
 
 @pytest.fixture(scope="session")
@@ -51,13 +52,13 @@ def server(made: Made) -> Iterator[FaultServer]:
 @pytest.fixture
 def cuda101() -> list[Archive]:
     """MKL (py7zr-made) and MAGMA 2.5.4 for CUDA 10.1 (BCJ2)."""
-    return select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.5.4"])
+    return select_archives(cuda=load_knowledge().cuda["10.1"], mkl_version="2020.2.254", magma_versions=["2.5.4"])
 
 
 @pytest.fixture
 def cuda90() -> list[Archive]:
     """MKL and MAGMA 2.4.0 for CUDA 9.0, both py7zr-made."""
-    return select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])
+    return select_archives(cuda=load_knowledge().cuda["9.0"], mkl_version="2020.2.254", magma_versions=[])
 
 
 @pytest.fixture

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, deps_dir, installed_path, write_marker
-from pytorch_winbuild.deps.catalog import archive_variables, cuda_prefix, load_catalog, parse_catalog, select_archives
+from pytorch_winbuild.deps.catalog import archive_variables, load_catalog, parse_catalog, select_archives
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir
+from pytorch_winbuild.knowledge.model import load_knowledge
+
+CUDA = load_knowledge().cuda  # build_config/cuda.toml's releases, as the plan and fetch-deps hand them
 
 
 def names(archives: list) -> list[str]:
@@ -74,24 +77,31 @@ def test_catalog_lists_every_magma_build_of_the_facts_page() -> None:
 )
 def test_select_archives_takes_the_first_preferred_magma_built_for_the_cuda(cuda, preference, debug, expected) -> None:
     assert (
-        names(select_archives(cuda=cuda, mkl_version="2020.2.254", magma_versions=preference, magma_debug=debug))
+        names(
+            select_archives(
+                cuda=CUDA[cuda] if cuda else None,
+                mkl_version="2020.2.254",
+                magma_versions=preference,
+                magma_debug=debug,
+            )
+        )
         == expected
     )
 
 
 def test_no_magma_and_the_seed_era_mkl() -> None:
-    assert names(select_archives(cuda="9.0", mkl_version="2018.2.185", magma_versions=[], no_magma=True)) == [
+    assert names(select_archives(cuda=CUDA["9.0"], mkl_version="2018.2.185", magma_versions=[], no_magma=True)) == [
         "mkl_2018.2.185.7z"
     ]
 
 
 def test_missing_magma_names_what_exists_and_no_magma() -> None:
     with pytest.raises(ConfigurationError) as caught:
-        select_archives(cuda="9.1", mkl_version="2020.2.254", magma_versions=[])
+        select_archives(cuda=CUDA["9.1"], mkl_version="2020.2.254", magma_versions=[])
     text = caught.value.paragraph()
     assert "CUDA 9.1 (cuda91)" in text and "--no-magma" in text
     with pytest.raises(ConfigurationError) as caught:
-        select_archives(cuda="10.0", mkl_version="2020.2.254", magma_versions=["2.4.0"], magma_debug=True)
+        select_archives(cuda=CUDA["10.0"], mkl_version="2020.2.254", magma_versions=["2.4.0"], magma_debug=True)
     text = caught.value.paragraph()
     assert "no MAGMA debug archive for CUDA 10.0" in text and "2.4.0 release" in text and "--no-magma" in text
 
@@ -103,14 +113,12 @@ def test_unknown_versions_and_bad_cuda_are_configuration_errors() -> None:
     ):
         select_archives(cuda=None, mkl_version="2019.0", magma_versions=[])
     with pytest.raises(ConfigurationError, match=r"unknown MAGMA version 2\.6\.0"):
-        select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.6.0"])
-    with pytest.raises(ConfigurationError, match="'auto' is not a CUDA version"):
-        select_archives(cuda="auto", mkl_version="2020.2.254", magma_versions=[], no_magma=True)
-    assert cuda_prefix("9.0") == "cuda90" and cuda_prefix("12.4") == "cuda124"
+        select_archives(cuda=CUDA["10.1"], mkl_version="2020.2.254", magma_versions=["2.6.0"])
+    assert CUDA["9.0"].magma_prefix == "cuda90" and CUDA["12.4"].magma_prefix == "cuda124"
 
 
 def test_archive_variables_follow_the_catalog(tmp_path: Path) -> None:
-    mkl, magma = select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])
+    mkl, magma = select_archives(cuda=CUDA["9.0"], mkl_version="2020.2.254", magma_versions=[])
     found = {
         (v.name, v.value, v.prepend)
         for v in archive_variables(mkl, tmp_path / "mkl") + archive_variables(magma, tmp_path / "magma")

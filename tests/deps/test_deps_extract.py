@@ -16,6 +16,7 @@ from pytorch_winbuild.deps.cache import read_marker
 from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.extract import install_archive
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.model import load_knowledge
 
 NATIVE = shutil.which("7z")
 
@@ -25,7 +26,7 @@ def mkl() -> Archive:
 
 
 def magma101() -> Archive:
-    return select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.5.4"])[1]
+    return select_archives(cuda=load_knowledge().cuda["10.1"], mkl_version="2020.2.254", magma_versions=["2.5.4"])[1]
 
 
 def install(
@@ -94,7 +95,9 @@ def test_a_broken_old_folder_is_replaced_whole(made: Made, tmp_path: Path) -> No
     (target / "lib").mkdir(parents=True)
     (target / "lib" / "stale.lib").write_bytes(b"half-extracted")
     install(
-        made.files[MAGMA_PY7ZR], select_archives(cuda="9.0", mkl_version="2020.2.254", magma_versions=[])[1], target
+        made.files[MAGMA_PY7ZR],
+        select_archives(cuda=load_knowledge().cuda["9.0"], mkl_version="2020.2.254", magma_versions=[])[1],
+        target,
     )
     assert not (target / "lib" / "stale.lib").exists()
     assert leftovers(tmp_path / "deps") == ["mkl"]

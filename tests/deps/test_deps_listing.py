@@ -206,8 +206,9 @@ def test_the_native_path_never_imports_py7zr(made: Made, tmp_path: Path) -> None
 import sys
 from pathlib import Path
 from pytorch_winbuild.deps.catalog import select_archives
+from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.deps.extract import install_archive
-archive = select_archives(cuda="10.1", mkl_version="2020.2.254", magma_versions=["2.5.4"])[1]
+archive = select_archives(cuda=load_knowledge().cuda["10.1"], mkl_version="2020.2.254", magma_versions=["2.5.4"])[1]
 file = Path(sys.argv[1])
 tool = install_archive(file, archive, Path(sys.argv[2]), sha256="0" * 64, size=file.stat().st_size,
                        prefer="native", native=sys.argv[3], log=print)

@@ -13,11 +13,16 @@ import pytest
 from nightly_support import Redis, free_port
 from support import REPO_ROOT
 
+from pytorch_winbuild.builder.compiler_cache import CacheStats
+from pytorch_winbuild.builder.report import BuildRecord, CacheRecord, run_paths
+from pytorch_winbuild.diagnosis.triage import triage_log
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.interpreter import ask_python, with_python
 from pytorch_winbuild.facts.model import load_facts
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
+from pytorch_winbuild.nightly.entry import EntryResult, _take_record
 from pytorch_winbuild.nightly.matrix import entry_python, parse_matrix
 from pytorch_winbuild.nightly.retention import apply_retention, newest_wheels
 from pytorch_winbuild.nightly.shared_cache import endpoints, shared_cache
@@ -230,3 +235,37 @@ def test_entry_pythons(tmp_path: Path) -> None:
         with_python(facts, "/no/such/python", label)
     with pytest.raises(ConfigurationError, match=r"/bin/false did not answer like a Python interpreter"):
         ask_python("/bin/false", label)
+
+
+HEAP_LOG = """[1/2] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/aten/src/ATen/native/Convolution.cpp.obj
+FAILED: caffe2/CMakeFiles/torch_cpu.dir/aten/src/ATen/native/Convolution.cpp.obj
+C:\\src\\aten\\src\\ATen\\native\\Convolution.cpp(1): fatal error C1060: compiler is out of heap space
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_a_failed_build_s_record_gives_the_entry_what_its_report_holds(tmp_path: Path) -> None:
+    """The nightly takes a failed build's first error, diagnosis, cache numbers and compile time from the record
+    the builder filled, not from the report it wrote: the summary gets what the report says."""
+    log, report = run_paths(tmp_path, "build")
+    log.write_text(HEAP_LOG, encoding="utf-8")
+    record = BuildRecord("build", log, report, phases={"build": 12.5}, result="failed", exit_code=5)
+    record.triage = triage_log(log, posix=False)
+    raw = {"cache_location": 'Local disk: "C:\\\\sccache"', "stats": {"cache_hits": {"counts": {"C/C++": 3}}}}
+    record.cache = CacheRecord.of(CacheStats("sccache", 3, 1, "sccache --show-stats --stats-format json", raw))
+    record.write()
+    result = EntryResult("cpu", "repo", None, "cpu", compiler_cache={"engine": "sccache"})
+    _take_record(result, record)
+    written = read_json(report)
+    assert isinstance(written, dict)
+    assert (result.log, result.report) == (written["log"], written["report"]) == (str(log), str(report))
+    assert result.first_error == written["first_error"] and result.diagnosis == written["diagnosis"]
+    assert [match["id"] for match in result.diagnosis] == ["compiler-out-of-heap"]
+    assert result.compiler_cache == {
+        "engine": "sccache",
+        "hits": 3,
+        "misses": 1,
+        "stats": written["cache"]["summary"],
+        "reported_location": written["cache"]["raw"]["cache_location"],
+    }
+    assert result.stages == {"compile": written["phases"]["build"]}
