@@ -241,7 +241,6 @@ def plan_from_flags(
     `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that earlier runs of
     that task recorded in the cache for this machine and configuration (builder/memory_record.py).
     `not_cloned` (repo, ref): a dry run of --repo before the clone exists, planned from the ref's release tag."""
-    from pytorch_winbuild.deps.cache import archive_locator  # imports the catalog: not at startup
     from pytorch_winbuild.knowledge.choices import CudaWord
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.plan import make_plan
@@ -285,10 +284,18 @@ def plan_from_flags(
         facts,
         knowledge,
         source_version=tree.version,
-        locate_archive=archive_locator(cache_dir, look=not foreign),
+        locate_archive=lambda archive: _locate(cache_dir, archive, look=not foreign),
         caller_notes=(cache_note,) if cache_note else (),
         measured_jobs=measured,
         tree_requires=tree.requires,
         tree_backend=tree.backend,
     )
     return replace(plan, source=tree.text, warnings=(*tree.warnings, *plan.warnings))
+
+
+def _locate(cache_dir: PurePath, archive: Any, *, look: bool) -> tuple[str, bool]:
+    """deps/cache.py archive_locator, imported when a plan has an archive to place (a Windows plan): the catalog
+    it loads costs a CPU dry run on Linux milliseconds it does not need."""
+    from pytorch_winbuild.deps.cache import archive_locator
+
+    return archive_locator(cache_dir, look=look)(archive)
