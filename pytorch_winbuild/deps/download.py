@@ -188,10 +188,15 @@ def size_bound(settings: DownloadSettings, expected_size: int | None, size_sourc
     )
 
 
-class _Download:
-    """One archive's download, in three parts: the retry loop (run), the reading of a response's status and
-    size (_announced_total), and the streaming of its body into `part` (_stream). The state a retry carries
-    over lives here: the bytes in `part`, their running checksum, what earlier attempts moved."""
+class Download:
+    """One archive's download into `part`, resuming what is already there: `Download(...).run()` returns its
+    checksum. At most `expected_size` bytes are written (`settings.max_size` when it is None); `size_source`
+    says where that size comes from, for the message. Every failure raises DependencyError; the caller deletes
+    `part` then (a Cancelled one stays, to resume).
+
+    Three parts: the retry loop (run), the reading of a response's status and size (_announced_total), and the
+    streaming of its body into `part` (_stream). The state a retry carries over lives here: the bytes in `part`,
+    their running checksum, what earlier attempts moved."""
 
     def __init__(
         self,
@@ -422,40 +427,6 @@ class _Download:
             )
         if now > self.deadline_at:
             raise self._past_deadline()
-
-
-def download(
-    url: str,
-    part: Path,
-    *,
-    session: requests.Session,
-    settings: DownloadSettings,
-    expected_size: int | None,
-    progress: Progress,
-    cancel: threading.Event,
-    log: Callable[[str], None],
-    remedies: Remedies,
-    size_source: str = "expected",
-) -> Received:
-    """Download `url` into `part`, resuming what is already there; return its checksum.
-
-    At most `expected_size` bytes are written (`settings.max_size` when it is None); `size_source`
-    says where that size comes from, for the message. Every failure raises DependencyError; the
-    caller deletes `part` then (a Cancelled one stays, to resume).
-    """
-    job = _Download(
-        url,
-        part,
-        session=session,
-        settings=settings,
-        expected_size=expected_size,
-        progress=progress,
-        cancel=cancel,
-        log=log,
-        remedies=remedies,
-        size_source=size_source,
-    )
-    return job.run()
 
 
 def copy_local(

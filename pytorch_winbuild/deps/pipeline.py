@@ -26,10 +26,10 @@ from pytorch_winbuild.deps.archive_checks import BadArchive
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.download import (
     Cancelled,
+    Download,
     DownloadSettings,
     Received,
     copy_local,
-    download,
     new_session,
     sha256_of,
     size_bound,
@@ -202,7 +202,7 @@ class Pipeline:
             )
             return received, "copied"
         assert self._session is not None
-        received = download(
+        received = Download(
             self._where(archive),
             part,
             session=self._session,
@@ -213,7 +213,7 @@ class Pipeline:
             cancel=self.cancel,
             log=self.log,
             remedies=remedies_for(self.source, archive),
-        )
+        ).run()
         return received, "downloaded"
 
     def _mismatch(self, archive: Archive, sha256: str, size: int) -> str | None:
