@@ -1,6 +1,6 @@
-"""The Invoke tasks: each declares its flags and help, and hands them to faces/commands.py (the nightly's to
-faces/nightly_commands.py). Every planning task reads its flags into one typed request in
-faces/plan_request.py (the edge), and nothing below reads a flag again.
+"""The Invoke tasks: each declares its flags and help, and hands them to faces/commands.py (fetch-deps and
+clean to faces/deps_commands.py, the nightly's to faces/nightly_commands.py). Every planning task reads its
+flags into one typed request in faces/plan_request.py (the edge), and nothing below reads a flag again.
 
 Defaults for every flag come from Invoke's configuration under the `winbuild` key, so they can
 be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment variables
@@ -9,8 +9,8 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
     doctor      facts/probe.py → faces/doctor.py
     env         faces/plan_request.py → planning/plan.py → faces/render.py
     build       builder/source.py → faces/plan_request.py → planning/plan.py → builder/pipeline.py (+ builder/verify.py)
-    fetch-deps  deps/catalog.py → deps/fetch.py
-    clean       deps/cache.py
+    fetch-deps  faces/deps_commands.py → deps/catalog.py → deps/fetch.py
+    clean       faces/deps_commands.py → deps/cache.py
     build-ext   faces/plan_request.py → planning/plan.py → builder/pipeline.py
     verify      builder/verify.py
     diagnose    diagnosis/triage.py with diagnosis/rules.py
@@ -29,7 +29,7 @@ from invoke import Collection, Context
 from invoke import task as invoke_task
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.faces import commands, nightly_commands
+from pytorch_winbuild.faces import commands, deps_commands, nightly_commands
 from pytorch_winbuild.faces.cli_errors import WinbuildTask, install_command_line_checks, reports_errors
 from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS
 from pytorch_winbuild.faces.help import (
@@ -178,14 +178,14 @@ def fetch_deps(
     """Download, verify and extract MKL (and the MAGMA for --cuda, the Python for --python) into the cache.
 
     Prints where they are and the variables a build needs."""
-    commands.fetch_deps(c, **given(locals()))
+    deps_commands.fetch_deps(c, **given(locals()))
 
 
 @task(help=CLEAN_HELP)
 @reports_errors
 def clean(c: Context, deps: bool = False, downloads: bool = False, cache_dir: str | None = None) -> None:
     """Remove what the flags say from the cache (waits briefly for a run that is using it)."""
-    commands.clean(c, **given(locals()))
+    deps_commands.clean(c, **given(locals()))
 
 
 @task(help=BUILD_EXT_HELP)

@@ -1,0 +1,199 @@
+"""What the dependency tasks do once their flags are read: `fetch-deps` (MKL, MAGMA and NuGet's CPython into the
+cache) and `clean` (what it downloaded or extracted). Kept apart from commands.py, whose tasks plan and build.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePath, PureWindowsPath
+from typing import Any
+
+from invoke import Context
+
+from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.faces.commands import checked_mirror
+from pytorch_winbuild.faces.flags import cache_choice, flag_label, path_flag, whole_number
+from pytorch_winbuild.faces.plan_request import read_options, source_folder
+from pytorch_winbuild.text.terminal_text import terminal_line
+
+
+def fetch_era(knowledge: Any, asked: Any, source: str | None):
+    """The era whose MKL/MAGMA defaults a fetch takes: the source tree's version, else
+    --pytorch-version, else the newest era that builds with --cuda (no compiler is needed to fetch,
+    so the machine's Python and Visual Studio do not narrow it). `asked`: the parsed Options."""
+    from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
+    from pytorch_winbuild.planning.era_choice import resolve_era
+
+    folder = source_folder(source)
+    found = read_source_version(folder) if folder and is_pytorch_source(folder) else None
+    return resolve_era(knowledge, None, cuda=asked.cuda, pytorch_version=asked.pytorch_version, source_version=found)
+
+
+# Why MAGMA is left out of a fetch without --cuda, and what to pass.
+MAGMA_NOTE = (
+    "\nMAGMA was not fetched: which one depends on the CUDA version. Pass --cuda X.Y (e.g. --cuda 10.1) "
+    "for a CUDA build, or --cuda cpu to say the build has no CUDA."
+)
+OTHER_MACHINE_FIX = (
+    "run the command on that Windows machine, add --dry-run to see what it would fetch, or pass a folder of this "
+    "machine."
+)
+
+
+def _libraries(
+    choice: Any,
+    release: Any,
+    mkl_version: str | None,
+    magma_version: str | None,
+    *,
+    magma_debug: bool,
+    no_magma: bool,
+) -> list[Any]:
+    """The MKL and MAGMA archives to fetch: the versions given, else the era's (`choice`); MAGMA for `release`."""
+    from pytorch_winbuild.deps.catalog import magma_preference, select_archives
+
+    return select_archives(
+        cuda=release,
+        mkl_version=mkl_version or choice.era.mkl,
+        magma_versions=magma_preference(magma_version) or list(choice.era.magma),
+        magma_debug=magma_debug,
+        no_magma=no_magma,
+    )
+
+
+def _print_fetch_plan(
+    archives: list[Any],
+    cache: PurePath,
+    defaults: Any,
+    python_package: Any,
+    magma_note: str,
+    mirror: str | None,
+    from_dir: str | None,
+) -> None:
+    """`fetch-deps --dry-run`: what would be fetched where, from which era's defaults (`defaults`, the era
+    choice, when versions were left to it), and the Python interpreter a fetched CPython gives."""
+    from pytorch_winbuild.deps.catalog import python_interpreter
+    from pytorch_winbuild.deps.fetch import describe_fetch
+
+    era_line = (
+        terminal_line(f"Versions not given take PyTorch {defaults.era.name}'s defaults (era from {defaults.source}).")
+        + "\n"
+        if defaults is not None
+        else ""
+    )
+    print(era_line + describe_fetch(archives, cache_dir=cache, mirror=mirror, from_dir=from_dir), end="")
+    if python_package is not None:
+        from pytorch_winbuild.deps.cache import deps_dir
+
+        interpreter = python_interpreter(deps_dir(cache, python_package))
+        print(terminal_line(f"{python_package.description} interpreter (once fetched): {interpreter}"))
+    if magma_note:
+        print(magma_note.replace("was not fetched", "would not be fetched"))
+
+
+def fetch_deps(
+    c: Context,
+    *,
+    cuda: str | None,
+    mkl_version: str | None,
+    magma_version: str | None,
+    magma_debug: bool,
+    no_magma: bool,
+    mirror: str | None,
+    from_dir: str | None,
+    update_lock: bool,
+    cache_dir: str | None,
+    jobs: str | None,
+    lock_file: str | None,
+    pytorch_version: str | None,
+    source: str | None,
+    python: str | None,
+    dry_run: bool,
+) -> None:
+    """The `fetch-deps` task. `--python X.Y` alone fetches only that Python: MKL/MAGMA come too when a flag
+    that picks them is given."""
+    from pytorch_winbuild.deps.catalog import python_interpreter, select_python
+    from pytorch_winbuild.deps.fetch import fetch_archives, format_summary
+
+    downloads = whole_number(jobs, "--jobs", minimum=0, unit=" (0: one per archive, at most 4)") or 0
+    for value, label in ((from_dir, "--from-dir"), (lock_file, "--lock-file"), (mirror, "--mirror")):
+        path_flag(value, label)
+    python_package = select_python(python) if python is not None else None
+    picks_libraries = (
+        magma_debug
+        or no_magma
+        or any(flag is not None for flag in (cuda, mkl_version, magma_version, pytorch_version, source))
+    )
+    from pytorch_winbuild.knowledge.choices import CudaWord, cuda_release_of
+    from pytorch_winbuild.knowledge.model import load_knowledge
+
+    knowledge = load_knowledge()
+    asked = read_options(c, {"cuda": cuda, "pytorch_version": pytorch_version}, knowledge)
+    release = cuda_release_of(asked.cuda)
+    cuda_given = asked.cuda is not CudaWord.AUTO
+    choice = fetch_era(knowledge, asked, source) if python is None or picks_libraries else None
+    archives = (
+        _libraries(choice, release, mkl_version, magma_version, magma_debug=magma_debug, no_magma=no_magma)
+        if choice is not None
+        else []
+    ) + ([python_package] if python_package is not None else [])
+    source_mirror = mirror if from_dir else checked_mirror(c, mirror)  # a configured mirror gives way to --from-dir
+    cache = cache_choice(c, cache_dir)
+    folder = cache.folder
+    other_machine = os.name != "nt" and PureWindowsPath(str(folder)).drive  # a Windows plan's command, read on Linux
+    needs_magma = release is not None and not no_magma
+    magma_note = MAGMA_NOTE if choice is not None and not cuda_given and not no_magma else ""
+    if dry_run:
+        defaults = None if mkl_version and (magma_version or not needs_magma) else choice
+        shown = PureWindowsPath(str(folder)) if other_machine else folder
+        _print_fetch_plan(archives, shown, defaults, python_package, magma_note, source_mirror, from_dir)
+        return
+    if other_machine:
+        raise ConfigurationError(
+            f"{cache.label} {folder} is a Windows folder, and this machine is not Windows.", fix=OTHER_MACHINE_FIX
+        )
+    result = fetch_archives(
+        archives,
+        cache_dir=folder,
+        mirror=source_mirror,
+        mirror_label=flag_label("mirror", mirror),
+        from_dir=from_dir,
+        update_lock=update_lock,
+        lock_path=Path(lock_file) if lock_file else None,
+        jobs=downloads,
+        before_writing=cache.check_writable,  # a cache holding everything may be read-only
+    )
+    print(format_summary(result))
+    python_folder = result.folder("python")
+    if python_package is not None and python_folder is not None:
+        print(f"\n{terminal_line(f'{python_package.description} interpreter: {python_interpreter(python_folder)}')}")
+    if magma_note:
+        print(magma_note)
+
+
+def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> None:
+    """The `clean` task."""
+    from pytorch_winbuild.deps.cache import clean as clean_cache
+    from pytorch_winbuild.deps.cache import deps_root, downloads_root, is_cache
+    from pytorch_winbuild.deps.progress import human_size, log_line
+
+    if not (deps or downloads):
+        raise ConfigurationError(
+            "nothing to clean was named.",
+            fix="pass --deps (extracted MKL/MAGMA), --downloads (downloaded archives), or both.",
+        )
+    cache = cache_choice(c, cache_dir)
+    folder = cache.folder
+    named = [deps_root(folder)] * deps + [downloads_root(folder)] * downloads
+    if (folder.exists() and not folder.is_dir()) or any(os.path.lexists(path) for path in named):
+        cache.check_writable()  # a file named as the cache, or a cache with something to remove
+    elif is_cache(folder):  # nothing to remove: no lock to take, nothing written (the cache may be read-only)
+        print(terminal_line(f"nothing to remove in {folder}"))
+        return
+    removed = clean_cache(
+        folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line, label=cache.label, instead=cache.instead
+    )
+    for item in removed:
+        print(terminal_line(f"removed {item.path} ({human_size(item.bytes)})"))
+    if not removed:
+        print(terminal_line(f"nothing to remove in {folder}"))
