@@ -322,7 +322,9 @@ def _fix(
     else:
         flags += kept
     if release:
-        flags += _other_cuda(knowledge, facts, vs, asked, usable_cuda, python, ways)
+        other, install = _other_cuda(knowledge, facts, vs, asked, usable_cuda, python)
+        flags += other
+        ways += [install] if install else []
     if flags:
         ways.append(("with what this machine has, pass " if ways else "pass ") + " or ".join(flags))
     if not ways and facts is not None:
@@ -339,12 +341,12 @@ def _other_cuda(
     asked: tuple[Era, str] | None,
     usable_cuda: UsableCuda | None,
     python: PythonRequest,
-    ways: list[str],
-) -> list[str]:
+) -> tuple[list[str], str | None]:
     """--cuda flags that plan the era(s) in question with another CUDA (installed and usable, newest first) or
-    none; when only an uninstalled CUDA fits, the way to install it is added to `ways`."""
+    none, and, when only an uninstalled CUDA fits, the way to install it."""
     eras = [asked[0]] if asked is not None else list(knowledge.eras)
     fits = [e for e in eras if not obstacles(e, knowledge, facts, CudaWord.CPU, vs, python)]
+    install = None
     if facts is None:
         versions = list(reversed(fits[0].cuda)) if fits else []
     else:
@@ -355,8 +357,8 @@ def _other_cuda(
         ]
         if to_install and not versions:
             newest = max(to_install, key=version_tuple)
-            ways.append(f"install CUDA {newest} and pass --cuda {newest}")
-    return [f"--cuda {v}" for v in versions] + ([f"--cuda {CudaWord.CPU}"] if fits else [])
+            install = f"install CUDA {newest} and pass --cuda {newest}"
+    return [f"--cuda {v}" for v in versions] + ([f"--cuda {CudaWord.CPU}"] if fits else []), install
 
 
 def _python_flags(knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, eras: list[Era]) -> list[str]:
