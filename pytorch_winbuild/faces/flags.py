@@ -33,6 +33,7 @@ WINBUILD_DEFAULTS: dict[str, Any] = {
     "jobs": None,
     "pytorch_version": None,
     "python": None,
+    "cmake": None,
     "find_links": None,
     "index_url": None,
     "cache_dir": None,

@@ -40,6 +40,11 @@ PLAN_HELP = {
         "newest installed 64-bit CPython the era accepts; on Windows NuGet's CPython when none is installed). The "
         "build runs in a venv made from it under the cache."
     ),
+    "cmake": (
+        "The build's CMake: auto (default: the newest CMake on PyPI inside the release's bounds, installed into the "
+        "build venv), a release X.Y or X.Y.Z from PyPI (e.g. 3.31), or the path of an installed cmake. Checked "
+        "against the release's cmake_minimum_required, CMake 4's refusal of old policies, the generator and CUDA."
+    ),
 }
 
 

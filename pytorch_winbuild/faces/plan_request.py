@@ -37,9 +37,10 @@ PLAN_FLAGS = (
     "magma_debug",
     "no_magma",
     "python",
+    "cmake",
 )
 # Those read as text by planning/options.py's parser (the others are paths, switches or numbers).
-TEXT_FLAGS = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "pytorch_version")
+TEXT_FLAGS = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "pytorch_version", "cmake")
 
 
 def facts_for(host: str | None, *, gpus: bool = True):
@@ -153,6 +154,27 @@ def build_python_request(c: Context, flag: str | None, facts: Any, *, asked_here
     return facts, PythonRequest("path", executable)
 
 
+def cmake_request(request: Any, facts: Any, *, asked_here: bool) -> Any:
+    """A --cmake PATH with the version that cmake answers (on this machine) or the facts file records for it (a
+    --host plan can only name the CMake that file lists); a release or auto as it is."""
+    if request.kind != "path":
+        return request
+    if asked_here:
+        from pytorch_winbuild.facts.probe_common import ask_cmake
+
+        path, version = ask_cmake(request.value, request.label)
+        return replace(request, value=path, version=version)
+    listed = facts.tools.get("cmake")
+    if listed is None or listed.path != request.value or not listed.version:
+        shown = f"{listed.path} ({listed.version or 'version unknown'})" if listed is not None else "none"
+        raise ConfigurationError(
+            f"{request.label} {request.value} is not the facts file's CMake (it lists {shown}), and a --host plan "
+            "cannot ask another machine's cmake for its version.",
+            fix=f"pass {request.label} X.Y (a CMake from PyPI in the build venv), or leave {request.label} out.",
+        )
+    return replace(request, version=listed.version)
+
+
 def source_folder(source: str | None) -> Path | None:
     """--source (which must be a folder), else the current folder when it is a PyTorch checkout."""
     from pytorch_winbuild.facts.source_tree import default_source
@@ -261,6 +283,7 @@ def plan_from_flags(
     if facts is None:
         facts = facts_for(path_flag(host, "--host"), gpus=options.cuda is not CudaWord.CPU)
     facts, python = build_python_request(c, flags["python"], facts, asked_here=not host)
+    cmake = cmake_request(options.cmake, facts, asked_here=not host)
     source_dir = source_folder(source)
     cache_dir, cache_note = plan_cache_dir(cache, facts)
     foreign = facts.os != this_os()
@@ -270,6 +293,7 @@ def plan_from_flags(
         cache_dir_given=cache.given is not None or foreign,
         source_dir=source_dir,
         python=python,
+        cmake=cmake,
         build_venv=build_venv,
         extension=not source_is_pytorch,  # build-ext: torch.utils.cpp_extension reads --arch-list's names
     )

@@ -55,6 +55,9 @@ def render_table(plan: Plan) -> str:
     rows.append(("Build Python", f"{plan.build_python.label} ({plan.build_python.reason})"))
     if plan.venv:
         rows.append(("Build venv", f"{plan.venv.folder} (key {plan.venv.key}): {' '.join(plan.venv.specs)}"))
+    for tool in (plan.cmake, plan.ninja):
+        if tool is not None:
+            rows.append((tool.name, f"{tool.label}, {tool.origin}"))
     if plan.compiler:
         rows.append(("Visual Studio", f"{plan.compiler.instance.label} ({plan.compiler.instance.path})"))
         rows.append(("Toolset", f"{plan.compiler.toolset} (_MSC_VER {plan.compiler.msc_ver})"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, Tool
 from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.text.redact import redact_text
@@ -287,6 +289,23 @@ def run_command(args: Sequence[str], timeout: float) -> CommandResult:
         completed.stdout.decode("utf-8", errors="replace"),
         completed.stderr.decode("utf-8", errors="replace"),
     )
+
+
+def ask_cmake(spec: str, label: str = "--cmake") -> tuple[str, str]:
+    """The cmake at `spec` (a path, or a name on PATH) and the version it prints; ConfigurationError (exit 2)
+    when it does not exist or does not answer like CMake."""
+    fix = "pass the path of a cmake executable (e.g. C:\\Program Files\\CMake\\bin\\cmake.exe), X.Y, or auto."
+    found = shutil.which(spec) or (spec if Path(spec).is_file() else None)
+    if found is None:
+        raise ConfigurationError(f"{label} {spec}: no such file or command on PATH (or it is not executable).", fix=fix)
+    result = run_command([found, "--version"], TOOL_TIMEOUT)
+    version = parse_cmake_version(result.stdout) if result.ok else None
+    if version is None:
+        raise ConfigurationError(
+            f"{label} {spec} did not answer like CMake ({result.problem() if not result.ok else 'no version'}).",
+            fix=fix,
+        )
+    return str(Path(found).absolute()), version
 
 
 class Commands:

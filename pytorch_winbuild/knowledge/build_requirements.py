@@ -10,7 +10,8 @@ Every era × Python of eras.toml is resolved on load: a gap is a ConfigurationEr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,22 @@ class BuildRequirements:
 
     pins: dict[tuple[str, str], tuple[Requirement, ...]]  # (era, "3.7") → requirements in install order
     python_ranges: dict[str, tuple[str, str]]  # era → its [min, end) Python range (eras.toml)
+    releases: dict[str, tuple[_Release, ...]] = field(default_factory=dict)  # [package.NAME] as listed
+
+    def installable(self, name: str, python_minor: str) -> list[str]:
+        """The listed releases of `name` that install on Python "3.X", oldest first (what --cmake X.Y may name)."""
+        python = _minor(python_minor, f"build requirements: Python {python_minor!r}")
+        found = [r for r in self.releases.get(name, ()) if r.python[0] <= python < r.python[1]]
+        return [str(r.version) for r in sorted(found, key=lambda r: r.version)]
+
+    def newest(self, name: str, python_minor: str, fits: Callable[[str], bool]) -> Requirement | None:
+        """The newest listed release of `name` that installs on Python "3.X" and `fits` (a plan's bounds), with
+        its source; None when there is none."""
+        allowed = [version for version in self.installable(name, python_minor) if fits(version)]
+        if not allowed:
+            return None
+        release = next(r for r in self.releases[name] if str(r.version) == allowed[-1])
+        return Requirement(name, allowed[-1], release.source)
 
     def requirements_for(self, era_name: str, python_minor: str) -> tuple[Requirement, ...]:
         """The era's pins for a Python "3.X"; an era or a Python outside its range is exit 2 (the planner
@@ -209,4 +226,4 @@ def load_build_requirements(path: Path, era_pythons: dict[str, tuple[str, str]])
     missing = [name for name in era_pythons if name not in seen]
     if missing:
         raise ConfigurationError(f"{path.name}: no [[era]] for {', '.join(missing)} of eras.toml.")
-    return BuildRequirements(pins=pins, python_ranges=dict(era_pythons))
+    return BuildRequirements(pins=pins, python_ranges=dict(era_pythons), releases=releases)

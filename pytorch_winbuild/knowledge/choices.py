@@ -9,9 +9,10 @@ The StrEnums' values are what the user types, so printing one prints the flag's 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.arch_list import Arch, NameTable, parse_arch_entry, split_entries
@@ -177,6 +178,42 @@ def parse_arch_request(value: object, names: NameTable, label: str = "--arch-lis
             f"{label} is empty.", fix=f"pass your GPU's compute capability, e.g. {label} 8.6, or leave {label} out."
         )
     return ArchRequest(text, tuple(entries))
+
+
+CMAKE_HELP = "auto, a CMake release X.Y or X.Y.Z from PyPI (e.g. 3.31), or the path of a cmake executable"
+_CMAKE_RELEASE = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}(?:\.[0-9]{1,3})?")
+
+
+@dataclass(frozen=True)
+class CmakeRequest:
+    """--cmake: the plan's pick (auto), a release from PyPI for the build venv, or an installed cmake. A path's
+    `version` is what that cmake answered (the edge asks it, or reads it from the facts file)."""
+
+    kind: Literal["auto", "release", "path"] = "auto"
+    value: str = ""
+    version: str = ""
+    label: str = "--cmake"
+
+    @property
+    def insisted(self) -> str | None:
+        """The CMake version the user insists on (a release as typed, a path's answer); None for auto."""
+        return {"auto": None, "release": self.value, "path": self.version}[self.kind]
+
+
+def parse_cmake(value: object, label: str = "--cmake") -> CmakeRequest:
+    """'auto' (any case), X.Y or X.Y.Z (ASCII digits), else a path; empty or control characters are refused."""
+    text = str(value).strip(" ")
+    if text.lower() == "auto":
+        return CmakeRequest(label=label)
+    if not text or any(not char.isprintable() for char in text):
+        raise ConfigurationError(f"{label} {value!r} is not {CMAKE_HELP}.", fix=f"pass e.g. {label} 3.31, or auto.")
+    if _CMAKE_RELEASE.fullmatch(text):
+        return CmakeRequest("release", text, label=label)
+    if re.fullmatch(r"[\d.]+", text):
+        raise ConfigurationError(
+            f"{label} {value!r} is neither a CMake release X.Y[.Z] nor a path.", fix=f"pass e.g. {label} 3.31."
+        )
+    return CmakeRequest("path", text, label=label)
 
 
 def cuda_release_of(choice: CudaChoice) -> CudaRelease | None:

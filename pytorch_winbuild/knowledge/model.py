@@ -15,37 +15,14 @@ from typing import Any
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.arch_list import NameTable, split_entries
 from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, load_build_requirements
+from pytorch_winbuild.knowledge.cmake_range import CmakeKnowledge, load_cmake_knowledge
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
-from pytorch_winbuild.knowledge.versions import NEWEST_WORDS
+from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, release_tuple, version_tuple
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")
 _DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    """'2.13.0a0+git1234' → (2, 13, 0); used to compare PyTorch, Python and CMake versions."""
-    numbers: list[int] = []
-    for part in text.strip().split("."):
-        digits = ""
-        for char in part:
-            if not ("0" <= char <= "9"):  # ASCII only: "²".isdigit() is true, int("²") fails
-                break
-            digits += char
-        if not digits:
-            break
-        numbers.append(int(digits))
-        if len(digits) != len(part):
-            break
-    if not numbers:
-        raise ConfigurationError(f"'{text}' is not a version number.")
-    return tuple(numbers)
-
-
-def _release(text: str) -> tuple[int, int, int]:
-    parts = (*version_tuple(text), 0, 0)
-    return parts[0], parts[1], parts[2]
 
 
 @dataclass(frozen=True)
@@ -114,11 +91,11 @@ class ReleaseRange:
 
     @property
     def first(self) -> tuple[int, int, int]:
-        return _release(self.pytorch[0])
+        return release_tuple(self.pytorch[0])
 
     @property
     def end(self) -> tuple[int, int, int]:
-        return _release(self.pytorch[1])
+        return release_tuple(self.pytorch[1])
 
 
 @dataclass(frozen=True)
@@ -156,6 +133,17 @@ class Era(ReleaseRange):
     # The one folder the era links NvToolsExt from when its build reads no variable for it ("": it reads
     # NVTOOLSEXT_PATH): PyTorch 1.1 hard-codes it.
     nvtoolsext_fixed: str = ""
+
+    @property
+    def cuda_language(self) -> bool:
+        """Whether the era compiles .cu files with CMake's own CUDA language (enable_language(CUDA), from 1.11),
+        which eras.toml records as CUDA among the languages whose compiler launcher reaches the compiles."""
+        return "CUDA" in self.launchers
+
+    @property
+    def cmake_source(self) -> str:
+        """Where the era's cmake_minimum_required was read (its `sources` entry that names it)."""
+        return next(source for source in self.sources if "cmake_minimum_required" in source)
 
     def min_cmake_for(self, release: tuple[int, ...] | None) -> str:
         """The CMake a release of this era requires; None: the era's newest release (what "main" needs)."""
@@ -216,7 +204,7 @@ class GpuKnowledge:
         a release newer than every table read gets the newest table, with a note saying so."""
         tables = [table for table in self.arch_names if table.reader == reader]
         who = ARCH_READERS[reader]
-        key = None if release in NEWEST_WORDS else _release(release)
+        key = None if release in NEWEST_WORDS else release_tuple(release)
         if key is not None and key < tables[0].first:
             raise ConfigurationError(
                 f"PyTorch {release} is older than every table of {who} architecture names (build_config/gpu.toml "
@@ -254,6 +242,7 @@ class Knowledge:
     path_limits: PathLimits
     resources: Resources
     build_requirements: BuildRequirements  # each era's build venv packages, pinned per Python
+    cmake: CmakeKnowledge  # the bounds of the CMake a plan runs (build_config/cmake.toml)
     cuda_install: dict[str, str] = field(default_factory=dict)  # OS → where to get CUDA (cuda.toml [install])
 
     def cuda_release(self, version: str, label: str = "CUDA") -> CudaRelease:
@@ -345,7 +334,7 @@ def _arch_names(data: dict[str, Any], name: str) -> tuple[ArchNames, ...]:
         if reader not in ARCH_READERS:
             raise ConfigurationError(f"{where}.reader: '{reader}' is not one of {', '.join(ARCH_READERS)}.")
         pytorch = string_list(table, "pytorch", where)
-        if len(pytorch) != 2 or _release(pytorch[0]) >= _release(pytorch[1]):
+        if len(pytorch) != 2 or release_tuple(pytorch[0]) >= release_tuple(pytorch[1]):
             raise ConfigurationError(f"{where}.pytorch: expected [first, end) releases, got {pytorch!r}.")
         names = _entries_table(table, "names", where)
         ptx = _entries_table(table, "ptx", where)
@@ -515,10 +504,12 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
             raise ConfigurationError(
                 f"{where}: Visual Studio {unknown} are not [product.*] tables of visual_studio.toml."
             )
+        if not any("cmake_minimum_required" in source for source in era.sources):
+            raise ConfigurationError(f"{where}.sources: name where the era's cmake_minimum_required was read.")
         for bound in (*era.pytorch, *era.python, era.min_cmake):
             version_tuple(bound)
         for first, _cmake in era.min_cmake_from:
-            if not era.first < _release(first) < era.end:
+            if not era.first < release_tuple(first) < era.end:
                 raise ConfigurationError(
                     f"{where}.min_cmake_from: {first} is not a release after the era's first ({era.pytorch[0]}) "
                     f"and before its end ({era.pytorch[1]})."
@@ -591,5 +582,6 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
         build_requirements=load_build_requirements(
             base / "build_requirements.toml", {era.name: era.python for era in eras}
         ),
+        cmake=load_cmake_knowledge(base / "cmake.toml"),
         cuda_install=_cuda_install(base / "cuda.toml"),
     )

@@ -21,6 +21,31 @@ NEWEST_WORDS = ("latest", "main", "master", "nightly")
 RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")  # PyTorch's release tags: v1.0.1, v2.6.0
 
 
+def version_tuple(text: str) -> tuple[int, ...]:
+    """'2.13.0a0+git1234' → (2, 13, 0); used to compare PyTorch, Python and CMake versions."""
+    numbers: list[int] = []
+    for part in text.strip().split("."):
+        digits = ""
+        for char in part:
+            if not ("0" <= char <= "9"):  # ASCII only: "²".isdigit() is true, int("²") fails
+                break
+            digits += char
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if len(digits) != len(part):
+            break
+    if not numbers:
+        raise ConfigurationError(f"'{text}' is not a version number.")
+    return tuple(numbers)
+
+
+def release_tuple(text: str) -> tuple[int, int, int]:
+    """'1.7' → (1, 7, 0): a release as eras and ranges write it, compared with the (major, minor, patch) keys."""
+    parts = (*version_tuple(text), 0, 0)
+    return parts[0], parts[1], parts[2]
+
+
 def _shown(text: str) -> str:
     """The text as a Python literal, so a control character is visible and harmless in a message."""
     return ascii(text)

@@ -1,5 +1,5 @@
 """The build-wide part of a plan's environment: the parallel job limit, the build venv's activation, the
-switches an era needs on Windows, and warnings about paths and CMake.
+switches an era needs on Windows, and warnings about paths.
 
 These depend on no single toolchain choice, so they sit apart from the compiler, CUDA and generator modules.
 """
@@ -7,9 +7,7 @@ These depend on no single toolchain choice, so they sit apart from the compiler,
 from __future__ import annotations
 
 from pytorch_winbuild.facts.model import CudaInstall, Facts
-from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
-from pytorch_winbuild.knowledge.versions import NEWEST_WORDS
-from pytorch_winbuild.planning.era_choice import cmake_install
+from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.jobs import (
     JobConfiguration,
     Measured,
@@ -106,17 +104,6 @@ def path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: Pl
             )
 
 
-def check_cmake(era: Era, pytorch_version: str, facts: Facts, plan: PlanBuilder) -> None:
-    """A warning when no CMake was found (an older one than the release requires is an obstacle of the era
-    solver, which can then name a release that this CMake builds)."""
-    if facts.tools.get("cmake") is None:
-        release = None if pytorch_version in NEWEST_WORDS else version_tuple(pytorch_version)
-        plan.warnings.append(
-            f"CMake was not found; PyTorch {pytorch_version} needs CMake {era.min_cmake_for(release)} or newer: "
-            f"install {cmake_install(era.min_cmake_for(release))}."
-        )
-
-
 def windows_switches(era: Era, plan: PlanBuilder) -> None:
     """The switches the era needs off on Windows, and what its torch.distributed needs there."""
     for switch in era.windows_off:
@@ -136,5 +123,5 @@ def venv_changes(facts: Facts, venv: VenvPlan, plan: PlanBuilder) -> None:
     plan.prepend(
         "PATH",
         str(plan_paths(facts.os)(venv.python).parent),
-        "the build venv's scripts first, as its activate script does (ninja and cmake installed there are found)",
+        "the build venv's scripts first, as its activate script does: the plan's cmake and ninja are the ones found",
     )

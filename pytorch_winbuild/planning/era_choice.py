@@ -103,10 +103,12 @@ def obstacles(
     vs: VsLine,
     python: PythonRequest = AUTO,
     pinned: tuple[int, ...] | None = None,
+    cmake: str | None = None,
 ) -> list[Obstacle]:
     """What stops `era` from being planned with these options on this machine (on any machine
     when `facts` is None: fetch-deps needs no compiler, so only the options count). `pinned` is the release
-    asked for, whose CMake need is checked (else the era's newest release's)."""
+    asked for (else the era's newest); `cmake` the CMake version --cmake insists on, checked against that
+    release's own bounds (the plan brings a fitting CMake into the build venv otherwise)."""
     found = []
     release = cuda_release_of(cuda)
     if release is not None and release.version not in era.cuda:
@@ -118,9 +120,9 @@ def obstacles(
     problem = python_problem(era, facts, python)
     if problem is not None:
         found.append(Obstacle(problem.text, install=problem.install))
-    cmake = _cmake_obstacle(era, facts, pinned)
-    if cmake is not None:
-        found.append(cmake)
+    refusal = _cmake_obstacle(knowledge, era, pinned, cmake)
+    if refusal is not None:
+        found.append(refusal)
     if facts.os == "windows":
         if (
             era.nvtoolsext == "always"
@@ -189,31 +191,18 @@ def _moved_nvtoolsext(era: Era, facts: Facts, release: CudaRelease | None) -> Ob
     )
 
 
-def cmake_install(needed: str) -> str:
-    """How to get a CMake the build finds: on PATH before the build starts (the build venv's own comes later)."""
-    return (
-        f'CMake {needed} or newer (cmake.org, or `pip install "cmake>={needed}"` into a Python whose scripts are '
-        "on PATH)"
-    )
-
-
-def _cmake_obstacle(era: Era, facts: Facts, release: tuple[int, ...] | None) -> Obstacle | None:
-    """The machine's CMake against the era's cmake_minimum_required: of the `release` pinned,
-    else of the era's newest release, the one an unpinned plan builds (eras.toml min_cmake, min_cmake_from)."""
-    cmake = facts.tools.get("cmake")
-    if cmake is None or not cmake.version:
-        return None  # not found: the plan warns; unknown version: CMake itself says
-    shown = ".".join(map(str, release)) if release is not None else era.newest
-    if release is None and era.newest != "main":
-        release = version_tuple(era.newest)
-    needed = era.min_cmake_for(release)
-    if version_tuple(cmake.version) >= version_tuple(needed):
+def _cmake_obstacle(
+    knowledge: Knowledge, era: Era, release: tuple[int, ...] | None, cmake: str | None
+) -> Obstacle | None:
+    """--cmake's version against the release's own bounds (its cmake_minimum_required, and CMake 4's refusal
+    of old policies, which the plan lifts with CMAKE_POLICY_VERSION_MINIMUM): of the `release` pinned, else of
+    the era's newest release, the one an unpinned plan builds. The generator and CUDA bounds come later."""
+    if cmake is None:
         return None
-    return Obstacle(
-        f"PyTorch {shown}'s CMakeLists.txt has cmake_minimum_required(VERSION {needed}), and this machine's CMake "
-        f"is {cmake.version} ({cmake.path})",
-        install=cmake_install(needed),
-    )
+    refusing = knowledge.cmake.range_for(era, release).refusing(cmake)
+    if not refusing:
+        return None
+    return Obstacle(f"the CMake asked for ({cmake}) is outside its bounds: " + "; ".join(b.short for b in refusing))
 
 
 def _release(shown: str) -> tuple[int, ...] | None:
@@ -263,6 +252,7 @@ def _fix(
     tree: bool,
     usable_cuda: UsableCuda | None,
     python: PythonRequest = AUTO,
+    cmake: str | None = None,
 ) -> str:
     """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
     here: what to install to keep what was asked, then the flags that plan with what is installed. `asked` is the
@@ -272,32 +262,32 @@ def _fix(
     ways: list[str] = []
     if asked is not None and facts is not None:
         era, shown = asked
-        found = obstacles(era, knowledge, facts, cuda, vs, python, _release(shown))
+        found = obstacles(era, knowledge, facts, cuda, vs, python, _release(shown), cmake=cmake)
         if all(o.host for o in found):
             ways.append(f"to build PyTorch {shown} here, install {' and '.join([*_installs(found), *missing_cuda])}")
     if release and facts is not None and not tree and (asked is None or release.version not in asked[0].cuda):
-        for era in reversed(knowledge.eras):
-            found = obstacles(era, knowledge, facts, cuda, vs, python)
-            if found and all(o.host for o in found):
-                ways.append(
-                    f"to build with CUDA {cuda}, install {' and '.join([*_installs(found), *missing_cuda])}"
-                    + (f" and pass --pytorch-version {era.newest}" if asked is not None else "")
-                    + f" (PyTorch {era.name} is the newest release that builds with CUDA {cuda})"
-                )
-                break
-            if not found:
-                break  # it plans as it is: a --pytorch-version below names it
+        ways += _install_for_cuda(knowledge, facts, cuda, vs, asked is not None, python, cmake, missing_cuda)
 
     kept: list[str] = []  # flags that keep the asked CUDA, which may still have to be installed
     flags: list[str] = []
+    if cmake is not None and asked is not None and facts is not None:
+        era, shown = asked
+        if not obstacles(era, knowledge, facts, cuda, vs, python, _release(shown)):
+            ways.append("leave --cmake out (the plan then installs a CMake inside those bounds into the build venv)")
     if python != AUTO and facts is not None:
-        flags += _python_flags(knowledge, facts, cuda, vs, [asked[0]] if asked is not None else list(knowledge.eras))
+        flags += _python_flags(
+            knowledge, facts, cuda, vs, [asked[0]] if asked is not None else list(knowledge.eras), cmake
+        )
     if asked is not None:
         era = asked[0]
         fitting = _closest(
             knowledge,
             era,
-            [e for e in knowledge.eras if e is not era and not obstacles(e, knowledge, facts, cuda, vs, python)],
+            [
+                e
+                for e in knowledge.eras
+                if e is not era and not obstacles(e, knowledge, facts, cuda, vs, python, cmake=cmake)
+            ],
         )
         if tree:
             ways += [
@@ -315,23 +305,48 @@ def _fix(
             f"--vs {line}"
             for line in lines
             if _toolset_fits(facts, line, cuda)
-            and any(not obstacles(e, knowledge, facts, cuda, VsLine(line), python) for e in eras)
+            and any(not obstacles(e, knowledge, facts, cuda, VsLine(line), python, cmake=cmake) for e in eras)
         ]
     if kept and missing_cuda:
         ways.append(f"install CUDA {cuda} and pass {' or '.join(kept)}")
     else:
         flags += kept
     if release:
-        other, install = _other_cuda(knowledge, facts, vs, asked, usable_cuda, python)
+        other, install = _other_cuda(knowledge, facts, vs, asked, usable_cuda, python, cmake)
         flags += other
         ways += [install] if install else []
     if flags:
         ways.append(("with what this machine has, pass " if ways else "pass ") + " or ".join(flags))
     if not ways and facts is not None:
-        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree, python)
+        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree, python, cmake)
     if not ways and facts is not None:
-        ways = _install_for_newest(knowledge, facts, cuda, vs, python)
+        ways = _install_for_newest(knowledge, facts, cuda, vs, python, cmake)
     return "; or ".join(ways) + "."
+
+
+def _install_for_cuda(
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: CudaChoice,
+    vs: VsLine,
+    pinned: bool,
+    python: PythonRequest,
+    cmake: str | None,
+    missing_cuda: list[str],
+) -> list[str]:
+    """What to install to build with the asked CUDA: for the newest era that builds with it once installed (none
+    when one plans as it is: a --pytorch-version names it)."""
+    for era in reversed(knowledge.eras):
+        found = obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
+        if found and all(o.host for o in found):
+            return [
+                f"to build with CUDA {cuda}, install {' and '.join([*_installs(found), *missing_cuda])}"
+                + (f" and pass --pytorch-version {era.newest}" if pinned else "")
+                + f" (PyTorch {era.name} is the newest release that builds with CUDA {cuda})"
+            ]
+        if not found:
+            break
+    return []
 
 
 def _other_cuda(
@@ -341,11 +356,12 @@ def _other_cuda(
     asked: tuple[Era, str] | None,
     usable_cuda: UsableCuda | None,
     python: PythonRequest,
+    cmake: str | None = None,
 ) -> tuple[list[str], str | None]:
     """--cuda flags that plan the era(s) in question with another CUDA (installed and usable, newest first) or
     none, and, when only an uninstalled CUDA fits, the way to install it."""
     eras = [asked[0]] if asked is not None else list(knowledge.eras)
-    fits = [e for e in eras if not obstacles(e, knowledge, facts, CudaWord.CPU, vs, python)]
+    fits = [e for e in eras if not obstacles(e, knowledge, facts, CudaWord.CPU, vs, python, cmake=cmake)]
     install = None
     if facts is None:
         versions = list(reversed(fits[0].cuda)) if fits else []
@@ -353,7 +369,10 @@ def _other_cuda(
         usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
         versions = sorted(usable, key=version_tuple, reverse=True)
         to_install = [
-            v for e in fits for v in e.cuda if not obstacles(e, knowledge, facts, knowledge.cuda[v], vs, python)
+            v
+            for e in fits
+            for v in e.cuda
+            if not obstacles(e, knowledge, facts, knowledge.cuda[v], vs, python, cmake=cmake)
         ]
         if to_install and not versions:
             newest = max(to_install, key=version_tuple)
@@ -361,10 +380,12 @@ def _other_cuda(
     return [f"--cuda {v}" for v in versions] + ([f"--cuda {CudaWord.CPU}"] if fits else []), install
 
 
-def _python_flags(knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, eras: list[Era]) -> list[str]:
+def _python_flags(
+    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, eras: list[Era], cmake: str | None
+) -> list[str]:
     """--python choices that plan one of `eras` with the other choices kept: installed releases it accepts, newest
     first, else auto (which fetches one on Windows)."""
-    working = [e for e in eras if not obstacles(e, knowledge, facts, cuda, vs)]
+    working = [e for e in eras if not obstacles(e, knowledge, facts, cuda, vs, cmake=cmake)]
     if not working:
         return []
     minors = sorted(
@@ -376,12 +397,12 @@ def _python_flags(knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLi
 
 
 def _install_for_newest(
-    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest
+    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest, cmake: str | None
 ) -> list[str]:
     """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
     installing alone makes plannable."""
     for era in reversed(knowledge.eras):
-        found = obstacles(era, knowledge, facts, cuda, vs, python)
+        found = obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
         if found and all(o.host for o in found):
             return [f"install {' and '.join(dict.fromkeys(_installs(found)))} (for PyTorch {era.name})"]
     return []
@@ -395,12 +416,13 @@ def _without_conflicts(
     asked: tuple[Era, str] | None,
     tree: bool,
     python: PythonRequest = AUTO,
+    cmake: str | None = None,
 ) -> list[str]:
     """When no single flag helps (--vs and the version both conflict): what to install for the asked era with --vs
     left out, and the nearest era that plans with what is installed, as one set of flags."""
     ways = []
     if asked is not None:
-        found = obstacles(asked[0], knowledge, facts, cuda, VsLine.AUTO, python, _release(asked[1]))
+        found = obstacles(asked[0], knowledge, facts, cuda, VsLine.AUTO, python, _release(asked[1]), cmake=cmake)
         release = cuda_release_of(cuda)
         missing_cuda = [f"CUDA {cuda}"] if release and facts.cuda_by_version(release.version) is None else []
         if found and all(o.host for o in found):
@@ -408,7 +430,9 @@ def _without_conflicts(
                 f"to build PyTorch {asked[1]} here, leave --vs out and install "
                 + " and ".join([*_installs(found), *missing_cuda])
             )
-    fitting = [e for e in knowledge.eras if not obstacles(e, knowledge, facts, CudaWord.CPU, VsLine.AUTO, python)]
+    fitting = [
+        e for e in knowledge.eras if not obstacles(e, knowledge, facts, CudaWord.CPU, VsLine.AUTO, python, cmake=cmake)
+    ]
     if asked is not None and asked[0] in fitting:
         era: Era | None = asked[0]
     else:
@@ -429,19 +453,11 @@ def _refuse(what: str, found: list[Obstacle], fix: str) -> ConfigurationError | 
     return error(f"{what}: {'; '.join(dict.fromkeys(o.text for o in found))}.", fix=fix)
 
 
-def resolve_era(
-    knowledge: Knowledge,
-    facts: Facts | None,
-    *,
-    cuda: CudaChoice,
-    vs: VsLine = VsLine.AUTO,
-    pytorch_version: PytorchPin | None,
-    source_version: tuple[str, str] | None,
-    usable_cuda: UsableCuda | None = None,
-    python: PythonRequest = AUTO,
-) -> EraChoice:
-    """The era of the plan and why, or an error naming the conflict and the nearest working choices.
-    `facts` None: no machine to fit (fetch-deps), only the options and the source tree count."""
+def _pinned_release(
+    knowledge: Knowledge, pytorch_version: PytorchPin | None, source_version: tuple[str, str] | None
+) -> tuple[Version | None, str] | None:
+    """The release the source tree or --pytorch-version pins, and where that was read (None: a newest word);
+    None when nothing pins one. A flag that names another era than the tree is refused."""
     pinned: tuple[Version | None, str] | None = None
     if source_version is not None:
         text, where = source_version
@@ -462,20 +478,42 @@ def resolve_era(
     elif pytorch_version is not None:
         pinned = pytorch_version, "--pytorch-version"
 
+    return pinned
+
+
+def resolve_era(
+    knowledge: Knowledge,
+    facts: Facts | None,
+    *,
+    cuda: CudaChoice,
+    vs: VsLine = VsLine.AUTO,
+    pytorch_version: PytorchPin | None,
+    source_version: tuple[str, str] | None,
+    usable_cuda: UsableCuda | None = None,
+    python: PythonRequest = AUTO,
+    cmake: str | None = None,
+) -> EraChoice:
+    """The era of the plan and why, or an error naming the conflict and the nearest working choices.
+    `facts` None: no machine to fit (fetch-deps), only the options and the source tree count."""
+    pinned = _pinned_release(knowledge, pytorch_version, source_version)
     if pinned is not None:
         version, where = pinned
         era, warning = era_of(knowledge, version) if version is not None else (knowledge.eras[-1], None)
-        found = obstacles(era, knowledge, facts, cuda, vs, python, release_key(version) if version else None)
+        found = obstacles(
+            era, knowledge, facts, cuda, vs, python, release_key(version) if version else None, cmake=cmake
+        )
         shown = str(version) if version is not None else era.newest
         if found:
             raise _refuse(
                 f"PyTorch {shown} (from {where}) cannot be planned here",
                 found,
-                _fix(knowledge, facts, cuda, vs, (era, shown), source_version is not None, usable_cuda, python),
+                _fix(knowledge, facts, cuda, vs, (era, shown), source_version is not None, usable_cuda, python, cmake),
             )
         return EraChoice(era, shown, where, (warning,) if warning else ())
 
-    fitting = [era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs, python)]
+    fitting = [
+        era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
+    ]
     if not fitting:
         release = cuda_release_of(cuda)
         asked = [f"CUDA {cuda}"] if release else []
@@ -483,12 +521,12 @@ def resolve_era(
             o
             for era in knowledge.eras
             if (not release or release.version in era.cuda)
-            for o in obstacles(era, knowledge, facts, cuda, vs, python)
+            for o in obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
         ]
         raise _refuse(
             "no PyTorch era fits " + (" and ".join(asked) or "this machine"),
             found,
-            _fix(knowledge, facts, cuda, vs, None, False, usable_cuda, python),
+            _fix(knowledge, facts, cuda, vs, None, False, usable_cuda, python, cmake),
         )
     constraints = [f"CUDA {cuda} (--cuda)"] if cuda_release_of(cuda) else []
     if facts is not None:

@@ -15,13 +15,17 @@ from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder
 
 
 def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Generator:
-    """--generator vs or ninja as asked; auto: Ninja when installed, else the era's Visual Studio generator."""
+    """--generator vs or ninja as asked; auto: Ninja, which the build venv carries (build-ext: when installed),
+    else the era's Visual Studio generator."""
     if options.generator is Generator.VS:
         if facts.os != "windows":
             raise ConfigurationError(
                 "--generator vs needs Windows; on Linux the build uses Ninja.", fix="pass --generator ninja or auto."
             )
         return Generator.VS
+    if options.build_venv:
+        plan.decisions.append("Generator: Ninja, from the build venv (below): parallel compiles, CUDA files included.")
+        return Generator.NINJA
     if "ninja" in facts.tools:
         plan.decisions.append(
             f"Generator: Ninja ({facts.tools['ninja'].path}): parallel compiles, CUDA files included."

@@ -17,6 +17,7 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import MAX_CPU_COUNT
 from pytorch_winbuild.knowledge.choices import (
     ArchRequest,
+    CmakeRequest,
     CompilerCacheChoice,
     CudaChoice,
     CudaWord,
@@ -24,6 +25,7 @@ from pytorch_winbuild.knowledge.choices import (
     Mode,
     VsLine,
     parse_arch_request,
+    parse_cmake,
     parse_compiler_cache,
     parse_cuda,
     parse_generator,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from pytorch_winbuild.knowledge.choices import PytorchPin
 
 
+CMAKE_AUTO = CmakeRequest()  # the plan picks the CMake
 RELATIVE_CACHE = PurePath("cache")  # the checkout's cache/ (paths.default_cache_dir): what a bare Options names
 
 
@@ -64,6 +67,7 @@ class Options:
     magma_debug: bool = False
     no_magma: bool = False
     python: PythonRequest = AUTO  # the build's Python (--python)
+    cmake: CmakeRequest = CMAKE_AUTO  # the build's CMake (--cmake): the plan's pick, a PyPI release or a path
     build_venv: bool = True  # run in a venv of the era's requirements (build-ext: in the Python that has torch)
     extension: bool = False  # build-ext: torch.utils.cpp_extension reads TORCH_CUDA_ARCH_LIST, not PyTorch's CMake
 
@@ -103,6 +107,7 @@ def parse_options(
         "arch_list": lambda text: parse_arch_request(text, knowledge.gpu.any_release(), label("arch_list")),
         "pytorch_version": lambda text: parse_pytorch_pin(text, label("pytorch_version")),
         "mode": lambda text: parse_mode(text, label("mode")),
+        "cmake": lambda text: parse_cmake(text, label("cmake")),
     }
     for name, text in raw.items():
         if text is None:

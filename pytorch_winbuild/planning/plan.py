@@ -16,9 +16,18 @@ from dataclasses import dataclass
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.arch_list import NameTable
+from pytorch_winbuild.knowledge.build_requirements import Requirement
 from pytorch_winbuild.knowledge.choices import Generator, VsLine
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.planning.archives_plan import archive_changes, plan_archives, python_locator
+from pytorch_winbuild.planning.cmake_plan import (
+    cmake_range,
+    placed,
+    plan_cmake,
+    plan_ninja,
+    tool_decisions,
+    tool_path_changes,
+)
 from pytorch_winbuild.planning.commands_plan import build_arguments_for, plan_commands
 from pytorch_winbuild.planning.compiler_plan import (
     build_compiler,
@@ -37,7 +46,6 @@ from pytorch_winbuild.planning.cuda_plan import (
     unusable_cuda_reason,
 )
 from pytorch_winbuild.planning.environment_plan import (
-    check_cmake,
     jobs_changes,
     own_cmake_jobs,
     path_warnings,
@@ -61,7 +69,9 @@ from pytorch_winbuild.planning.plan_model import (
     Plan,
     PlanBuilder,
     PlannedArchive,
+    PlannedTool,
     VcvarsCall,
+    plan_paths,
 )
 from pytorch_winbuild.planning.python_choice import BuildPython, check_request, choose_build_python
 from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv
@@ -123,6 +133,7 @@ def _resolve_era(
             is None
         ),
         python=options.python,
+        cmake=options.cmake.insisted,
     )
 
 
@@ -157,29 +168,74 @@ def _build_python(
     return build_python
 
 
+@dataclass(frozen=True)
+class _Tools:
+    """The build venv and the CMake and Ninja the build runs (all None for build-ext, which runs in the Python
+    that has torch)."""
+
+    venv: VenvPlan | None = None
+    cmake: PlannedTool | None = None
+    ninja: PlannedTool | None = None
+
+
+def _build_tools(
+    knowledge: Knowledge,
+    choice: EraChoice,
+    facts: Facts,
+    options: Options,
+    build_python: BuildPython,
+    cuda: CudaInstall | None,
+    toolchain: _Toolchain,
+    generator: Generator,
+    tree_requires: tuple[str, ...],
+    plan: PlanBuilder,
+) -> _Tools:
+    """The build venv with the era's pins and the release's CMake, which the plan chooses once it knows the
+    generator and CUDA whose bounds it must meet; `tree_requires` go into the venv too."""
+    if not options.build_venv:
+        return _Tools()
+    era, release = choice.era, choice.pytorch_version
+    pins = knowledge.build_requirements.requirements_for(era.name, build_python.minor)
+    compiler = toolchain.compiler
+    vs_name = vs_generator(knowledge, era, compiler) if generator is Generator.VS and compiler else None
+    bounds = cmake_range(
+        knowledge,
+        era,
+        release,
+        generator=vs_name,
+        toolset_version=bool(
+            vs_name and compiler and era.toolset_variable and compiler.instance.product_line != "2015"
+        ),
+        cuda=cuda.version if cuda else None,
+    )
+    cmake, pin = plan_cmake(knowledge, era, facts, options.cmake, bounds, release, build_python.minor, plan)
+    requirements = (*pins, pin) if pin is not None else pins
+    venv = _build_venv(knowledge, era, facts, options, build_python, requirements, tree_requires, plan)
+    scripts = plan_paths(facts.os)(venv.python).parent
+    tools = _Tools(venv, placed(cmake, facts.os, scripts), plan_ninja(facts.os, scripts, pins))
+    tool_decisions(facts, (tools.cmake, tools.ninja), plan)
+    return tools
+
+
 def _build_venv(
     knowledge: Knowledge,
     era: Era,
     facts: Facts,
     options: Options,
     build_python: BuildPython,
-    build_arguments: tuple[str, ...],
+    requirements: tuple[Requirement, ...],
     tree_requires: tuple[str, ...],
     plan: PlanBuilder,
-) -> VenvPlan | None:
-    """The build venv when --build-venv asks for one (None: the commands run under the build Python itself)."""
-    if not options.build_venv:
-        return None
-    # pip without build isolation imports the tree's build backend from the venv: its own requires go in too.
-    unisolated = "--no-build-isolation" in build_arguments
+) -> VenvPlan:
+    """The build venv: the era's pins and the plan's CMake, in a folder keyed by them and the interpreter."""
     venv = plan_venv(
         facts.os,
         str(options.cache_dir),
         era.name,
         build_python.executable,
         build_python.version,
-        knowledge.build_requirements.requirements_for(era.name, build_python.minor),
-        checked_requires(tree_requires) if unisolated else (),
+        requirements,
+        tree_requires,
     )
     plan.decisions.append(
         f"Build venv: {venv.folder} (key {venv.key}: this interpreter and these requirements; reused while both "
@@ -250,20 +306,22 @@ def _build_changes(
     cuda: CudaInstall | None,
     compiler: CompilerChoice | None,
     archives: list[PlannedArchive],
-    venv: VenvPlan | None,
+    tools: _Tools,
     tree_backend: str | None,
     measured_jobs: MeasuredJobs | None,
     plan: PlanBuilder,
 ) -> None:
-    """The environment of the build as a whole: jobs, the era's Windows switches, the archives, the venv."""
+    """The environment of the build as a whole: jobs, the era's Windows switches, the archives, the venv and
+    the tools first on PATH."""
     jobs_changes(knowledge, era, facts, options, cuda, compiler, plan, measured_jobs)
     if tree_backend is not None:
         own_cmake_jobs(tree_backend, plan)
     if facts.os == "windows":
         windows_switches(era, plan)
     archive_changes(archives, facts, plan)
-    if venv is not None:
-        venv_changes(facts, venv, plan)
+    if tools.venv is not None:
+        venv_changes(facts, tools.venv, plan)
+    tool_path_changes(tools.cmake, plan)
     path_warnings(knowledge, facts, options, plan)
 
 
@@ -293,7 +351,6 @@ def make_plan(
     _opening_decisions(choice, caller_notes, tree_backend, plan)
     build_python = _build_python(era, facts, options, locate_archive, plan)
     build_arguments = build_arguments_for(era, options)
-    venv = _build_venv(knowledge, era, facts, options, build_python, build_arguments, tree_requires, plan)
     _refuse_visual_studio_flags(facts, options)
 
     cuda = choose_cuda(knowledge, era, facts, options, plan, names)
@@ -302,6 +359,10 @@ def make_plan(
     else:
         toolchain = _linux_host(era, facts, cuda, plan)
     generator = choose_generator(facts, options, plan)
+    # pip without build isolation imports the tree's build backend from the venv: its own requires go in too.
+    requires = checked_requires(tree_requires) if "--no-build-isolation" in build_arguments else ()
+    tools = _build_tools(knowledge, choice, facts, options, build_python, cuda, toolchain, generator, requires, plan)
+    venv = tools.venv
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
     archives = plan_archives(knowledge, era, facts, options, cuda, locate_archive, plan)
 
@@ -309,9 +370,8 @@ def make_plan(
         knowledge, era, facts, options, cuda, toolchain, generator, cache_name, names, tree_backend, plan
     )
     _build_changes(
-        knowledge, era, facts, options, cuda, toolchain.compiler, archives, venv, tree_backend, measured_jobs, plan
+        knowledge, era, facts, options, cuda, toolchain.compiler, archives, tools, tree_backend, measured_jobs, plan
     )
-    check_cmake(era, choice.pytorch_version, facts, plan)
     return Plan(
         os=facts.os,
         pytorch_version=choice.pytorch_version,
@@ -321,6 +381,8 @@ def make_plan(
         + (f", in the venv {venv.folder}" if venv else ""),
         build_python=build_python,
         venv=venv,
+        cmake=tools.cmake,
+        ninja=tools.ninja,
         compiler=toolchain.compiler,
         cuda_host_compiler=toolchain.cuda_host,
         vcvars=toolchain.vcvars,

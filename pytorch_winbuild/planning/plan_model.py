@@ -48,6 +48,22 @@ class VcvarsCall:
 
 
 @dataclass(frozen=True)
+class PlannedTool:
+    """A tool the build runs: its version, the executable, where it comes from and why it was chosen."""
+
+    name: str  # "CMake", "Ninja"
+    version: str
+    executable: str
+    origin: str
+    reason: str
+    path_first: str | None = None  # a folder the build's PATH must start with (--cmake PATH), else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version} ({self.executable})"
+
+
+@dataclass(frozen=True)
 class CompilerChoice:
     """A Visual Studio instance and one of its toolsets."""
 
@@ -102,6 +118,8 @@ class Plan:
     python: str  # the build Python, as the plan shows it
     build_python: BuildPython
     venv: VenvPlan | None  # None: the commands run under build_python itself (build-ext)
+    cmake: PlannedTool | None  # the CMake the build runs (None with no venv: build-ext runs no CMake)
+    ninja: PlannedTool | None  # the Ninja in the build venv
     compiler: CompilerChoice | None
     cuda_host_compiler: CompilerChoice | None
     vcvars: VcvarsCall | None

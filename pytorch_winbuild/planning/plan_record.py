@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.planning.plan_model import Command, EnvChange, Plan
+from pytorch_winbuild.planning.plan_model import Command, EnvChange, Plan, PlannedTool
 from pytorch_winbuild.text.redact import redact_value
 
 
@@ -31,6 +31,13 @@ def _vcvars_command(plan: Plan) -> str | None:
         return plan.vcvars.command if plan.vcvars else None
     except ConfigurationError:
         return None
+
+
+def _tool(tool: PlannedTool | None) -> dict[str, str] | None:
+    """A tool the build runs: its version, executable, where it comes from and why."""
+    if tool is None:
+        return None
+    return {"version": tool.version, "executable": tool.executable, "origin": tool.origin, "reason": tool.reason}
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -61,6 +68,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "tree_requires": list(plan.venv.tree_requires),
             "specs": list(plan.venv.specs),
         },
+        "cmake": _tool(plan.cmake),
+        "ninja": _tool(plan.ninja),
         "visual_studio": None
         if compiler is None
         else {
