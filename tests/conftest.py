@@ -24,7 +24,9 @@ TIER_TOOLS = {
     "services": ["redis-server", "memcached"],
     "browser": ["chromium", "chromedriver"],  # Debian's packages; Selenium drives them (tests/nightly)
     # pyenv's real CPythons as build Pythons, making venvs that pip fills from PyPI (its configured index)
-    "pypi": [f"/root/.pyenv/versions/{version}/bin/python" for version in ("2.7.18", "3.7.16", "3.9.18")],
+    "pypi": [
+        f"/root/.pyenv/versions/{version}/bin/python" for version in ("2.7.18", "3.6.15", "3.7.16", "3.9.18", "3.12.1")
+    ],
     # PyTorch's real sources from Debian (apt-get source, with the deb-src lines .ci/run writes) and PyTorch's
     # CMake scripts run in script mode (select_compute_arch.cmake) by the cmake the project installs
     "client": ["apt-get", "apt-cache", "cmake"],

@@ -56,9 +56,38 @@ def plan_options(**raw: Any) -> Options:
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.options import parse_options
 
-    text = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "pytorch_version", "mode")
+    text = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "pytorch_version", "mode", "cmake")
     typed = {name: value for name, value in raw.items() if name not in text}
     for name in ("cache_dir", "source_dir"):
         if isinstance(typed.get(name), str):
             typed[name] = PurePath(typed[name])
     return parse_options(load_knowledge(), {name: raw[name] for name in text if name in raw}, **typed)
+
+
+class CmakeWheels:
+    """Real CMake releases from PyPI (the Linux wheels of the releases a plan pins for Windows): one venv per
+    release, made on first use, holding that wheel; `cmake(version)` is its cmake."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.made: dict[str, Path] = {}
+
+    def cmake(self, version: str) -> Path:
+        if version not in self.made:
+            venv = self.folder / f"cmake-{version}"
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run(
+                [
+                    str(venv / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--only-binary=:all:",
+                    f"cmake=={version}",
+                ],
+                check=True,
+                timeout=600,
+            )
+            self.made[version] = venv / "bin" / "cmake"
+        return self.made[version]

@@ -195,7 +195,12 @@ def test_doctor_is_not_ready_when_the_plan_it_would_suggest_fails(tmp_path: Path
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Ready to plan" not in done.stdout
     verdict = " ".join(done.stdout.split()).split("fails: ", 1)[1]
-    assert verdict.startswith("toolchain error: ") and "the CMake asked for (3.10)" in verdict and "Visual Studio" in verdict
+    assert (
+        verdict.startswith("toolchain error: ")
+        and "the CMake asked for (3.10)" in verdict
+        and "Visual Studio" in verdict
+    )
+
 
 def test_python_from_the_configuration_and_a_path_the_probe_did_not_list(tmp_path: Path) -> None:
     """winbuild.python (here INVOKE_WINBUILD_PYTHON) is --python's setting; a path outside every place the probe
