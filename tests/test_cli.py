@@ -176,7 +176,7 @@ def test_python_older_than_the_era(tmp_path: Path):
     Pythons that fit (PyTorch 2.9+: 3.10 up to 3.15, so 3.12 and 3.11 of this machine, not 3.9)."""
     for python in ("3.9", "C:\\Program Files\\Python39\\python.exe"):
         result = run_invoke("build", "--dry-run", "--host", VS2019, "--pytorch-version", "2.13.0", "--python", python)
-        _assert_one_paragraph(result, 2, "PyTorch 2.9+ builds with Python 3.10 up to, not including, 3.15")
+        _assert_one_paragraph(result, 2, "PyTorch 2.13.0 builds with Python 3.10 up to, not including, 3.15 (PyPI")
         assert "Fix: pass --python 3.12 or --python 3.11 or --pytorch-version 2.8.0 (PyTorch 2.5-2.8)." in result.stderr
     # Each way out plans: a Python the era takes, or the newest release whose era takes 3.9 (2.5-2.8: 3.9 up to 3.15).
     for flags in (

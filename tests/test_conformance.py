@@ -493,6 +493,31 @@ def test_cmake_4_for_an_old_release_gets_the_policy_minimum_and_a_warning(row: U
             make_plan(vs, facts_from_dict(data), KNOWLEDGE)
 
 
+# The first CMake that knows each generator name (cmake-generators(7), "new in version"), and the toolset's
+# version= field (CMake 3.12 release notes): a Visual Studio plan needs both.
+GENERATOR_SINCE = {"Visual Studio 15 2017": "3.7.1", "Visual Studio 16 2019": "3.14", "Visual Studio 17 2022": "3.21"}
+TOOLSET_VERSION_SINCE = "3.12"
+
+
+@pytest.mark.parametrize("row", UPSTREAM, ids=lambda r: r.version)
+def test_a_visual_studio_plan_needs_a_cmake_that_knows_its_generator_and_toolset_field(row: Upstream):
+    for line, name in row.vs_generators.items():
+        base = name.removesuffix(" Win64")
+        if base not in GENERATOR_SINCE:
+            continue
+        floor = max(
+            [GENERATOR_SINCE[base], row.min_cmake, *([TOOLSET_VERSION_SINCE] if row.toolset_variable else [])],
+            key=version_tuple,
+        )
+        data = _host(python=_python(row.version), vs=(line,))
+        options = plan_options(cuda="cpu", pytorch_version=row.version, generator="vs", cache_dir=CACHE)
+        plan = make_plan(replace(options, cmake=_installed_cmake(floor)), facts_from_dict(data), KNOWLEDGE)
+        assert plan.cmake is not None and plan.cmake.version == floor, row.sources
+        with pytest.raises(ConfigurationError) as error:
+            make_plan(replace(options, cmake=_installed_cmake(_older(floor))), facts_from_dict(data), KNOWLEDGE)
+        assert (f"CMake >= {floor}" in error.value.paragraph()), (row.version, line)
+
+
 def test_main_needs_cmake_327():
     """PR #154783 raised CMakeLists.txt to 3.27 on main (ROCm/TheRock PR #1512: nightlies need it);
     2.8 was branched before it and asks 3.18."""

@@ -229,19 +229,20 @@ def test_a_32_bit_python_is_never_the_build_python():
 
 def test_linux_with_only_a_32_bit_python_names_the_python_to_install():
     """Nothing is fetched on Linux: with no 64-bit Python the plan stops (exit 3) naming the Python to install for
-    PyTorch main (3.10 up to 3.15: 3.14)."""
+    PyTorch main (era 2.9+: 3.10 up to 3.16, as 2.15.0's cp315 wheels: 3.15)."""
     linux = json.loads(json.dumps(LINUX))
     linux["python"]["bits"] = 32
     with pytest.raises(ToolchainError) as error:
         make_plan(plan_options(cuda="cpu", cache_dir=LINUX_CACHE), facts_from_dict(linux), KNOWLEDGE)
     assert error.value.exit_code == 3
-    assert "install Python 3.14 (`pyenv install 3.14`" in (error.value.fix or ""), error.value.paragraph()
+    assert "install Python 3.15 (`pyenv install 3.15`" in (error.value.fix or ""), error.value.paragraph()
 
 
 def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
-    """v2.5.0 setup.py: python_min_version = (3, 9, 0). This machine has 64-bit 3.12.7, 3.11.9, 3.9.13 and a 32-bit
-    3.8.10: --python 3.8 is refused for 2.6 (exit 2) naming the installed Pythons 2.6 takes and the newest release
-    whose era takes 3.8 (2.4.1: 2.1-2.4 builds with 3.8 up to 3.13), and each of those plans."""
+    """PyPI's torch 2.6.0: Requires-Python >=3.9.0, cp39-cp313 Windows wheels. This machine has 64-bit 3.12.7, 3.11.9,
+    3.9.13 and a 32-bit 3.8.10: --python 3.8 is refused for 2.6 (exit 2) naming the release's own range and
+    where it was read, the installed Pythons 2.6 takes and the newest release that takes 3.8 (2.4.1: cp38-cp312),
+    and each of those plans."""
     facts = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
 
     def plan(version: str, python: str) -> Plan:
@@ -251,9 +252,8 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     with pytest.raises(ConfigurationError) as error:
         plan("2.6", "3.8")
     assert error.value.exit_code == 2
-    assert error.value.message.endswith(
-        "PyTorch 2.5-2.8 builds with Python 3.9 up to, not including, 3.15, not 3.8 (--python)."
-    )
+    assert "PyTorch 2.6.0 builds with Python 3.9 up to, not including, 3.14 (PyPI torch 2.6.0" in error.value.message
+    assert error.value.message.endswith(", not 3.8 (--python).")
     assert error.value.fix == "pass --python 3.12 or --python 3.11 or --pytorch-version 2.4.1 (PyTorch 2.1-2.4)."
     assert plan("2.6", "3.12").build_python.version == "3.12.7"
     assert plan("2.6", "3.11").build_python.version == "3.11.9"
@@ -266,9 +266,8 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
             load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
             KNOWLEDGE,
         )
-    assert (
-        "PyTorch 2.5-2.8 builds with Python 3.9 up to, not including, 3.15, not 3.6 (--python)" in error.value.message
-    )
+    assert "PyTorch 2.6.0 builds with Python 3.9 up to, not including, 3.14 (" in error.value.message
+    assert ", not 3.6 (--python)" in error.value.message
     assert error.value.fix == "pass --pytorch-version 1.10.2 (PyTorch 1.7-1.10)."
     older = make_plan(
         plan_options(cuda="cpu", pytorch_version="1.10.2", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
@@ -302,8 +301,10 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     assert plan(windows, pytorch_version="2.8.0", python=python_3_9).build_python.version == "3.9.13"
     unpinned = plan(windows, python=python_3_9)
     assert (unpinned.era.name, unpinned.pytorch_version) == ("2.5-2.8", "2.8.0")
-    newest = plan(windows, python=PythonRequest.parse("3.10"))  # not installed: NuGet's
-    assert (newest.era.name, newest.pytorch_version, newest.build_python.fetch_minor) == ("2.9+", "main", "3.10")
+    # Not installed: NuGet's 3.10, which 2.9 to 2.14.1 build with and 2.15 does not (its wheels start at cp311).
+    newest = plan(windows, python=PythonRequest.parse("3.10"))
+    assert (newest.era.name, newest.pytorch_version, newest.build_python.fetch_minor) == ("2.9+", "2.14.1", "3.10")
+    assert plan(windows, python=PythonRequest.parse("3.11")).pytorch_version == "main"
     # Linux, whose only Python is 3.9.13 (nothing is fetched): 2.9.0 names the Python to install and 2.8.0.
     linux_3_9 = _linux_with_python("3.9.13")
     with pytest.raises(ToolchainError) as error:
@@ -315,7 +316,7 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     unpinned = plan(linux_3_9, LINUX_CACHE)
     assert (unpinned.era.name, unpinned.pytorch_version) == ("2.5-2.8", "2.8.0")
     newest = plan(_linux_with_python("3.10.11"), LINUX_CACHE)
-    assert (newest.era.name, newest.pytorch_version) == ("2.9+", "main")
+    assert (newest.era.name, newest.pytorch_version) == ("2.9+", "2.14.1")
     assert newest.venv.python == f"{LINUX_CACHE}/venvs/2.9_-py3.10-{newest.venv.key}/bin/python"
 
 

@@ -109,7 +109,8 @@ class _Policy:
     source: str
 
     def holds(self, release: tuple[int, ...]) -> bool:
-        return release_tuple(self.pytorch[0]) <= tuple(release)[:3] < release_tuple(self.pytorch[1])
+        key = (*release, 0, 0)[:3]  # (1, 6) is 1.6.0
+        return release_tuple(self.pytorch[0]) <= key < release_tuple(self.pytorch[1])
 
 
 @dataclass(frozen=True)

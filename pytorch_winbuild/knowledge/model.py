@@ -18,6 +18,7 @@ from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, loa
 from pytorch_winbuild.knowledge.cmake_range import CmakeKnowledge, load_cmake_knowledge
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
+from pytorch_winbuild.knowledge.python_releases import PythonReleases, load_python_releases
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
 from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, release_tuple, version_tuple
 
@@ -243,6 +244,7 @@ class Knowledge:
     resources: Resources
     build_requirements: BuildRequirements  # each era's build venv packages, pinned per Python
     cmake: CmakeKnowledge  # the bounds of the CMake a plan runs (build_config/cmake.toml)
+    python_releases: PythonReleases  # the Python each release builds with (build_config/python_releases.toml)
     cuda_install: dict[str, str] = field(default_factory=dict)  # OS → where to get CUDA (cuda.toml [install])
 
     def cuda_release(self, version: str, label: str = "CUDA") -> CudaRelease:
@@ -583,5 +585,8 @@ def load_knowledge(config_dir: Path | None = None) -> Knowledge:
             base / "build_requirements.toml", {era.name: era.python for era in eras}
         ),
         cmake=load_cmake_knowledge(base / "cmake.toml"),
+        python_releases=load_python_releases(
+            base / "python_releases.toml", [(era.name, era.pytorch, era.python) for era in eras]
+        ),
         cuda_install=_cuda_install(base / "cuda.toml"),
     )

@@ -21,7 +21,14 @@ from pytorch_winbuild.knowledge.choices import CudaChoice, CudaWord, NewestWord,
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import parse_pytorch_version, release_key
-from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest, accepts, installed, python_problem, unusable
+from pytorch_winbuild.planning.python_choice import (
+    AUTO,
+    PythonRequest,
+    installed,
+    python_problem,
+    release_need,
+    unusable,
+)
 from pytorch_winbuild.text import quoting_bat as bat
 
 if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
@@ -36,6 +43,8 @@ class EraChoice:
     pytorch_version: str  # the pinned version, or the era's newest release for an unpinned plan
     source: str  # the constraint that chose it, for the plan's "Why"
     warnings: tuple[str, ...] = ()
+    pinned: bool = False  # the tree or --pytorch-version named it (a release, or a newest word such as main)
+    release: tuple[int, int, int] | None = None  # the release pinned (None: unpinned, or a newest word)
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,8 @@ def obstacles(
         )
     if facts is None:
         return found
-    problem = python_problem(era, facts, python)
+    need = release_need(knowledge.python_releases.of(pinned), ".".join(map(str, pinned))) if pinned else None
+    problem = python_problem(era, facts, python, need)
     if problem is not None:
         found.append(Obstacle(problem.text, install=problem.install))
     refusal = _cmake_obstacle(knowledge, era, pinned, cmake)
@@ -275,9 +285,8 @@ def _fix(
         if not obstacles(era, knowledge, facts, cuda, vs, python, _release(shown)):
             ways.append("leave --cmake out (the plan then installs a CMake inside those bounds into the build venv)")
     if python != AUTO and facts is not None:
-        flags += _python_flags(
-            knowledge, facts, cuda, vs, [asked[0]] if asked is not None else list(knowledge.eras), cmake
-        )
+        eras = [asked[0]] if asked is not None else list(knowledge.eras)
+        flags += _python_flags(knowledge, facts, cuda, vs, eras, cmake, _release(asked[1]) if asked else None)
     if asked is not None:
         era = asked[0]
         fitting = _closest(
@@ -286,7 +295,8 @@ def _fix(
             [
                 e
                 for e in knowledge.eras
-                if e is not era and not obstacles(e, knowledge, facts, cuda, vs, python, cmake=cmake)
+                if e is not era
+                and not obstacles(e, knowledge, facts, cuda, vs, python, _release(e.newest), cmake=cmake)
             ],
         )
         if tree:
@@ -381,19 +391,32 @@ def _other_cuda(
 
 
 def _python_flags(
-    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, eras: list[Era], cmake: str | None
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: CudaChoice,
+    vs: VsLine,
+    eras: list[Era],
+    cmake: str | None,
+    release: tuple[int, ...] | None = None,
 ) -> list[str]:
-    """--python choices that plan one of `eras` with the other choices kept: installed releases it accepts, newest
-    first, else auto (which fetches one on Windows)."""
-    working = [e for e in eras if not obstacles(e, knowledge, facts, cuda, vs, cmake=cmake)]
-    if not working:
-        return []
-    minors = sorted(
-        {p.minor for p in installed(facts) if unusable(p) is None and accepts(working[-1], p.version)},
-        key=version_tuple,
-        reverse=True,
+    """--python choices that plan one of `eras` (the pinned `release`, when one is) with the other choices kept,
+    each checked: installed releases, newest first, else auto (which fetches one on Windows)."""
+    minors = sorted({p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True)
+    fits = [
+        minor
+        for minor in minors
+        if any(
+            not obstacles(e, knowledge, facts, cuda, vs, PythonRequest("release", minor), release, cmake=cmake)
+            for e in eras
+        )
+    ]
+    if fits:
+        return [f"--python {minor}" for minor in fits[:2]]
+    return (
+        ["--python auto"]
+        if any(not obstacles(e, knowledge, facts, cuda, vs, AUTO, release, cmake=cmake) for e in eras)
+        else []
     )
-    return [f"--python {minor}" for minor in minors[:2]] or ["--python auto"]
 
 
 def _install_for_newest(
@@ -509,7 +532,8 @@ def resolve_era(
                 found,
                 _fix(knowledge, facts, cuda, vs, (era, shown), source_version is not None, usable_cuda, python, cmake),
             )
-        return EraChoice(era, shown, where, (warning,) if warning else ())
+        key = release_key(version) if version is not None else None
+        return EraChoice(era, shown, where, (warning,) if warning else (), pinned=True, release=key)
 
     fitting = [
         era for era in reversed(knowledge.eras) if not obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)

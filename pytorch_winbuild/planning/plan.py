@@ -11,7 +11,7 @@ compiler_plan, cuda_plan, generator_plan, archives_plan, environment_plan and co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
@@ -73,7 +73,7 @@ from pytorch_winbuild.planning.plan_model import (
     VcvarsCall,
     plan_paths,
 )
-from pytorch_winbuild.planning.python_choice import BuildPython, check_request, choose_build_python
+from pytorch_winbuild.planning.python_choice import BuildPython, check_request, choose_build_python, release_need
 from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv
 
 
@@ -158,14 +158,36 @@ def _opening_decisions(
 
 
 def _build_python(
-    era: Era, facts: Facts, options: Options, locate_archive: ArchiveLocator | None, plan: PlanBuilder
+    knowledge: Knowledge, choice: EraChoice, facts: Facts, options: Options, locate_archive: ArchiveLocator | None
 ) -> BuildPython:
-    """The Python that builds: one the machine has, or a NuGet CPython in the cache (`locate_archive` finds it)."""
-    build_python = choose_build_python(
-        era, facts, options.python, cache_python=python_locator(facts.os, str(options.cache_dir), locate_archive)
+    """The Python that builds: one the machine has, or a NuGet CPython in the cache (`locate_archive` finds it),
+    in the pinned release's range (build_config/python_releases.toml), else in the era's."""
+    release = choice.release
+    need = release_need(knowledge.python_releases.of(release), choice.pytorch_version) if release else None
+    return choose_build_python(
+        choice.era,
+        facts,
+        options.python,
+        cache_python=python_locator(facts.os, str(options.cache_dir), locate_archive),
+        need=need,
     )
-    plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
-    return build_python
+
+
+def _release_for(knowledge: Knowledge, choice: EraChoice, build_python: BuildPython) -> EraChoice:
+    """An unpinned plan builds the newest release of its era that the build Python builds (2.14.1, not main, with
+    Python 3.10: 2.15 needs 3.11)."""
+    if choice.pinned:
+        return choice
+    ranges = knowledge.python_releases.within(*choice.era.pytorch)
+    fitting = next((r for r in ranges if r.accepts(build_python.version)), None)
+    if fitting is None or fitting is ranges[0]:
+        return choice
+    return replace(
+        choice,
+        pytorch_version=fitting.newest,
+        source=f"{choice.source}; its newest release that builds with Python {build_python.minor}: "
+        + release_need(fitting, fitting.newest).short,
+    )
 
 
 @dataclass(frozen=True)
@@ -346,10 +368,12 @@ def make_plan(
     check_request(facts, options.python)
     choice = _resolve_era(knowledge, facts, options, source_version)
     era = choice.era
+    build_python = _build_python(knowledge, choice, facts, options, locate_archive)
+    choice = _release_for(knowledge, choice, build_python)
     names = arch_names(knowledge, options, choice.pytorch_version)
     plan = PlanBuilder(warnings=list(choice.warnings))
     _opening_decisions(choice, caller_notes, tree_backend, plan)
-    build_python = _build_python(era, facts, options, locate_archive, plan)
+    plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
     build_arguments = build_arguments_for(era, options)
     _refuse_visual_studio_flags(facts, options)
 

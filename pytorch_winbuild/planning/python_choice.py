@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
 from pytorch_winbuild.knowledge.model import Era, version_tuple
+from pytorch_winbuild.knowledge.python_releases import PythonRange
 
 _MINOR = re.compile(r"(\d)\.(\d{1,2})")
 PYTHON_HELP = "auto, a Python release X.Y (e.g. 3.6), or the path of a python executable"
@@ -94,6 +95,47 @@ def era_minors(era: Era) -> list[str]:
     """The Python releases X.Y the era accepts, newest first."""
     low, high = version_tuple(era.python[0])[:2], version_tuple(era.python[1])[:2]
     return [f"{low[0]}.{minor}" for minor in range(high[1] - 1, low[1] - 1, -1)] if low[0] == high[0] else []
+
+
+@dataclass(frozen=True)
+class PythonNeed:
+    """The Python a plan must build with: a known release's range (build_config/python_releases.toml, a patch
+    minimum included) or, for an unpinned plan, its era's (the union of the era's releases')."""
+
+    who: str  # "PyTorch 1.6.0", "PyTorch 1.2-1.6"
+    low: str
+    end: str
+    source: str = ""
+
+    def accepts(self, version: str) -> bool:
+        """`version` "3.6.8" (an interpreter) or "3.6" (a release): a release meets a patch minimum when one of
+        its patches may."""
+        key, low = version_tuple(version), version_tuple(self.low)
+        return (low[:2] if len(key) == 2 else low) <= key < version_tuple(self.end)[:2]
+
+    @property
+    def minors(self) -> list[str]:
+        """Its Python releases X.Y, newest first."""
+        low, high = version_tuple(self.low)[:2], version_tuple(self.end)[:2]
+        return [f"{low[0]}.{minor}" for minor in range(high[1] - 1, low[1] - 1, -1)] if low[0] == high[0] else []
+
+    @property
+    def short(self) -> str:
+        return f"{self.who} builds with Python {self.low} up to, not including, {self.end}"
+
+    @property
+    def text(self) -> str:
+        """The range with where it was read, as errors print it."""
+        return self.short + (f" ({self.source})" if self.source else "")
+
+
+def era_need(era: Era) -> PythonNeed:
+    return PythonNeed(f"PyTorch {era.name}", era.python[0], era.python[1])
+
+
+def release_need(python: PythonRange, shown: str) -> PythonNeed:
+    """A known release's range, with where it was read."""
+    return PythonNeed(f"PyTorch {shown}", python.python[0], python.python[1], "; ".join(python.sources))
 
 
 def installed(facts: Facts) -> tuple[PythonInfo, ...]:
@@ -179,59 +221,67 @@ class PythonProblem:
     install: str | None = None
 
 
-def python_problem(era: Era, facts: Facts, request: PythonRequest) -> PythonProblem | None:
-    """What stops `era` from getting a build Python here, or None."""
+def python_problem(
+    era: Era, facts: Facts, request: PythonRequest, need: PythonNeed | None = None
+) -> PythonProblem | None:
+    """What stops `era` (held to `need`, a known release's range, when given) from getting a build Python here."""
+    need = need or era_need(era)
     asked = [p for p in installed(facts) if request.matches(p)]
     usable = [p for p in asked if unusable(p) is None]
-    fitting = [p for p in usable if accepts(era, p.version)]
+    fitting = [p for p in usable if need.accepts(p.version)]
     if fitting:
         return None
     windows = facts.os == "windows"
-    era_text = f"PyTorch {era.name} builds with Python {era.python[0]} up to, not including, {era.python[1]}"
     if request.kind == "path":
         if not asked:
             return PythonProblem(f"--python {request.value} is not among the facts' Pythons")
         reason = unusable(asked[0])
         if reason:
             return PythonProblem(f"--python {request.value}: {reason}")
-        return PythonProblem(f"{era_text}, and --python {request.value} is Python {asked[0].version}")
+        return PythonProblem(f"{need.text}, and --python {request.value} is Python {asked[0].version}")
     if request.kind == "release":
-        if not accepts(era, request.value):
-            return PythonProblem(f"{era_text}, not {request.value} (--python)")
+        if not need.accepts(request.value):
+            return PythonProblem(f"{need.text}, not {request.value} (--python)")
         if windows and fetchable(request.value):
             return None
         return PythonProblem(
             f"Python {request.value} (--python) is not installed"
-            + ("" if not asked else " as a usable 64-bit CPython"),
+            + ("" if not asked else " as a usable 64-bit CPython that it accepts"),
             install=_install_hint(facts.os, request.value),
         )
-    if windows and any(fetchable(minor) for minor in era_minors(era)):
+    if windows and any(fetchable(minor) for minor in need.minors):
         return None
     have = ", ".join(dict.fromkeys(p.version for p in usable)) or "none usable"
-    minors = era_minors(era)
+    minors = need.minors
     return PythonProblem(
-        f"{era_text}, and this machine's Pythons are {have}",
-        install=_install_hint(facts.os, minors[0] if minors else era.python[0]),
+        f"{need.text}, and this machine's Pythons are {have}",
+        install=_install_hint(facts.os, minors[0] if minors else need.low),
     )
 
 
 def choose_build_python(
-    era: Era, facts: Facts, request: PythonRequest, *, cache_python: PythonLocator | None = None
+    era: Era,
+    facts: Facts,
+    request: PythonRequest,
+    *,
+    cache_python: PythonLocator | None = None,
+    need: PythonNeed | None = None,
 ) -> BuildPython:
-    """The build's interpreter (python_problem(...) is None for this era: era_choice checked it).
+    """The build's interpreter (python_problem(...) is None for this era and need: era_choice checked it).
     `cache_python(archive) -> (executable, present)` says where a fetched Python is in the plan's cache."""
-    fitting = [p for p in installed(facts) if request.matches(p) and unusable(p) is None and accepts(era, p.version)]
+    need = need or era_need(era)
+    fitting = [p for p in installed(facts) if request.matches(p) and unusable(p) is None and need.accepts(p.version)]
     fitting.sort(key=lambda p: version_tuple(p.version), reverse=True)
     if fitting:
         chosen = fitting[0]
         why = {
-            "auto": f"the newest installed 64-bit CPython that PyTorch {era.name} accepts "
-            f"(Python {era.python[0]} up to, not including, {era.python[1]})",
+            "auto": f"the newest installed 64-bit CPython that {need.who} accepts (Python {need.low} up to, not "
+            f"including, {need.end})",
             "release": f"--python {request.value}",
             "path": f"--python {request.value}",
         }[request.kind]
         return BuildPython(chosen.version, chosen.executable, f"{why}; found by {chosen.found_by}", chosen)
-    minors = [request.value] if request.kind == "release" else era_minors(era)
+    minors = [request.value] if request.kind == "release" else need.minors
     for minor in minors:
         archive = nuget_python(minor)
         if archive is None:
@@ -240,8 +290,7 @@ def choose_build_python(
         why = (
             f"--python {minor}, which is not installed"
             if request.kind == "release"
-            else f"no installed 64-bit CPython fits PyTorch {era.name} (Python {era.python[0]} up to, not including, "
-            f"{era.python[1]})"
+            else f"no installed 64-bit CPython fits ({need.short})"
         )
         return BuildPython(
             archive.version,
@@ -253,4 +302,4 @@ def choose_build_python(
             fetch_archive=archive,
             present=present,
         )
-    raise ConfigurationError(f"no build Python for PyTorch {era.name} with --python {request.shown}.")
+    raise ConfigurationError(f"no build Python for {need.who} with --python {request.shown}.")
