@@ -194,7 +194,7 @@ LINUX_CACHE = "/pwb/cache"
 def test_a_32_bit_python_is_never_the_build_python():
     """PyTorch has no 32-bit builds: a 32-bit Python asked for by path is refused (exit 2), and a Windows machine
     whose only Python is 32-bit builds with 64-bit CPython from NuGet, the newest PyTorch main takes (3.10 up to
-    3.15: 3.14)."""
+    3.16, with 2.15.0's cp315: 3.15)."""
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     for python in (data["python"], *data["pythons"]):
         python["bits"] = 32
@@ -208,11 +208,11 @@ def test_a_32_bit_python_is_never_the_build_python():
         "Python. Fix: pass the path of a 64-bit CPython, or leave --python out."
     )
     plan = make_plan(plan_options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate)
-    assert (plan.era.name, plan.build_python.fetch_minor, plan.build_python.info) == ("2.9+", "3.14", None)
-    assert plan.build_python.version.startswith("3.14.")
+    assert (plan.era.name, plan.build_python.fetch_minor, plan.build_python.info) == ("2.9+", "3.15", None)
+    assert plan.build_python.version.startswith("3.15.")
     folder = f"{CACHE}\\deps\\python.{plan.build_python.version}"
     commands = [c.command for c in plan.commands]
-    assert "invoke fetch-deps --python 3.14" in commands
+    assert "invoke fetch-deps --python 3.15" in commands
     assert f"{folder}\\tools\\python.exe -m venv {plan.venv.folder}" in commands
     # A machine with 64-bit Pythons besides: the fix names them.
     data["pythons"].append(
