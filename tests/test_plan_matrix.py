@@ -11,7 +11,7 @@ import re
 from pathlib import PureWindowsPath
 
 import pytest
-from support import HOSTS_DIR, plan_options
+from support import HOSTS_DIR, plan_options, run_invoke
 
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
@@ -531,3 +531,57 @@ def test_a_missing_cuda_is_installed_the_way_of_the_plans_os():
     error = _refusal(windows, cuda="12.1")
     assert isinstance(error, ToolchainError) and error.message.startswith("CUDA 12.1 is not installed")
     assert "'Visual Studio Integration'" in (error.fix or "") and "cuda-toolkit" not in (error.fix or "")
+
+
+# Releases whose trees declare cmake_minimum_required below 3.5 (Debian's 1.13.1 and 2.6.0 sources:
+# tests/client/test_client_cmake_minimums.py; 1.1.0 is older still), which CMake 4 refuses without the policy minimum.
+OLD_POLICY_RELEASES = ("1.1.0", "1.13.1", "2.6.0")
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS_DIR.glob("*.json")), ids=lambda p: p.stem)
+def test_every_era_plan_names_the_cmake_and_ninja_it_runs(host):
+    """On every shipped facts file, each era that plans there (CPU, its newest release) names the CMake and Ninja
+    its build venv carries, inside the release's bounds; the releases with old policies never get CMake 4
+    without CMAKE_POLICY_VERSION_MINIMUM, even when --cmake 4.4 insists on it."""
+    facts = load_facts(host)
+    planned = 0
+    for era in KNOWLEDGE.eras:
+        for release in (era.newest, *(r for r in OLD_POLICY_RELEASES if era.first <= version_tuple(r) < era.end)):
+            for cmake in (None, "4.4"):
+                raw = {"cmake": cmake} if cmake else {}
+                try:
+                    plan = make_plan(
+                        plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE, **raw),
+                        facts,
+                        KNOWLEDGE,
+                        locate_archive=_locate,
+                    )
+                except (ConfigurationError, ToolchainError):
+                    continue  # this machine cannot build the release (its Visual Studio or Python, or no 4.4 wheel)
+                planned += 1
+                assert plan.cmake is not None and plan.ninja is not None, release
+                bounds = KNOWLEDGE.cmake.range_for(era, None if release == "main" else version_tuple(release))
+                assert not bounds.refusing(plan.cmake.version), (release, plan.cmake)
+                env = plan.final_env()
+                if release in OLD_POLICY_RELEASES and version_tuple(plan.cmake.version) >= (4, 0):
+                    assert env.get("CMAKE_POLICY_VERSION_MINIMUM") == "3.5", (release, plan.cmake)
+                assert f"cmake=={plan.cmake.version}" in plan.venv.specs  # type: ignore[union-attr]
+                assert f"ninja=={plan.ninja.version}" in plan.venv.specs  # type: ignore[union-attr]
+    assert planned, host
+
+
+def test_doctor_lists_for_each_era_the_cmake_and_ninja_its_plan_runs(tmp_path):
+    """doctor's "tools for PyTorch R" lines are a promise: the plan for R on that machine runs exactly that CMake
+    and Ninja, and each lies inside R's bounds."""
+    host = HOSTS_DIR / "vs2017-cuda90-cuda100.json"
+    done = run_invoke("doctor", "--host", str(host), cwd=tmp_path)
+    lines = [line for line in done.stdout.splitlines() if "tools for PyTorch" in line]
+    assert len(lines) >= 5, done.stdout
+    for line in lines:
+        found = re.search(r"tools for PyTorch (\S+)\s+CMake (\S+) and Ninja (\S+) from PyPI", line)
+        assert found, line
+        release, cmake, ninja = found.groups()
+        plan = make_plan(
+            plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE), load_facts(host), KNOWLEDGE
+        )
+        assert (plan.cmake.version, plan.ninja.version) == (cmake, ninja), line  # type: ignore[union-attr]

@@ -8,13 +8,15 @@ from typing import Literal
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.arch_list import default_for_gpus
-from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.knowledge.choices import CudaWord, VsLine
+from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.cmake_plan import newest_cmake
+from pytorch_winbuild.planning.era_choice import obstacles
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.planning.host_compiler import accepted_compilers, accepts, describe, limits_text
+from pytorch_winbuild.planning.python_choice import PythonNeed, era_minors, fetchable, installed, release_need, unusable
 from pytorch_winbuild.planning.python_choice import accepts as era_accepts
-from pytorch_winbuild.planning.python_choice import era_minors, fetchable, installed, unusable
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_lines
 
@@ -262,23 +264,27 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
     return checks
 
 
-def _build_python_minor(facts: Facts, era: Era) -> str | None:
-    """The Python X.Y a plan for the era would build with here: the newest installed one it accepts, else (on
-    Windows) the newest NuGet CPython that can make a venv; None when the era has none."""
-    minors = [p.minor for p in installed(facts) if unusable(p) is None and era_accepts(era, p.version)]
+def _build_python_minor(facts: Facts, need: PythonNeed) -> str | None:
+    """The Python X.Y a plan for the release would build with here: the newest installed one it accepts, else (on
+    Windows) the newest NuGet CPython that can make a venv; None when there is none."""
+    minors = [p.minor for p in installed(facts) if unusable(p) is None and need.accepts(p.version)]
     if minors:
         return max(minors, key=version_tuple)
     if facts.os == "windows":
-        return next((minor for minor in era_minors(era) if fetchable(minor)), None)
+        return next((minor for minor in need.minors if fetchable(minor)), None)
     return None
 
 
 def _era_tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
-    """Per era this machine has a build Python for: the CMake and Ninja its build venv gets (planning/cmake_plan.py,
-    with the Ninja generator and no CUDA; a Visual Studio generator or a CUDA may narrow the CMake bounds)."""
+    """Per era this machine can build (a CPU plan of its newest release meets no obstacle): the CMake and Ninja its
+    build venv gets (planning/cmake_plan.py, with the Ninja generator and no CUDA; a Visual Studio generator or a
+    CUDA may narrow the CMake bounds)."""
     checks = []
     for era in knowledge.eras:
-        minor = _build_python_minor(facts, era)
+        if obstacles(era, knowledge, facts, CudaWord.CPU, VsLine.AUTO):
+            continue  # not buildable here (its Visual Studio or Python): the lines above say what is missing
+        newest = knowledge.python_releases.within(*era.pytorch)[0]
+        minor = _build_python_minor(facts, release_need(newest, era.newest))
         if minor is None:
             continue
         ninja = next(
