@@ -515,7 +515,23 @@ def test_a_visual_studio_plan_needs_a_cmake_that_knows_its_generator_and_toolset
         assert plan.cmake is not None and plan.cmake.version == floor, row.sources
         with pytest.raises(ConfigurationError) as error:
             make_plan(replace(options, cmake=_installed_cmake(_older(floor))), facts_from_dict(data), KNOWLEDGE)
-        assert (f"CMake >= {floor}" in error.value.paragraph()), (row.version, line)
+        assert f"CMake >= {floor}" in error.value.paragraph(), (row.version, line)
+
+
+def test_an_installed_cmake_keeps_the_trees_cmake_package_out_of_the_venv():
+    """main's pyproject.toml [build-system] requires cmake>=3.27 (pytorch/pytorch at 0034f545bb95), and pip without
+    build isolation installs a tree's requires into the build venv: with --cmake PATH the plan leaves that cmake
+    out, so the build venv has no CMake of its own for the tree's backend to prefer to PATH's."""
+    requires = ("setuptools>=77.0.0,<82", "cmake>=3.27", "ninja")
+    data = _host(python="3.12.10", vs=("2022",))
+    options = plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE)
+    plan = make_plan(options, facts_from_dict(data), KNOWLEDGE, tree_requires=requires)
+    assert plan.cmake is not None and {f"cmake=={plan.cmake.version}", "cmake>=3.27"} <= set(plan.venv.specs)  # type: ignore[union-attr]
+    installed = make_plan(
+        replace(options, cmake=_installed_cmake("3.31.6")), facts_from_dict(data), KNOWLEDGE, tree_requires=requires
+    )
+    assert not [spec for spec in installed.venv.specs if spec.startswith("cmake")]  # type: ignore[union-attr]
+    assert installed.venv.tree_requires == ("setuptools>=77.0.0,<82", "ninja")  # type: ignore[union-attr]
 
 
 def test_main_needs_cmake_327():

@@ -11,6 +11,7 @@ compiler_plan, cuda_plan, generator_plan, archives_plan, environment_plan and co
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from pytorch_winbuild.errors import ConfigurationError
@@ -89,6 +90,13 @@ class _Toolchain:
     msc_range: tuple[int, int] | None = None
     range_source: str = ""
     nvcc_host: HostChoice | None = None
+
+
+def without_cmake(requires: tuple[str, ...]) -> tuple[str, ...]:
+    """The tree's requires less CMake's PyPI package (they are checked PEP 508 requirements)."""
+    from packaging.requirements import Requirement as Pep508
+
+    return tuple(spec for spec in requires if re.sub(r"[-_.]+", "-", Pep508(spec).name).lower() != "cmake")
 
 
 def checked_requires(requires: tuple[str, ...]) -> tuple[str, ...]:
@@ -232,6 +240,8 @@ def _build_tools(
     )
     cmake, pin = plan_cmake(knowledge, era, facts, options.cmake, bounds, release, build_python.minor, plan)
     requirements = (*pins, pin) if pin is not None else pins
+    if pin is None:  # --cmake PATH: no cmake package in the venv, where a tree's backend may prefer it to PATH's
+        tree_requires = without_cmake(tree_requires)
     venv = _build_venv(knowledge, era, facts, options, build_python, requirements, tree_requires, plan)
     scripts = plan_paths(facts.os)(venv.python).parent
     tools = _Tools(venv, placed(cmake, facts.os, scripts), plan_ninja(facts.os, scripts, pins))
