@@ -191,3 +191,18 @@ def test_the_next_release_has_no_wheel_for_that_python(tmp_path: Path) -> None:
     done = pip_download("3.5", "pyyaml==6.0.1", folder=tmp_path)
     assert done.returncode != 0
     assert "No matching distribution found for pyyaml==6.0.1" in done.stdout + done.stderr
+
+
+@pytest.mark.pypi
+def test_cmake_pins_at_the_python_edges_have_windows_wheels(shipped: BuildRequirements, tmp_path: Path) -> None:
+    """[package.cmake]'s python ranges are PyPI's: the newest cmake a plan can pin for Python 3.5 (3.28.4, the last
+    without Requires-Python) and for 3.15 (4.4.5) download for Windows x64; the next one after each edge does not."""
+    for python, expected in (("3.5", "3.28.4"), ("3.15", "4.4.5")):
+        newest = shipped.newest("cmake", python, lambda version: True)
+        assert newest is not None and newest.version == expected
+        done = pip_download(python, newest.spec, folder=tmp_path / python)
+        assert done.returncode == 0, done.stdout + done.stderr
+    for python, refused in (("3.6", "cmake==3.29.6"), ("3.7", "cmake==4.1.3"), ("3.8", "cmake==3.13.3")):
+        assert refused.split("==")[1] not in shipped.installable("cmake", python)
+        done = pip_download(python, refused, folder=tmp_path / "refused")
+        assert done.returncode != 0 and f"No matching distribution found for {refused}" in done.stdout + done.stderr
