@@ -220,6 +220,79 @@ def run(
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+OUTPUT_LIMIT = 1 << 20  # bytes of each stream kept from its start, and as many from its end (run_bounded)
+_CHUNK = 1 << 16
+
+
+class _BoundedStream:
+    """One pipe read to its end in a thread, keeping its first and last `limit` bytes and counting the rest, so a
+    child that floods its output costs at most 2 x limit of memory."""
+
+    def __init__(self, pipe: Any, limit: int) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self._limit = limit
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := pipe.read1(_CHUNK) if hasattr(pipe, "read1") else pipe.read(_CHUNK):
+                room = self._limit - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail += chunk
+                if len(self.tail) > self._limit:
+                    self.dropped += len(self.tail) - self._limit
+                    del self.tail[: len(self.tail) - self._limit]
+
+    def text(self, seconds: float) -> str:
+        """What was kept, once the pipe closed (or `seconds` passed: a writer outlived the tree's stop)."""
+        self._thread.join(seconds)
+        gap = f"\n[... {self.dropped} bytes not kept ...]\n" if self.dropped else ""
+        return self.head.decode("utf-8", "replace") + gap + self.tail.decode("utf-8", "replace")
+
+
+def run_bounded(
+    command: Sequence[str],
+    *,
+    timeout: float,
+    limit: int = OUTPUT_LIMIT,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    merge_stderr: bool = False,
+    **options: Any,
+) -> subprocess.CompletedProcess[str]:
+    """Run something untrusted (an interpreter asked what it is, a tool's --version, pip, cuobjdump) in the tool's
+    tree with stdin closed: each stream's first and last `limit` bytes are kept (the rest counted, never held);
+    the answer is read when the child itself exits, and whatever it left running (a backgrounded grandchild that
+    still holds the pipes) is stopped with its group; on `timeout` the whole tree is stopped and
+    subprocess.TimeoutExpired raised; a stop signal stops the tree and is raised. Output is text (UTF-8, bad
+    bytes replaced); `merge_stderr`: stderr goes into stdout, as a log shows them (stderr is then "")."""
+    options.update(
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+    )
+    deadline = time.monotonic() + timeout
+    with started(command, grace_seconds=grace_seconds, **options) as process:
+        pipes = [process.stdout] if merge_stderr else [process.stdout, process.stderr]
+        streams = [_BoundedStream(pipe, limit) for pipe in pipes]
+        while process.poll() is None:
+            signum = stop_requested()
+            if signum is not None:
+                raise _stop_exception(signum)
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            time.sleep(min(POLL_SECONDS / 10, max(0.0, deadline - time.monotonic())))
+        if sys.platform != "win32" and process in _OWN_GROUP:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)  # what the child left behind in its group
+        stdout, *stderr = (stream.text(grace_seconds) for stream in streams)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr[0] if stderr else "")
+
+
 # ------------------------------------------------------------------ stopping a tree
 
 

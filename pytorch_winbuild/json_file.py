@@ -11,13 +11,16 @@ names it.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
+import stat
 import sys
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 # Deeper than any document the tool writes or reads (a facts file or a summary is 3 to 5 deep), and
 # far below where json's recursion could reach the interpreter's limit, wherever the caller is.
@@ -103,6 +106,25 @@ def read_json(
 
     OSError as open() raises it (FileNotFoundError, IsADirectoryError, PermissionError...); BadJson for
     everything about the content, as parse_json."""
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         data = handle.read(max_bytes + 1)
     return parse_json(data, max_depth=max_depth, max_bytes=max_bytes, allow_nonfinite=allow_nonfinite)
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """`path` opened for reading in binary, when it is a regular file; OSError otherwise. A FIFO would block
+    open() or read() until some writer came (forever), a device such as /dev/zero never ends: the file is opened
+    without blocking and checked before anything is read."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe, device or socket)", str(path))
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise

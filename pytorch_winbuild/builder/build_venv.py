@@ -42,18 +42,9 @@ _FAILED_REQUIREMENT = re.compile(
 
 
 def _run(argv: Sequence[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Output captured as text whatever its encoding; stdin closed, so nothing waits for an answer."""
-    return child_processes.run(  # pip in the tool's tree: a stop signal ends it with the tool
-        list(argv),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=timeout,
-    )
+    """The base Python, the venv module and pip run what the machine and PyPI give them: in the tool's tree, stdin
+    closed, output as one text bounded in memory (its start and end kept), the tree stopped on timeout."""
+    return child_processes.run_bounded(list(argv), cwd=cwd, timeout=timeout, merge_stderr=True)
 
 
 def _runs(python: Path, cwd: Path) -> bool:

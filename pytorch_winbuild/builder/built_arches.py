@@ -17,12 +17,14 @@ import importlib.util
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytorch_winbuild import child_processes
 from pytorch_winbuild.facts.model import Gpu
 from pytorch_winbuild.knowledge.arch_list import arch_list_flag, capability_key, covering_archs
 
@@ -82,12 +84,8 @@ def find_cuobjdump(cuda_root: str | None) -> str | None:
 def read_holdings(cuobjdump: str, library: Path) -> Holdings:
     """List one library's cubins and PTX."""
     try:
-        done = subprocess.run(
-            [cuobjdump, "--list-elf", "--list-ptx", str(library)],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=CUOBJDUMP_TIMEOUT,
+        done = child_processes.run_bounded(
+            [cuobjdump, "--list-elf", "--list-ptx", str(library)], timeout=CUOBJDUMP_TIMEOUT
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return Holdings(library, (), str(error))
@@ -112,13 +110,24 @@ def built_libraries(folder: Path) -> list[Path]:
             for name in folders
             if not name.startswith(".") and not os.path.exists(os.path.join(root, name, "pyvenv.cfg"))
         )
-        found += [Path(root, name) for name in sorted(files) if name.endswith(LIBRARY_SUFFIXES)]
+        found += [
+            Path(root, name) for name in sorted(files) if name.endswith(LIBRARY_SUFFIXES) and _regular(Path(root, name))
+        ]
     found.sort(key=lambda path: folder / "build" in path.parents)  # stable: the in-place copies first
     sizes = Counter(_size(path) for path in found)
     unique: dict[object, Path] = {}
     for path in found:  # only libraries of one size can be copies of each other: only those are hashed
         unique.setdefault(_digest(path) if sizes[_size(path)] > 1 else path, path)
     return list(unique.values())
+
+
+def _regular(path: Path) -> bool:
+    """A library the build wrote: a regular file, not a link (a link may lead anywhere, /dev/zero included, which
+    hashing would read forever) nor a device or pipe."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _size(path: Path) -> int:

@@ -13,9 +13,11 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from pytorch_winbuild import child_processes
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
 from pytorch_winbuild.facts.probe_pythons import PYTHON_QUERY, parse_answer
+from pytorch_winbuild.text.terminal_text import echoed
 
 TIMEOUT_SECONDS = 60
 _FIX = (
@@ -32,22 +34,22 @@ def ask_python(spec: str, label: str = "--python") -> PythonInfo:
         what = "folder" if Path(spec).is_dir() else "file or command on PATH"
         raise ConfigurationError(f"{label} {spec}: no such {what} (or it is not executable).", fix=_FIX)
     try:
-        completed = subprocess.run(
-            [found, *PYTHON_QUERY],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigurationError(f"{label} {spec} could not be run ({type(exc).__name__}).", fix=_FIX) from None
+        completed = child_processes.run_bounded([found, *PYTHON_QUERY], timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise ConfigurationError(
+            f"{label} {echoed(spec)} did not answer within {TIMEOUT_SECONDS} s (it was stopped, with what it started).",
+            fix=_FIX,
+        ) from None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{label} {echoed(spec)} could not be run ({exc.strerror or exc}).", fix=_FIX
+        ) from None
     answer = parse_answer(completed.stdout, label)
     if answer is None:
         output = (completed.stderr or completed.stdout).strip().splitlines()
         raise ConfigurationError(
-            f"{label} {spec} did not answer like a Python interpreter (exit status {completed.returncode}: "
-            f"{output[-1] if output else 'no output'}).",
+            f"{label} {echoed(spec)} did not answer like a Python interpreter (exit status {completed.returncode}: "
+            f"{echoed(output[-1]) if output else 'no output'}).",
             fix=_FIX,
         )
     return answer.info

@@ -20,10 +20,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytorch_winbuild import child_processes
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, Tool
 from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.text.redact import redact_text
+from pytorch_winbuild.text.terminal_text import echoed
 
 # Version commands answer in milliseconds; the limit only guards against a hung tool.
 TOOL_TIMEOUT = 5.0
@@ -272,23 +274,18 @@ Runner = Callable[[Sequence[str], float], CommandResult]
 
 
 def run_command(args: Sequence[str], timeout: float) -> CommandResult:
-    """Run one command without a console window or stdin; never raises for a broken tool."""
+    """Run one command without a console window or stdin, in the tool's tree, its output bounded (what it runs is
+    the machine's, untrusted: child_processes.run_bounded); never raises for a broken tool."""
     flags = 0
     if sys.platform == "win32":
         flags = subprocess.CREATE_NO_WINDOW
     try:
-        completed = subprocess.run(
-            list(args), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, creationflags=flags
-        )
+        completed = child_processes.run_bounded(list(args), timeout=timeout, creationflags=flags)
     except subprocess.TimeoutExpired:
         return CommandResult(None, error=f"timed out after {timeout:g} s")
     except OSError as exc:
         return CommandResult(None, error=f"could not start ({exc.strerror or exc})")
-    return CommandResult(
-        completed.returncode,
-        completed.stdout.decode("utf-8", errors="replace"),
-        completed.stderr.decode("utf-8", errors="replace"),
-    )
+    return CommandResult(completed.returncode, completed.stdout, completed.stderr)
 
 
 def ask_cmake(spec: str, label: str = "--cmake") -> tuple[str, str]:
@@ -297,14 +294,14 @@ def ask_cmake(spec: str, label: str = "--cmake") -> tuple[str, str]:
     fix = "pass the path of a cmake executable (e.g. C:\\Program Files\\CMake\\bin\\cmake.exe), X.Y, or auto."
     found = shutil.which(spec) or (spec if Path(spec).is_file() else None)
     if found is None:
-        raise ConfigurationError(f"{label} {spec}: no such file or command on PATH (or it is not executable).", fix=fix)
+        raise ConfigurationError(
+            f"{label} {echoed(spec)}: no such file or command on PATH (or it is not executable).", fix=fix
+        )
     result = run_command([found, "--version"], TOOL_TIMEOUT)
     version = parse_cmake_version(result.stdout) if result.ok else None
     if version is None:
-        raise ConfigurationError(
-            f"{label} {spec} did not answer like CMake ({result.problem() if not result.ok else 'no version'}).",
-            fix=fix,
-        )
+        said = result.problem() if not result.ok else echoed(result.stdout.strip()) or "no output"
+        raise ConfigurationError(f"{label} {echoed(spec)} did not answer like CMake ({said}).", fix=fix)
     return str(Path(found).absolute()), version
 
 

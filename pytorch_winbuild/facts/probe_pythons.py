@@ -62,7 +62,7 @@ PYTHON_QUERY = ("-E", "-s", "-c", QUERY_SCRIPT)
 # Finders by rank: the first to find an interpreter names it; equal versions are listed in this order.
 FINDER_RANK = {"running": 0, "pyenv": 1, "registry": 1, "py launcher": 2, "conda": 3, "PATH": 4}
 
-_PYTHON_VERSION = re.compile(r"\d{1,2}\.\d{1,3}(\.\d{1,3})?([abc]|rc)?\d{0,3}\+?")
+_PYTHON_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}(\.[0-9]{1,3})?([abc]|rc)?[0-9]{0,3}\+?")  # ASCII only
 _VERSIONED_NAME = re.compile(r"python[23]\.\d+")  # python3.9, not python3.9-config or python3.6m
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.json_file import parse_json, read_json
+from pytorch_winbuild.json_file import open_regular, parse_json, read_json
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _REPO_CONFIG = _PACKAGE.parent / "build_config"
@@ -106,7 +106,7 @@ def _parse(path: Path) -> dict[str, Any]:
     import tomllib
 
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(

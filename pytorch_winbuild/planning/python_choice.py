@@ -22,7 +22,7 @@ from pytorch_winbuild.facts.model import Facts, PythonInfo
 from pytorch_winbuild.knowledge.model import Era, version_tuple
 from pytorch_winbuild.knowledge.python_releases import PythonRange
 
-_MINOR = re.compile(r"(\d)\.(\d{1,2})")
+_MINOR = re.compile(r"([0-9])\.([0-9]{1,2})")  # ASCII digits only: "３.７" is not a release
 PYTHON_HELP = "auto, a Python release X.Y (e.g. 3.6), or the path of a python executable"
 
 
@@ -41,8 +41,9 @@ class PythonRequest:
             return cls()
         if not value:
             raise ConfigurationError(f"{label} is empty.", fix=f"pass {PYTHON_HELP}, or leave it out for auto.")
-        if _MINOR.fullmatch(value):
-            return cls("release", value)
+        release = _MINOR.fullmatch(value)
+        if release:  # "3.07" is 3.7, as Python itself numbers it
+            return cls("release", f"{int(release.group(1))}.{int(release.group(2))}")
         if re.fullmatch(r"[\d.]+", value):
             raise ConfigurationError(
                 f"{label} {value!r} is neither a Python release X.Y nor a path.",

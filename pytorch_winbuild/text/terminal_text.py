@@ -125,3 +125,11 @@ def terminal_json(data: Any, **dumps_options: Any) -> str:
     """
     text = json.dumps(data, ensure_ascii=False, **dumps_options)
     return _JSON_UNESCAPED_CONTROLS.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
+
+
+ECHO_LIMIT = 300  # characters of untrusted text (a child's output, a file's value) a message repeats
+
+
+def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
+    """Untrusted text as a message repeats it: at most `limit` characters, saying how many more there were."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
