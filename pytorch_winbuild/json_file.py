@@ -122,7 +122,7 @@ def open_regular(path: Path | str) -> BinaryIO:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file (a pipe, device or socket)", str(path))
-        if hasattr(os, "O_NONBLOCK"):
+        if sys.platform != "win32":  # opened without blocking (no O_NONBLOCK on Windows, nor FIFOs to open)
             os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
