@@ -178,3 +178,25 @@ def test_a_child_stopped_by_the_timeout_takes_its_tree(tmp_path: Path) -> None:
         child_processes.run_bounded(["/bin/bash", "-c", f"(exec -a {marker} sleep 1000) & wait"], timeout=1)
     time.sleep(0.2)
     assert not _left_running(marker)
+
+
+@pytest.mark.parametrize(
+    ("task", "flag"),
+    [
+        (("build", "--dry-run", "--cuda", "cpu"), "--python"),
+        (("build", "--dry-run", "--cuda", "cpu"), "--cmake"),
+        (("build", "--dry-run", "--cuda", "cpu"), "--source"),
+        (("build", "--dry-run", "--cuda", "cpu"), "--cache-dir"),
+        (("fetch-deps", "--cuda", "cpu"), "--from-dir"),
+        (("fetch-deps", "--cuda", "cpu"), "--lock-file"),
+        (("nightly-merge", "--part", "p"), "--output-dir"),
+        (("nightly-merge", "--output-dir", "out"), "--part"),
+        (("nightly-merge", "--part", "p", "--output-dir", "out"), "--previous"),
+        (("nightly", "--matrix-json"), "--matrix"),
+    ],
+)
+def test_a_name_longer_than_any_file_system_takes_is_exit_2(tmp_path: Path, task: tuple[str, ...], flag: str) -> None:
+    """ENAMETOOLONG was a crash (exit 70) wherever such a path was first used: now the flag is named, exit 2."""
+    done = run_invoke(*task, flag, str(tmp_path / ("x" * 300) / "file"), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and f"{flag}: the name 'xxxx" in done.stderr and "300 bytes" in done.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from invoke import Context
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.paths import default_cache_dir
-from pytorch_winbuild.text.terminal_text import terminal_line
+from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
 WINBUILD_DEFAULTS: dict[str, Any] = {
     "cuda": "auto",
@@ -120,10 +121,22 @@ def finite_number(value: Any, label: str, *, minimum: float = 0.0) -> float | No
     return number
 
 
+NAME_MAX = 255  # bytes of one path component on Linux and macOS; NTFS allows 255 UTF-16 units
+
+
 def path_flag(value: str | None, label: str) -> str | None:
-    """A path flag: absent (None) or text; an empty path would silently mean the current folder."""
+    """A path flag: absent (None) or text; an empty path would silently mean the current folder, and a component
+    longer than any file system allows would end in ENAMETOOLONG wherever the path is first used."""
     if value is not None and not value.strip():
         raise ConfigurationError(f"{label} is empty.", fix=f"give {label} a path, or leave it out for its default.")
+    if value is not None:
+        long = next((part for part in re.split(r"[\\/]", value) if len(os.fsencode(part)) > NAME_MAX), None)
+        if long is not None:
+            raise ConfigurationError(
+                f"{label}: the name {echoed(long, 60)!r} is {len(os.fsencode(long))} bytes long, and no file system "
+                f"takes a name over {NAME_MAX}.",
+                fix=f"give {label} a path whose folder and file names are shorter.",
+            )
     return value
 
 

@@ -148,6 +148,7 @@ def build_python_request(c: Context, flag: str | None, facts: Any, *, asked_here
     request = PythonRequest.parse(setting(c, "python", flag), label)
     if request.kind != "path" or not asked_here:
         return facts, request
+    path_flag(request.value, label)
     from pytorch_winbuild.facts.interpreter import with_python
 
     facts, executable = with_python(facts, request.value, label)
@@ -159,6 +160,7 @@ def cmake_request(request: Any, facts: Any, *, asked_here: bool) -> Any:
     --host plan can only name the CMake that file lists); a release or auto as it is."""
     if request.kind != "path":
         return request
+    path_flag(request.value, request.label)
     if asked_here:
         from pytorch_winbuild.facts.probe_common import ask_cmake
 
