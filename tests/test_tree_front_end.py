@@ -55,3 +55,43 @@ def test_a_tree_with_setup_py_gets_setup_helpers_variables(tmp_path: Path, build
     env = _plan(_tree(tmp_path / "main", build_system, setup_py=True))["env"]
     assert env["CMAKE_GENERATOR_TOOLSET_VERSION"] == "14.44"
     assert "CMAKE_GENERATOR_TOOLSET" not in env and "CMAKE_BUILD_PARALLEL_LEVEL" not in env
+
+
+MARKED = (
+    '[build-system]\nrequires = ["scikit-build-core>=1.0", "importlib-metadata ; python_version < \\"3.10\\"", '
+    "\"tomli>=1.1 ; python_version < '3.13'\", \"numpy ; sys_platform == 'linux'\"]\n"
+    'build-backend = "scikit_build_core.build"\n'
+)
+
+
+def test_the_trees_pep_508_markers_are_evaluated_for_the_build_python(tmp_path: Path):
+    """Issue 36 point 11: a marker was exit 2 with a fix about the cache folder (its quotes reached cmd's quoting).
+    Now each requirement whose marker holds for the build Python (3.12 on Windows here) goes to pip without it."""
+    plan = _plan(_tree(tmp_path / "main", MARKED, setup_py=False))
+    assert plan["venv"]["tree_requires"] == ["scikit-build-core>=1.0", "tomli>=1.1"]
+    assert any("tomli>=1.1" in command["command"] for command in plan["commands"])
+
+
+def test_requires_longer_than_a_command_line_is_exit_2_naming_pyproject(tmp_path: Path):
+    """200 KB of requirements was `OSError: Argument list too long` (exit 70); cmd's line is 8191 characters."""
+    many = ", ".join(f'"package-number-{n}>=1.0"' for n in range(8000))
+    tree = _tree(tmp_path / "main", f'[build-system]\nrequires = [{many}]\nbuild-backend = "x"\n', setup_py=False)
+    result = run_invoke("build", "--dry-run", "--host", str(HOST), "--source", str(tree))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "pyproject.toml [build-system] requires holds 8000 requirements" in result.stderr
+    assert len(result.stderr) < 1000
+
+
+def test_a_url_requirement_is_refused_when_the_build_is_offline(tmp_path: Path):
+    """Issue 36 point 13: with --find-links alone (offline), `name @ https://...` would still make pip go online."""
+    url = (
+        '[build-system]\nrequires = ["scikit-build-core>=1.0", "helper @ https://example.invalid/helper-1.0.tar.gz"]\n'
+    )
+    tree = _tree(tmp_path / "main", url + 'build-backend = "scikit_build_core.build"\n', setup_py=False)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    result = run_invoke(
+        "build", "--cuda", "cpu", "--source", str(tree), "--find-links", str(wheels), "--cache-dir", str(tmp_path / "c")
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "helper @ https://example.invalid/helper-1.0.tar.gz, which pip fetches from that URL" in result.stderr

@@ -28,7 +28,7 @@ from pytorch_winbuild.faces.flags import (
     write_output,
 )
 from pytorch_winbuild.faces.plan_request import facts_for, plan_from_flags, this_os
-from pytorch_winbuild.text.terminal_text import terminal_line
+from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
 
 def tag_cache(folder: Path) -> None:
@@ -255,6 +255,9 @@ def build(
     if checkout is None:
         source_dir = Path(source) if source else default_build_source()
         checkout = existing_checkout(source_dir)
+    wheels = path_flag(setting(c, "find_links", find_links), flag_label("find_links", find_links))
+    index = path_flag(setting(c, "index_url", index_url), flag_label("index_url", index_url))
+    _refuse_urls_offline(plan, wheels, index, flag_label("find_links", find_links))
     request = BuildRequest(
         checkout=checkout,
         cache_dir=folder,
@@ -264,14 +267,31 @@ def build(
         clean=clean,
         verify=not no_verify,
         mirror=mirror,
-        find_links=path_flag(setting(c, "find_links", find_links), flag_label("find_links", find_links)),
-        index_url=path_flag(setting(c, "index_url", index_url), flag_label("index_url", index_url)),
+        find_links=wheels,
+        index_url=index,
     )
     run_build(plan, request)
     if plan.venv is not None:
         from pytorch_winbuild.builder.build_venv import remember_last_venv
 
         remember_last_venv(folder, plan.venv.python)
+
+
+def _refuse_urls_offline(plan: Any, find_links: str | None, index_url: str | None, label: str) -> None:
+    """A wheel folder without an index means an offline machine: a tree requirement pip would fetch from its own
+    URL (name @ https://...) would go online all the same, so it is refused before anything starts."""
+    if find_links is None or index_url is not None or plan.venv is None:
+        return
+    from pytorch_winbuild.planning.venv_plan import url_requirements
+
+    urls = url_requirements(plan.venv.tree_requires)
+    if urls:
+        raise ConfigurationError(
+            f"{label} {find_links} asks for offline sources, and the source tree's pyproject.toml [build-system] "
+            f"requires {echoed(urls[0])}, which pip fetches from that URL.",
+            fix="put that package's wheel in the folder and name it without the URL in the checkout, or build "
+            "where the URL can be reached (leave the wheel folder out, or add --index-url).",
+        )
 
 
 def checked_mirror(c: Context, flag: str | None) -> str | None:

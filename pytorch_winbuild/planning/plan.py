@@ -11,7 +11,6 @@ compiler_plan, cuda_plan, generator_plan, archives_plan, environment_plan and co
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from pytorch_winbuild.errors import ConfigurationError
@@ -75,7 +74,7 @@ from pytorch_winbuild.planning.plan_model import (
     plan_paths,
 )
 from pytorch_winbuild.planning.python_choice import BuildPython, check_request, choose_build_python, release_need
-from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv
+from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv, tree_requirements, without_cmake
 
 
 @dataclass(frozen=True)
@@ -90,33 +89,6 @@ class _Toolchain:
     msc_range: tuple[int, int] | None = None
     range_source: str = ""
     nvcc_host: HostChoice | None = None
-
-
-def without_cmake(requires: tuple[str, ...]) -> tuple[str, ...]:
-    """The tree's requires less CMake's PyPI package (they are checked PEP 508 requirements)."""
-    from packaging.requirements import Requirement as Pep508
-
-    return tuple(spec for spec in requires if re.sub(r"[-_.]+", "-", Pep508(spec).name).lower() != "cmake")
-
-
-def checked_requires(requires: tuple[str, ...]) -> tuple[str, ...]:
-    """A source tree's [build-system] requires, each a PEP 508 requirement (text from a checkout goes to pip as
-    arguments: one that pip would read as an option, such as --index-url, is refused)."""
-    if not requires:
-        return ()  # (packaging.requirements costs a plan about 15 ms to import)
-    from packaging.requirements import InvalidRequirement
-    from packaging.requirements import Requirement as Pep508
-
-    for spec in requires:
-        try:
-            Pep508(spec)
-        except InvalidRequirement:
-            raise ConfigurationError(
-                f"the source tree's pyproject.toml [build-system] requires holds {spec!r}, which is not a PEP 508 "
-                "requirement.",
-                fix="correct the checkout's pyproject.toml, or check out a release.",
-            ) from None
-    return requires
 
 
 def _resolve_era(
@@ -221,10 +193,13 @@ def _build_tools(
     plan: PlanBuilder,
 ) -> _Tools:
     """The build venv with the era's pins and the release's CMake, which the plan chooses once it knows the
-    generator and CUDA whose bounds it must meet; `tree_requires` go into the venv too."""
+    generator and CUDA whose bounds it must meet. With pip without build isolation, the tree's own build backend
+    is imported from the venv: `tree_requires` go in too, markers evaluated for the build Python."""
     if not options.build_venv:
         return _Tools()
     era, release = choice.era, choice.pytorch_version
+    unisolated = "--no-build-isolation" in build_arguments_for(era, options)
+    tree_requires = tree_requirements(tree_requires, facts.os, build_python.version) if unisolated else ()
     pins = knowledge.build_requirements.requirements_for(era.name, build_python.minor)
     compiler = toolchain.compiler
     vs_name = vs_generator(knowledge, era, compiler) if generator is Generator.VS and compiler else None
@@ -393,9 +368,9 @@ def make_plan(
     else:
         toolchain = _linux_host(era, facts, cuda, plan)
     generator = choose_generator(facts, options, plan)
-    # pip without build isolation imports the tree's build backend from the venv: its own requires go in too.
-    requires = checked_requires(tree_requires) if "--no-build-isolation" in build_arguments else ()
-    tools = _build_tools(knowledge, choice, facts, options, build_python, cuda, toolchain, generator, requires, plan)
+    tools = _build_tools(
+        knowledge, choice, facts, options, build_python, cuda, toolchain, generator, tree_requires, plan
+    )
     venv = tools.venv
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
     archives = plan_archives(knowledge, era, facts, options, cuda, locate_archive, plan)

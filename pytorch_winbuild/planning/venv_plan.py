@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.build_requirements import Requirement
+from pytorch_winbuild.text.terminal_text import echoed
 
 KEY_FORMAT = 1  # bump when what goes into a venv changes in a way the pins do not show
 KEY_LENGTH = 12  # hex digits: short enough for Windows' path limits, far from colliding among a cache's venvs
@@ -83,3 +85,77 @@ def plan_venv(
         requirements=requirements,
         tree_requires=tree_requires,
     )
+
+
+# The most characters of [build-system] requires a plan passes to pip: the pip command is printed for cmd.exe on
+# Windows, whose command line holds 8191 characters (the venv's path and pip's options take the rest); a Linux
+# argument list is far longer (MAX_ARG_STRLEN is 128 KiB for one argument, ARG_MAX 2 MiB in all).
+REQUIRES_LIMIT = {"windows": 6000, "linux": 65536}
+
+
+def _marker_environment(os_name: str, python_version: str) -> dict[str, str]:
+    """PEP 508's marker variables for the build Python on the plan's machine (64-bit CPython)."""
+    windows = os_name == "windows"
+    return {
+        "python_version": ".".join(python_version.split(".")[:2]),
+        "python_full_version": python_version,
+        "implementation_name": "cpython",
+        "implementation_version": python_version,
+        "platform_python_implementation": "CPython",
+        "os_name": "nt" if windows else "posix",
+        "sys_platform": "win32" if windows else "linux",
+        "platform_system": "Windows" if windows else "Linux",
+        "platform_machine": "AMD64" if windows else "x86_64",
+    }
+
+
+def tree_requirements(requires: tuple[str, ...], os_name: str, python_version: str) -> tuple[str, ...]:
+    """A source tree's [build-system] requires as pip gets them in the build venv: each a PEP 508 requirement
+    (text from a checkout goes to pip as arguments: one pip would read as an option, such as --index-url, is
+    refused), its marker evaluated for the build Python (those that do not apply are left out, the others passed
+    without it: a marker's quotes and comparisons are not what a command line carries), and all of them short
+    enough for the plan's command line."""
+    if not requires:
+        return ()  # (packaging.requirements costs a plan about 15 ms to import)
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Pep508
+
+    environment = _marker_environment(os_name, python_version)
+    kept = []
+    for spec in requires:
+        try:
+            requirement = Pep508(spec)
+        except InvalidRequirement:
+            raise ConfigurationError(
+                f"the source tree's pyproject.toml [build-system] requires holds {echoed(spec)!r}, which is not a "
+                "PEP 508 requirement.",
+                fix="correct the checkout's pyproject.toml, or check out a release.",
+            ) from None
+        if requirement.marker is None:
+            kept.append(spec.strip())
+        elif requirement.marker.evaluate(environment):
+            requirement.marker = None
+            kept.append(str(requirement))
+    limit = REQUIRES_LIMIT[os_name]
+    if sum(len(spec) + 1 for spec in kept) > limit:
+        raise ConfigurationError(
+            f"the source tree's pyproject.toml [build-system] requires holds {len(kept)} requirements, "
+            f"{sum(len(spec) + 1 for spec in kept)} characters: more than a {os_name} command line carries to pip "
+            f"(at most {limit} here).",
+            fix="correct the checkout's pyproject.toml, or check out a release.",
+        )
+    return tuple(kept)
+
+
+def without_cmake(requires: tuple[str, ...]) -> tuple[str, ...]:
+    """Requirements (PEP 508, checked by tree_requirements) less CMake's PyPI package."""
+    from packaging.requirements import Requirement as Pep508
+
+    return tuple(spec for spec in requires if re.sub(r"[-_.]+", "-", Pep508(spec).name).lower() != "cmake")
+
+
+def url_requirements(requires: tuple[str, ...]) -> list[str]:
+    """The requirements pip would fetch from a URL (name @ url) whatever index or wheel folder it is given."""
+    from packaging.requirements import Requirement as Pep508
+
+    return [spec for spec in requires if Pep508(spec).url]
