@@ -10,6 +10,7 @@ the network from a build machine, and a broken one is refused by name, not half 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
@@ -18,10 +19,15 @@ from typing import Any
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.nightly.dashboard import Night, load_nights
 from pytorch_winbuild.nightly.entry import EntryResult
+from pytorch_winbuild.nightly.fleet_plan import MAX_JOBS
 from pytorch_winbuild.nightly.index import ENTRY_NAME
 from pytorch_winbuild.nightly.retention import DATE_FOLDER
 
 RESULTS = ("success", "failed", "skipped", "interrupted", "not run", "missing")
+MAX_NAME = 100  # characters of an entry name: a folder name on every runner's file system, with room to spare
+MAX_SECONDS = 7 * 24 * 3600  # a night's length: a part saying more is not a night
+EARLIEST, LATEST = 2000, 9000  # the years a night's start may fall in (dates stay far inside datetime's range)
+SUMMARY_NAME = re.compile(r"nightly-.*\.(json|md)")  # a summary's file name, beside the entries' folders
 PATH_FIELDS = ("wheel", "log", "report")
 _TEXT_FIELDS = ("repo", "ref", "cuda", "stage", "revision", "config_hash", "python", "error", "table_hash")
 
@@ -104,13 +110,32 @@ def read_part(folder: Path) -> Part:
             fix="pass the output folder of a runner's `invoke nightly --only NAME --output-dir PART`.",
         )
     part = Part(folder, nights[-1])
-    for record in part.records:
-        if not ENTRY_NAME.fullmatch(record["name"]):
-            raise ConfigurationError(
-                f"the part {folder} has an entry named {record['name'][:60]!r}, which no matrix allows.",
-                fix="pass only parts the nightly wrote.",
-            )
+    _check_night(part)
     return part
+
+
+def _refused(part_folder: Path, what: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"the part {part_folder} {what}.", fix="pass only parts the nightly wrote, or leave it out."
+    )
+
+
+def _check_night(part: Part) -> None:
+    """What a runner's summary says, bounded before the merge writes anything: at most as many entries as a night's
+    plan has jobs, names that are entry names (never a summary's file name), a start and a length a night has."""
+    if len(part.records) > MAX_JOBS:
+        raise _refused(part.folder, f"has {len(part.records)} entries; a night has at most {MAX_JOBS} (one per job)")
+    for record in part.records:
+        name = record["name"]
+        if not ENTRY_NAME.fullmatch(name) or len(name) > MAX_NAME or SUMMARY_NAME.fullmatch(name):
+            raise _refused(part.folder, f"has an entry named {name[:60]!r}, which no matrix allows")
+    started = part.night.data.get("started")
+    moment = _time(started) if started is not None else None
+    if started is not None and (moment is None or not EARLIEST <= moment.year <= LATEST):
+        raise _refused(part.folder, f"says its night started {str(started)[:40]!r}, not a time a night has")
+    seconds = part.night.data.get("seconds")
+    if seconds is not None and not (isinstance(seconds, int | float) and 0 <= seconds <= MAX_SECONDS):
+        raise _refused(part.folder, f"says its night took {str(seconds)[:40]} seconds, not 0 to {MAX_SECONDS} (a week)")
 
 
 def _text(value: Any) -> str | None:

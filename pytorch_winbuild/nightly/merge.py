@@ -22,11 +22,13 @@ folder and renamed, as the nightly's other writers do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
+import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -84,17 +86,44 @@ def _published(relative: Path) -> bool:
     return not any(part.startswith(".") or part.endswith(".tmp") for part in relative.parts)
 
 
+def plain_file(root: Path, parts: Sequence[str]) -> Path | None:
+    """root/parts… when no component below `root` is a link and the last is a regular file, else None: a link
+    anywhere on the way may lead out of the part (an ssh key, /dev/zero), so none is followed."""
+    path, mode = root, 0
+    for part in parts:
+        path = path / part
+        try:
+            mode = path.lstat().st_mode
+        except OSError:
+            return None
+        if stat.S_ISLNK(mode):
+            return None
+    return path if parts and stat.S_ISREG(mode) else None
+
+
+def plain_files(folder: Path) -> Iterator[Path]:
+    """The regular files under `folder` (itself no link), reached through no link, in a stable order."""
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for root, folders, files in os.walk(folder, followlinks=False):
+        folders[:] = sorted(name for name in folders if not os.path.islink(os.path.join(root, name)))
+        for name in sorted(files):
+            path = Path(root, name)
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(path.lstat().st_mode):
+                    yield path
+
+
 def copy_channel(previous: Path, output_dir: Path) -> int:
-    """The date folders of the channel in `previous` into `output_dir` (not its pages: they are made again);
-    how many files were placed."""
+    """The date folders of the channel in `previous` into `output_dir` (not its pages: they are made again), read
+    through no link; how many files were placed."""
     count = 0
     for _, folder in date_folders(previous):
-        for path in sorted(folder.rglob("*")):
+        for path in plain_files(folder):
             relative = path.relative_to(previous)
-            if path.is_symlink() or not path.is_file() or not _published(relative):
-                continue
-            place(path, output_dir / relative)
-            count += 1
+            if _published(relative):
+                place(path, output_dir / relative)
+                count += 1
     return count
 
 
@@ -164,32 +193,41 @@ def _refuse_double_claims(parts: Sequence[Part]) -> dict[str, Part]:
     return claims
 
 
-def _copy_part_files(part: Part, record: dict[str, Any], output_dir: Path, run_dir: Path) -> dict[str, str | None]:
-    """The entry's folder of the part's night, and any file its record names elsewhere in the part, into the
-    channel; the record's paths as they are there (None: it named nothing in the part)."""
+def _copy_part_files(
+    part: Part, record: dict[str, Any], output_dir: Path, run_dir: Path
+) -> tuple[dict[str, str | None], list[str]]:
+    """The entry's own folder of the part's night into the channel, and the record's paths as they are there (None:
+    it named nothing in that folder); with a note for each file the record named elsewhere. A part publishes only
+    regular files of its own entries' folders for its own night, reached through no link: never another entry's
+    (a part claiming B cannot replace A's wheel), another night's, or a file outside the part."""
     name = record["name"]
     night_folder = part.night.folder
-    source_folder = night_folder / name
-    if source_folder.is_dir() and not source_folder.is_symlink():
-        for path in sorted(source_folder.rglob("*")):
-            relative = path.relative_to(source_folder)
-            if path.is_file() and not path.is_symlink() and _published(relative):
-                place(path, run_dir / name / relative)
+    for path in plain_files(night_folder / name):
+        relative = path.relative_to(night_folder / name)
+        if not night_folder.is_symlink() and _published(relative):
+            place(path, run_dir / name / relative)
     paths: dict[str, str | None] = {}
+    notes: list[str] = []
     for key in PATH_FIELDS:
         parts = part.relative(record.get(key))
-        source = part.folder.joinpath(*parts) if parts else None
-        if parts is None or source is None or not source.is_file() or source.is_symlink():
+        own = parts is not None and parts[:2] == (night_folder.name, name)
+        source = plain_file(part.folder, parts) if own and parts is not None else None
+        if source is None or parts is None:
             paths[key] = None
+            if record.get(key):
+                notes.append(
+                    f"the part's {key} {str(record.get(key))[:200]!r} is not a regular file of this entry's own folder "
+                    "for its night (reached through no link): not published"
+                )
             continue
-        target = (run_dir if parts[0] == night_folder.name else output_dir / parts[0]).joinpath(*parts[1:])
+        target = run_dir.joinpath(*parts[1:])
         place(source, target)
         if key == "wheel":
-            recorded = source.with_name(source.name + WHEEL_RECORD_SUFFIX)
-            if recorded.is_file() and not recorded.is_symlink():
+            recorded = plain_file(part.folder, (*parts[:-1], parts[-1] + WHEEL_RECORD_SUFFIX))
+            if recorded is not None:
                 place(recorded, target.with_name(target.name + WHEEL_RECORD_SUFFIX))
         paths[key] = str(target)
-    return paths
+    return paths, notes
 
 
 def _standing(last: LastGood | None, planned: PlannedEntry, result: str, note: str, error: str | None) -> EntryResult:
@@ -285,8 +323,9 @@ def merge_night(
     built: dict[str, EntryResult] = {}
     for part in loaded:
         for record in part.records:
-            paths = _copy_part_files(part, record, output_dir, run_dir)
-            built[record["name"]] = result_from_record(record, paths)
+            paths, notes = _copy_part_files(part, record, output_dir, run_dir)
+            built[record["name"]] = result = result_from_record(record, paths)
+            result.notes += notes
     order = [planned.name for planned in plan.entries] if plan else []
     order += [name for name in claims if name not in order]
     planned_by_name = {planned.name: planned for planned in plan.entries} if plan else {}
