@@ -39,6 +39,7 @@ from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.source_tree import backend_without_setup_py, build_backend, read_source_version
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
+from pytorch_winbuild.nightly.index import file_sha256
 from pytorch_winbuild.nightly.matrix import Entry, Matrix
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
 from pytorch_winbuild.nightly.shared_cache import shared_cache
@@ -249,6 +250,7 @@ def _collect(record: BuildRecord, folder: Path, result: EntryResult, context: Ru
         "date": context.date,
         "report": Path(result.report).name if result.report else None,
         "log": Path(result.log).name if result.log else None,
+        "sha256": file_sha256(wheel),  # what the merge of a fleet's parts checks the wheel against
     }
     wheel.with_name(wheel.name + WHEEL_RECORD_SUFFIX).write_text(
         json.dumps(origin, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"

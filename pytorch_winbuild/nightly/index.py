@@ -94,7 +94,7 @@ class IndexResult:
 # --------------------------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK):
@@ -165,7 +165,7 @@ def collect_wheels(output_dir: Path) -> tuple[list[IndexedWheel], list[str]]:
                 ):
                     digest, requires = str(known["sha256"]), known.get("requires_python")
                 else:
-                    digest, requires = _sha256(path), _requires_python(path)
+                    digest, requires = file_sha256(path), _requires_python(path)
             except OSError as error:
                 problems.append(f"{link}: unreadable ({error.strerror or error})")
                 continue

@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError, WinbuildError
+from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.nightly.channel_history import ChannelHistory, LastGood, read_channel
 from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, write_dashboard
 from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.fleet_part import PATH_FIELDS, Part, read_part, result_from_record
 from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry, load_plan
-from pytorch_winbuild.nightly.index import write_index, write_text_file
+from pytorch_winbuild.nightly.index import file_sha256, write_index, write_text_file
 from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, apply_retention, date_folders
 from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github, render_markdown
@@ -204,7 +205,8 @@ def _copy_part_files(
     night_folder = part.night.folder
     for path in plain_files(night_folder / name):
         relative = path.relative_to(night_folder / name)
-        if not night_folder.is_symlink() and _published(relative):
+        wheel = path.name.endswith((".whl", ".whl" + WHEEL_RECORD_SUFFIX))  # only the record's, once checked
+        if not night_folder.is_symlink() and _published(relative) and not wheel:
             place(path, run_dir / name / relative)
     paths: dict[str, str | None] = {}
     notes: list[str] = []
@@ -221,13 +223,32 @@ def _copy_part_files(
                 )
             continue
         target = run_dir.joinpath(*parts[1:])
+        recorded = plain_file(part.folder, (*parts[:-1], parts[-1] + WHEEL_RECORD_SUFFIX)) if key == "wheel" else None
+        changed = _changed_since_built(source, recorded)
+        if changed is not None:
+            paths[key] = None
+            notes.append(f"the part's wheel {source.name} is not published: {changed}")
+            continue
         place(source, target)
-        if key == "wheel":
-            recorded = plain_file(part.folder, (*parts[:-1], parts[-1] + WHEEL_RECORD_SUFFIX))
-            if recorded is not None:
-                place(recorded, target.with_name(target.name + WHEEL_RECORD_SUFFIX))
+        if recorded is not None:
+            place(recorded, target.with_name(target.name + WHEEL_RECORD_SUFFIX))
         paths[key] = str(target)
     return paths, notes
+
+
+def _changed_since_built(wheel: Path, recorded: Path | None) -> str | None:
+    """Why the wheel is not the one its runner built (the SHA-256 it recorded beside the wheel, entry.py), or None."""
+    if recorded is None:
+        return None
+    try:
+        record = read_json(recorded)
+    except (OSError, ValueError) as error:
+        return f"its runner's record {recorded.name} cannot be read ({error})"
+    expected = record.get("sha256") if isinstance(record, dict) else None
+    if expected is None:
+        return None  # a part from before runners recorded the hash
+    actual = file_sha256(wheel)
+    return None if actual == expected else f"its SHA-256 is {actual}, and its runner recorded {str(expected)[:64]}"
 
 
 def _standing(last: LastGood | None, planned: PlannedEntry, result: str, note: str, error: str | None) -> EntryResult:

@@ -113,3 +113,18 @@ def test_an_entry_named_like_a_summary_file_is_refused(tmp_path: Path) -> None:
     data["entries"][0]["name"] = summary.name
     summary.write_text(json.dumps(data), encoding="utf-8")
     _refused(part, tmp_path / "channel", "which no matrix allows")
+
+
+def test_a_wheel_changed_since_its_runner_built_it_is_not_published(tmp_path: Path) -> None:
+    """The runner records each wheel's SHA-256 beside it (<wheel>.nightly.json, nightly/entry.py): the merge
+    publishes the wheel only when it still has that hash."""
+    part = _windows_part(tmp_path / "part", "cpu")
+    wheel = part / DAY / "cpu" / WHEEL.format("cpu")
+    record = wheel.with_name(wheel.name + ".nightly.json")
+    record.write_text(json.dumps({"entry": "cpu", "sha256": _digest(wheel)}), encoding="utf-8")
+    [entry] = merge_night([part], tmp_path / "good", plan=_plan(cpu=True)).summary.entries
+    assert entry.wheel == str(tmp_path / "good" / DAY / "cpu" / wheel.name)
+    wheel.write_bytes(b"PK swapped after the build")
+    [entry] = merge_night([part], tmp_path / "bad", plan=_plan(cpu=True)).summary.entries
+    assert entry.wheel is None and any("its runner recorded" in note for note in entry.notes)
+    assert not (tmp_path / "bad" / DAY / "cpu" / wheel.name).exists()  # nor in the pip index, which lists the folder

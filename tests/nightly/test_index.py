@@ -228,8 +228,8 @@ def test_hashes_are_read_once_until_the_wheel_changes(tmp_path: Path, monkeypatc
     wheel = fake_wheel(output / DAY1 / "cpu", "1.0")
     fake_wheel(output / DAY1 / "cpu", "1.1")
     hashed: list[str] = []
-    real = index_module._sha256
-    monkeypatch.setattr(index_module, "_sha256", lambda path: hashed.append(path.name) or real(path))
+    real = index_module.file_sha256
+    monkeypatch.setattr(index_module, "file_sha256", lambda path: hashed.append(path.name) or real(path))
 
     write_index(output)
     assert len(hashed) == 2
