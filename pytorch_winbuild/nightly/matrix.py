@@ -46,6 +46,7 @@ PLAN_KEYS: dict[str, type[Any]] = {
     "compiler_cache": str,
     "arch_list": str,
     "jobs": int,
+    "cmake": str,
 }
 ENTRY_KEYS = {"name", "repo", "ref", "cuda", "python", "mode", "env", "min_free_gb", "runs_on", *PLAN_KEYS}
 SETTINGS_KEYS = {"output_dir", "keep_days", "min_free_gb"}
@@ -237,6 +238,12 @@ def _request(
         raise ConfigurationError(
             f"{where}.cuda: '{CudaWord.AUTO}' would let the runner's installs decide what a nightly entry builds.",
             fix="name the CUDA version (e.g. 12.4) or cpu.",
+        )
+    if request.cmake.kind == "path":
+        raise ConfigurationError(
+            f"{where}.cmake: {request.cmake.value[:100]!r} is a path; an entry runs on whichever runner takes it, so "
+            "it names a CMake release from PyPI, which the build venv installs on every runner alike.",
+            fix='write a release such as cmake = "3.31", or leave the key out for the plan\'s choice.',
         )
     return replace(request, mode=Mode.WHEEL)
 

@@ -229,3 +229,22 @@ def test_the_cli_refuses_a_name_ending_in_a_newline(tmp_path: Path, entry: str, 
     assert done.stderr.startswith(f"configuration error: {matrix}: {message}"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one paragraph
     assert not (tmp_path / "cache").exists()  # refused before the lock, the clone or any folder
+
+
+def test_an_entry_pins_a_cmake_release_and_never_a_path() -> None:
+    """`cmake` in an entry is --cmake for its build: a PyPI release the build venv installs on whichever runner takes
+    the entry (part of the entry's table, so changing it builds the entry again); a path is refused (exit 2)."""
+    from support import HOSTS_DIR
+
+    from pytorch_winbuild.facts.model import load_facts
+    from pytorch_winbuild.planning.plan import make_plan
+
+    [entry] = _parse({**ENTRY, "cmake": "3.31"}).entries
+    [unpinned] = _parse(ENTRY).entries
+    assert (entry.request.cmake.kind, entry.request.cmake.value) == ("release", "3.31")
+    assert entry.table_hash() != unpinned.table_hash()
+    plan = make_plan(entry.request, load_facts(HOSTS_DIR / "cpu-only.json"), KNOWLEDGE)
+    assert plan.cmake is not None and plan.cmake.version == "3.31.10"
+    with pytest.raises(ConfigurationError) as error:
+        _parse({**ENTRY, "cmake": "C:\\Program Files\\CMake\\bin\\cmake.exe"})
+    assert error.value.exit_code == 2 and "matrix.toml: entry 'cpu'.cmake" in error.value.message
