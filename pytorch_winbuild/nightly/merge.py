@@ -15,8 +15,9 @@ night, or the entry was built twice, and either way the merge cannot tell which 
 
 The merge is idempotent: the night is named by the plan (else by its earliest part), its files
 keep their times, and the dashboard's "generated" time is the night's end, so running it again
-on the same inputs writes the same channel. Every file is placed through a temporary file in its
-folder and renamed, as the nightly's other writers do.
+on the same inputs writes the same channel. It is also all or nothing: every part is read and
+checked before anything is written, the channel is made in a staging folder beside the output
+folder (the published files hard-linked into it) and put in its place with two renames.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import shutil
 import stat
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -143,11 +144,12 @@ class MergedSummary(NightlySummary):
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "parts": self.parts, "plan": self.plan}
 
-    def write(self) -> None:
-        """Both files through temporary ones (index.write_text_file: readable by a web server, as the pages)."""
+    def write_into(self, folder: Path) -> None:
+        """Both files into `folder` (the night's folder of the staged channel), each through a temporary one
+        (index.write_text_file: readable by a web server, as the pages)."""
         import json
 
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         runners = "".join(
             f"- `{part['host']}`: {', '.join(part['entries']) or '(no entry)'} — started {part['started']}\n"
             for part in self.parts
@@ -157,7 +159,7 @@ class MergedSummary(NightlySummary):
             (self.json_path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"),
             (self.markdown_path, markdown),
         ):
-            write_text_file(path, redact_text(text))
+            write_text_file(folder / path.name, redact_text(text))
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ def _refuse_double_claims(parts: Sequence[Part]) -> dict[str, Part]:
 
 
 def _copy_part_files(
-    part: Part, record: dict[str, Any], output_dir: Path, run_dir: Path
+    part: Part, record: dict[str, Any], stage: _Stage, run_dir: Path
 ) -> tuple[dict[str, str | None], list[str]]:
     """The entry's own folder of the part's night into the channel, and the record's paths as they are there (None:
     it named nothing in that folder); with a note for each file the record named elsewhere. A part publishes only
@@ -232,7 +234,7 @@ def _copy_part_files(
         place(source, target)
         if recorded is not None:
             place(recorded, target.with_name(target.name + WHEEL_RECORD_SUFFIX))
-        paths[key] = str(target)
+        paths[key] = str(stage.final(target))
     return paths, notes
 
 
@@ -251,11 +253,13 @@ def _changed_since_built(wheel: Path, recorded: Path | None) -> str | None:
     return None if actual == expected else f"its SHA-256 is {actual}, and its runner recorded {str(expected)[:64]}"
 
 
-def _standing(last: LastGood | None, planned: PlannedEntry, result: str, note: str, error: str | None) -> EntryResult:
+def _standing(
+    last: LastGood | None, planned: PlannedEntry, result: str, note: str, error: str | None, stage: _Stage
+) -> EntryResult:
     """An entry no part built tonight, shown on its last good build (its wheel stays in the index)."""
     record = dict(last.record) if last else {"name": planned.name}
     record["name"] = planned.name
-    entry = result_from_record(record, {"wheel": str(last.wheel) if last else None})
+    entry = result_from_record(record, {"wheel": str(stage.final(last.wheel)) if last else None})
     entry.result, entry.stage, entry.error = result, None, error
     entry.seconds, entry.stages, entry.compiler_cache = 0.0, {}, None
     entry.log = entry.report = entry.first_error = entry.exit_code = None
@@ -265,7 +269,7 @@ def _standing(last: LastGood | None, planned: PlannedEntry, result: str, note: s
     return entry
 
 
-def _planned_result(planned: PlannedEntry, history: ChannelHistory) -> EntryResult:
+def _planned_result(planned: PlannedEntry, history: ChannelHistory, stage: _Stage) -> EntryResult:
     last = history.last_good.get(planned.name)
     kept = (
         f"its last good wheel, from {last.when}, stays in the index" if last else "it has no good build to fall back on"
@@ -279,6 +283,7 @@ def _planned_result(planned: PlannedEntry, history: ChannelHistory) -> EntryResu
             "no part came back for this entry: its runner stopped before uploading it (it died, lost its "
             "connection, timed out or was cancelled), or its build job never started (no runner with the labels "
             f"{', '.join(planned.runs_on)}).",
+            stage,
         )
     if last is None:
         return _standing(
@@ -287,8 +292,9 @@ def _planned_result(planned: PlannedEntry, history: ChannelHistory) -> EntryResu
             "not run",
             f"not run: the plan left it out ({planned.reason}), and the previous channel holds no good build of it.",
             None,
+            stage,
         )
-    return _standing(last, planned, "skipped", f"skipped: {planned.reason} (the plan left it out).", None)
+    return _standing(last, planned, "skipped", f"skipped: {planned.reason} (the plan left it out).", None, stage)
 
 
 def _night_time(plan: FleetPlan | None, parts: Sequence[Part]) -> datetime:
@@ -308,7 +314,11 @@ def merge_night(
     keep_days: int | None = None,
     nights: int = DEFAULT_NIGHTS,
 ) -> MergeResult:
-    """Join `parts` (runners' output folders) and the channel in `previous` into the channel `output_dir`."""
+    """Join `parts` (runners' output folders) and the channel in `previous` into the channel `output_dir`.
+
+    Everything is read and checked first; the channel is then made in a staging folder beside `output_dir` (the
+    current channel's files hard-linked into it) and put in place with two renames, so a merge that fails part
+    way (a full disk, a signal) leaves the published channel as it was."""
     loaded = [read_part(folder) for folder in parts]
     claims = _refuse_double_claims(loaded)
     if not loaded and plan is None:
@@ -316,42 +326,111 @@ def merge_night(
             "there is nothing to merge: no part and no plan.",
             fix="pass the parts with --part (one per runner's output folder), and the night's plan with --plan.",
         )
+    output_dir = output_dir.absolute()
+    if previous is not None and previous.resolve() != output_dir.resolve() and not previous.is_dir():
+        raise ConfigurationError(
+            f"--previous {previous} is not a folder.", fix="pass the channel published last night, or leave it out."
+        )
+    stage = _Stage.begin(output_dir)
+    try:
+        if previous is not None and previous.resolve() != output_dir.resolve():
+            copy_channel(previous, stage.folder)
+        result = _merge_into(stage, loaded, claims, plan, plan_path, keep_days, nights)
+    except BaseException:
+        stage.abandon()
+        raise
+    stage.publish()
+    return result
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """The channel being made: `folder`, beside `output_dir`, where every file is written; paths are recorded as
+    they will be once it is published in place of `output_dir`."""
+
+    folder: Path
+    output_dir: Path
+
+    @classmethod
+    def begin(cls, output_dir: Path) -> _Stage:
+        folder = output_dir.with_name(f".{output_dir.name}.merging")
+        shutil.rmtree(folder, ignore_errors=True)  # a merge that died before it published
+        folder.mkdir(parents=True)
+        for path in plain_files(output_dir):
+            place(path, folder / path.relative_to(output_dir))
+        return cls(folder, output_dir)
+
+    def final(self, path: Path) -> Path:
+        """Where a file of the staging folder will be once it is published."""
+        return self.output_dir / path.relative_to(self.folder)
+
+    def abandon(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def publish(self) -> None:
+        """The staged channel in place of the old one: two renames. Where the old folder cannot be renamed (a
+        mount point, or the current folder on Windows), its files are replaced by the staged ones instead."""
+        old = self.output_dir.with_name(f".{self.output_dir.name}.old-{secrets.token_hex(4)}")
+        try:
+            if self.output_dir.exists():
+                os.replace(self.output_dir, old)
+        except OSError:
+            self._publish_in_place()
+            return
+        os.replace(self.folder, self.output_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _publish_in_place(self) -> None:
+        staged = {path.relative_to(self.folder) for path in plain_files(self.folder)}
+        for relative in sorted(staged):
+            place(self.folder / relative, self.output_dir / relative)
+        for path in list(plain_files(self.output_dir)):
+            if path.relative_to(self.output_dir) not in staged:
+                path.unlink()
+        for root, folders, _ in os.walk(self.output_dir, topdown=False):
+            for name in folders:
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(root, name))  # the date folders retention emptied
+        self.abandon()
+
+
+def _merge_into(
+    stage: _Stage,
+    loaded: list[Part],
+    claims: dict[str, Part],
+    plan: FleetPlan | None,
+    plan_path: Path | None,
+    keep_days: int | None,
+    nights: int,
+) -> MergeResult:
+    """The night merged into the staging folder (see merge_night)."""
     if keep_days is None:
         keep_days = plan.keep_days if plan else DEFAULT_KEEP_DAYS
     started = _night_time(plan, loaded)
-    output_dir = output_dir.absolute()
-    run_dir = output_dir / started.date().isoformat()
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if previous is not None and previous.resolve() != output_dir.resolve():
-        if not previous.is_dir():
-            raise ConfigurationError(
-                f"--previous {previous} is not a folder.", fix="pass the channel published last night, or leave it out."
-            )
-        copy_channel(previous, output_dir)
-    stamp = started.strftime("%Y%m%d-%H%M%S")
+    day = started.date().isoformat()
     summary = MergedSummary(
         started=started.isoformat(timespec="seconds"),
-        date=started.date().isoformat(),
+        date=day,
         host=", ".join(sorted({part.host for part in loaded})) or "no runner",
         matrix=(plan.matrix if plan else "") or next((str(p.night.data.get("matrix")) for p in loaded), ""),
-        run_dir=run_dir,
-        stamp=stamp,
+        run_dir=stage.output_dir / day,
+        stamp=started.strftime("%Y%m%d-%H%M%S"),
         forced=plan.forced if plan else any(p.night.data.get("forced") is True for p in loaded),
         plan=str(plan_path) if plan_path else None,
     )
     # What the channel stood on before tonight (this night's own summary, from an earlier merge, left out).
-    history = read_channel(output_dir, leave_out=summary.json_path)
+    history = read_channel(stage.folder, leave_out=stage.folder / day / summary.json_path.name)
     built: dict[str, EntryResult] = {}
     for part in loaded:
         for record in part.records:
-            paths, notes = _copy_part_files(part, record, output_dir, run_dir)
+            paths, notes = _copy_part_files(part, record, stage, stage.folder / day)
             built[record["name"]] = result = result_from_record(record, paths)
             result.notes += notes
     order = [planned.name for planned in plan.entries] if plan else []
     order += [name for name in claims if name not in order]
     planned_by_name = {planned.name: planned for planned in plan.entries} if plan else {}
     summary.entries = [
-        built[name] if name in built else _planned_result(planned_by_name[name], history) for name in order
+        built[name] if name in built else _planned_result(planned_by_name[name], history, stage) for name in order
     ]
     ends = [part.started + timedelta(seconds=part.seconds) for part in loaded]
     summary.seconds = max([(end - started).total_seconds() for end in ends] + [0.0])
@@ -365,13 +444,18 @@ def merge_night(
         }
         for part in loaded
     ]
-    summary.retention = apply_retention(output_dir, keep_days, started.date())
-    summary.write()
-    index = write_index(output_dir)
-    dashboard = write_dashboard(
-        output_dir, keep=nights, index=index, generated=started + timedelta(seconds=summary.seconds)
+    retention = apply_retention(stage.folder, keep_days, started.date())
+    summary.retention = replace(
+        retention,
+        removed_folders=tuple(str(stage.final(Path(p))) for p in retention.removed_folders),
+        kept_wheels=tuple(str(stage.final(Path(p))) for p in retention.kept_wheels),
     )
-    return MergeResult(summary, index.describe(), dashboard)
+    summary.write_into(stage.folder / day)
+    index = write_index(stage.folder)
+    dashboard = write_dashboard(
+        stage.folder, keep=nights, index=index, generated=started + timedelta(seconds=summary.seconds)
+    )
+    return MergeResult(summary, index.describe(), stage.final(dashboard))
 
 
 # --------------------------------------------------------------------------------------------

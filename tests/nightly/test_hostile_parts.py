@@ -128,3 +128,33 @@ def test_a_wheel_changed_since_its_runner_built_it_is_not_published(tmp_path: Pa
     [entry] = merge_night([part], tmp_path / "bad", plan=_plan(cpu=True)).summary.entries
     assert entry.wheel is None and any("its runner recorded" in note for note in entry.notes)
     assert not (tmp_path / "bad" / DAY / "cpu" / wheel.name).exists()  # nor in the pip index, which lists the folder
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_merge_that_fails_part_way_leaves_the_published_channel_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The channel is made beside the output folder and put in place with two renames: a failure after the parts'
+    files were placed (here the index writer, as a full disk would) leaves the old channel whole, and no staging
+    folder behind."""
+    from pytorch_winbuild.nightly import merge
+
+    output = tmp_path / "channel"
+    merge_night([_windows_part(tmp_path / "first", "cpu")], output, plan=_plan(cpu=True))
+    before = _files(output)
+    part = _windows_part(tmp_path / "second", "cu124")
+
+    def full_disk(folder: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(merge, "write_index", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        merge_night([part], output, plan=_plan(cpu=False, cu124=True))
+    assert _files(output) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["channel", "first", "second"]
+    monkeypatch.undo()
+    result = merge_night([part], output, plan=_plan(cpu=False, cu124=True))
+    assert (output / DAY / "cu124" / WHEEL.format("cu124")).is_file() and result.dashboard == output / "index.html"
