@@ -16,7 +16,7 @@ from typing import Protocol
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
-from pytorch_winbuild.knowledge.versions import release_tuple, version_tuple
+from pytorch_winbuild.knowledge.versions import ReleaseRange, version_tuple
 
 
 class EraBounds(Protocol):
@@ -102,15 +102,11 @@ class _Since:
 
 
 @dataclass(frozen=True)
-class _Policy:
+class _Policy(ReleaseRange):
     pytorch: tuple[str, str]  # the releases [first, end) whose tree or submodules declare old policies
     below: str  # the first CMake that refuses these releases' old policies
     minimum: str  # the CMAKE_POLICY_VERSION_MINIMUM that lets it configure them
     source: str
-
-    def holds(self, release: tuple[int, ...]) -> bool:
-        key = (*release, 0, 0)[:3]  # (1, 6) is 1.6.0
-        return release_tuple(self.pytorch[0]) <= key < release_tuple(self.pytorch[1])
 
 
 @dataclass(frozen=True)

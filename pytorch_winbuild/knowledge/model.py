@@ -20,7 +20,7 @@ from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.python_releases import PythonReleases, load_python_releases
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
-from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, release_tuple, version_tuple
+from pytorch_winbuild.knowledge.versions import NEWEST_WORDS, ReleaseRange, release_tuple, version_tuple
 
 _CAPABILITY = re.compile(r"\d{1,2}\.\d")
 _DRIVER = re.compile(r"\d{3}\.\d{2,3}(?:\.\d{2})?")
@@ -83,20 +83,6 @@ class WindowsOff:
     name: str
     value: str
     reason: str
-
-
-class ReleaseRange:
-    """PyTorch releases [first, end) as written in `pytorch` (["1.2", "1.7"]), compared as release keys."""
-
-    pytorch: tuple[str, str]
-
-    @property
-    def first(self) -> tuple[int, int, int]:
-        return release_tuple(self.pytorch[0])
-
-    @property
-    def end(self) -> tuple[int, int, int]:
-        return release_tuple(self.pytorch[1])
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,17 @@ from pathlib import Path
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, require, string_list
-from pytorch_winbuild.knowledge.versions import release_tuple, version_tuple
+from pytorch_winbuild.knowledge.versions import (
+    ReleaseRange,
+    python_accepts,
+    python_minors,
+    release_tuple,
+    version_tuple,
+)
 
 
 @dataclass(frozen=True)
-class PythonRange:
+class PythonRange(ReleaseRange):
     """Releases [first, end) of PyTorch and the Python [min, end) their setup.py and Windows wheels accept."""
 
     pytorch: tuple[str, str]
@@ -27,22 +33,13 @@ class PythonRange:
     python: tuple[str, str]  # min may carry a patch ("3.6.1")
     sources: tuple[str, ...]
 
-    def holds(self, release: tuple[int, ...]) -> bool:
-        key = (*release, 0, 0)[:3]  # (1, 6) is 1.6.0
-        return release_tuple(self.pytorch[0]) <= key < release_tuple(self.pytorch[1])
-
     def accepts(self, version: str) -> bool:
-        """Whether Python `version` ("3.6.8", or a release "3.6") is in range; a release meets a patch minimum
-        when one of its patches may (3.6 for >= 3.6.1; the installed interpreter is checked by its own version)."""
-        key, low = version_tuple(version), version_tuple(self.python[0])
-        floor = low[:2] if len(key) == 2 else low
-        return floor <= key < version_tuple(self.python[1])[:2]
+        return python_accepts(*self.python, version)
 
     @property
     def minors(self) -> list[str]:
         """Its Python releases "3.X", newest first."""
-        low, end = version_tuple(self.python[0])[:2], version_tuple(self.python[1])[:2]
-        return [f"{low[0]}.{minor}" for minor in range(end[1] - 1, low[1] - 1, -1)]
+        return python_minors(*self.python)
 
     def text(self, release: str) -> str:
         """'PyTorch 1.6.0 builds with Python 3.6.1 up to, not including, 3.9 (source)'."""

@@ -78,3 +78,35 @@ def release_key(version: Version) -> tuple[int, int, int]:
     """(major, minor, patch) without pre/dev/local parts: main's '2.6.0a0' belongs to 2.6."""
     release = (*version.release, 0, 0)
     return release[0], release[1], release[2]
+
+
+class ReleaseRange:
+    """PyTorch releases [first, end) as written in `pytorch` (["1.2", "1.7"]), compared as release keys."""
+
+    pytorch: tuple[str, str]
+
+    @property
+    def first(self) -> tuple[int, int, int]:
+        return release_tuple(self.pytorch[0])
+
+    @property
+    def end(self) -> tuple[int, int, int]:
+        return release_tuple(self.pytorch[1])
+
+    def holds(self, release: tuple[int, ...]) -> bool:
+        """Whether a release key falls in the range ((1, 6) is 1.6.0)."""
+        key = (*release, 0, 0)[:3]
+        return self.first <= key < self.end
+
+
+def python_accepts(low: str, end: str, version: str) -> bool:
+    """Whether Python `version` ("3.6.8", or a release "3.6") lies in [low, end): a release meets a patch
+    minimum ("3.6.1") when one of its patches may; the installed interpreter is checked by its own version."""
+    key, floor = version_tuple(version), version_tuple(low)
+    return (floor[:2] if len(key) == 2 else floor) <= key < version_tuple(end)[:2]
+
+
+def python_minors(low: str, end: str) -> list[str]:
+    """The Python releases "3.X" in [low, end), newest first."""
+    first, last = version_tuple(low)[:2], version_tuple(end)[:2]
+    return [f"{first[0]}.{minor}" for minor in range(last[1] - 1, first[1] - 1, -1)] if first[0] == last[0] else []

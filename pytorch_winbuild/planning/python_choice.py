@@ -21,6 +21,7 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
 from pytorch_winbuild.knowledge.model import Era, version_tuple
 from pytorch_winbuild.knowledge.python_releases import PythonRange
+from pytorch_winbuild.knowledge.versions import python_accepts, python_minors
 
 _MINOR = re.compile(r"([0-9])\.([0-9]{1,2})")  # ASCII digits only: "３.７" is not a release
 PYTHON_HELP = "auto, a Python release X.Y (e.g. 3.6), or the path of a python executable"
@@ -89,13 +90,12 @@ def unusable(python: PythonInfo) -> str | None:
 
 def accepts(era: Era, version: str) -> bool:
     """Whether the era's setup.py and CI build with this Python release (its range's end is exclusive)."""
-    return version_tuple(era.python[0]) <= version_tuple(version)[:2] < version_tuple(era.python[1])
+    return python_accepts(*era.python, version)
 
 
 def era_minors(era: Era) -> list[str]:
     """The Python releases X.Y the era accepts, newest first."""
-    low, high = version_tuple(era.python[0])[:2], version_tuple(era.python[1])[:2]
-    return [f"{low[0]}.{minor}" for minor in range(high[1] - 1, low[1] - 1, -1)] if low[0] == high[0] else []
+    return python_minors(*era.python)
 
 
 @dataclass(frozen=True)
@@ -109,16 +109,12 @@ class PythonNeed:
     source: str = ""
 
     def accepts(self, version: str) -> bool:
-        """`version` "3.6.8" (an interpreter) or "3.6" (a release): a release meets a patch minimum when one of
-        its patches may."""
-        key, low = version_tuple(version), version_tuple(self.low)
-        return (low[:2] if len(key) == 2 else low) <= key < version_tuple(self.end)[:2]
+        return python_accepts(self.low, self.end, version)
 
     @property
     def minors(self) -> list[str]:
         """Its Python releases X.Y, newest first."""
-        low, high = version_tuple(self.low)[:2], version_tuple(self.end)[:2]
-        return [f"{low[0]}.{minor}" for minor in range(high[1] - 1, low[1] - 1, -1)] if low[0] == high[0] else []
+        return python_minors(self.low, self.end)
 
     @property
     def short(self) -> str:
