@@ -585,3 +585,22 @@ def test_doctor_lists_for_each_era_the_cmake_and_ninja_its_plan_runs(tmp_path):
             plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE), load_facts(host), KNOWLEDGE
         )
         assert (plan.cmake.version, plan.ninja.version) == (cmake, ninja), line  # type: ignore[union-attr]
+
+
+def test_a_cmake_release_picks_a_python_it_has_wheels_for_and_every_fix_for_it_plans():
+    """cmake 3.10.3's Windows wheels are for CPython 3.5-3.7 only (PyPI): with --cmake 3.10 on a machine whose
+    Pythons are 3.9 and newer, the plan builds with NuGet's 3.7 rather than fail on pip; for 2.6 (cmake >= 3.18,
+    Python >= 3.9) it is exit 2, and each way out the error names plans when followed, --cmake kept or left out."""
+    facts = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
+
+    def plan(**raw: str) -> Plan:
+        return make_plan(plan_options(cuda="cpu", cache_dir=CACHE, **raw), facts, KNOWLEDGE, locate_archive=_locate)
+
+    chosen = plan(cmake="3.10")
+    assert (chosen.pytorch_version, chosen.build_python.minor, chosen.cmake.version) == ("1.10.2", "3.7", "3.10.3")  # type: ignore[union-attr]
+    with pytest.raises(ConfigurationError) as error:
+        plan(pytorch_version="2.6", cmake="3.10")
+    fix = error.value.fix or ""
+    assert error.value.exit_code == 2 and "leave --cmake out" in fix and "--pytorch-version 1.10.2" in fix
+    assert plan(pytorch_version="2.6").cmake is not None
+    assert plan(pytorch_version="1.10.2", cmake="3.10").cmake.version == "3.10.3"  # type: ignore[union-attr]

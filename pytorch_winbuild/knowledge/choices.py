@@ -195,6 +195,11 @@ class CmakeRequest:
     label: str = "--cmake"
 
     @property
+    def asked(self) -> CmakeRequest | None:
+        """This request when the user made one (a release or a path); None for the plan's own pick."""
+        return None if self.kind == "auto" else self
+
+    @property
     def insisted(self) -> str | None:
         """The CMake version the user insists on (a release as typed, a path's answer); None for auto."""
         return {"auto": None, "release": self.value, "path": self.version}[self.kind]

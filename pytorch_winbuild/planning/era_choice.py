@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts
-from pytorch_winbuild.knowledge.choices import CudaChoice, CudaWord, NewestWord, VsLine, cuda_release_of
+from pytorch_winbuild.knowledge.choices import CmakeRequest, CudaChoice, CudaWord, NewestWord, VsLine, cuda_release_of
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import parse_pytorch_version, release_key
@@ -25,8 +25,8 @@ from pytorch_winbuild.planning.python_choice import (
     AUTO,
     PythonRequest,
     installed,
+    python_need,
     python_problem,
-    release_need,
     unusable,
 )
 from pytorch_winbuild.text import quoting_bat as bat
@@ -112,7 +112,7 @@ def obstacles(
     vs: VsLine,
     python: PythonRequest = AUTO,
     pinned: tuple[int, ...] | None = None,
-    cmake: str | None = None,
+    cmake: CmakeRequest | None = None,
 ) -> list[Obstacle]:
     """What stops `era` from being planned with these options on this machine (on any machine
     when `facts` is None: fetch-deps needs no compiler, so only the options count). `pinned` is the release
@@ -126,7 +126,7 @@ def obstacles(
         )
     if facts is None:
         return found
-    need = release_need(knowledge.python_releases.of(pinned), ".".join(map(str, pinned))) if pinned else None
+    need = python_need(knowledge, era, pinned, ".".join(map(str, pinned or ())), cmake)
     problem = python_problem(era, facts, python, need)
     if problem is not None:
         found.append(Obstacle(problem.text, install=problem.install))
@@ -202,17 +202,18 @@ def _moved_nvtoolsext(era: Era, facts: Facts, release: CudaRelease | None) -> Ob
 
 
 def _cmake_obstacle(
-    knowledge: Knowledge, era: Era, release: tuple[int, ...] | None, cmake: str | None
+    knowledge: Knowledge, era: Era, release: tuple[int, ...] | None, cmake: CmakeRequest | None
 ) -> Obstacle | None:
     """--cmake's version against the release's own bounds (its cmake_minimum_required, and CMake 4's refusal
     of old policies, which the plan lifts with CMAKE_POLICY_VERSION_MINIMUM): of the `release` pinned, else of
     the era's newest release, the one an unpinned plan builds. The generator and CUDA bounds come later."""
-    if cmake is None:
+    version = cmake.insisted if cmake is not None else None
+    if version is None:
         return None
-    refusing = knowledge.cmake.range_for(era, release).refusing(cmake)
+    refusing = knowledge.cmake.range_for(era, release).refusing(version)
     if not refusing:
         return None
-    return Obstacle(f"the CMake asked for ({cmake}) is outside its bounds: " + "; ".join(b.short for b in refusing))
+    return Obstacle(f"the CMake asked for ({version}) is outside its bounds: " + "; ".join(b.short for b in refusing))
 
 
 def _release(shown: str) -> tuple[int, ...] | None:
@@ -262,7 +263,7 @@ def _fix(
     tree: bool,
     usable_cuda: UsableCuda | None,
     python: PythonRequest = AUTO,
-    cmake: str | None = None,
+    cmake: CmakeRequest | None = None,
 ) -> str:
     """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
     here: what to install to keep what was asked, then the flags that plan with what is installed. `asked` is the
@@ -341,7 +342,7 @@ def _install_for_cuda(
     vs: VsLine,
     pinned: bool,
     python: PythonRequest,
-    cmake: str | None,
+    cmake: CmakeRequest | None,
     missing_cuda: list[str],
 ) -> list[str]:
     """What to install to build with the asked CUDA: for the newest era that builds with it once installed (none
@@ -366,7 +367,7 @@ def _other_cuda(
     asked: tuple[Era, str] | None,
     usable_cuda: UsableCuda | None,
     python: PythonRequest,
-    cmake: str | None = None,
+    cmake: CmakeRequest | None = None,
 ) -> tuple[list[str], str | None]:
     """--cuda flags that plan the era(s) in question with another CUDA (installed and usable, newest first) or
     none, and, when only an uninstalled CUDA fits, the way to install it."""
@@ -396,7 +397,7 @@ def _python_flags(
     cuda: CudaChoice,
     vs: VsLine,
     eras: list[Era],
-    cmake: str | None,
+    cmake: CmakeRequest | None,
     release: tuple[int, ...] | None = None,
 ) -> list[str]:
     """--python choices that plan one of `eras` (the pinned `release`, when one is) with the other choices kept,
@@ -420,7 +421,7 @@ def _python_flags(
 
 
 def _install_for_newest(
-    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest, cmake: str | None
+    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest, cmake: CmakeRequest | None
 ) -> list[str]:
     """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
     installing alone makes plannable."""
@@ -439,7 +440,7 @@ def _without_conflicts(
     asked: tuple[Era, str] | None,
     tree: bool,
     python: PythonRequest = AUTO,
-    cmake: str | None = None,
+    cmake: CmakeRequest | None = None,
 ) -> list[str]:
     """When no single flag helps (--vs and the version both conflict): what to install for the asked era with --vs
     left out, and the nearest era that plans with what is installed, as one set of flags."""
@@ -514,7 +515,7 @@ def resolve_era(
     source_version: tuple[str, str] | None,
     usable_cuda: UsableCuda | None = None,
     python: PythonRequest = AUTO,
-    cmake: str | None = None,
+    cmake: CmakeRequest | None = None,
 ) -> EraChoice:
     """The era of the plan and why, or an error naming the conflict and the nearest working choices.
     `facts` None: no machine to fit (fetch-deps), only the options and the source tree count."""

@@ -73,7 +73,13 @@ from pytorch_winbuild.planning.plan_model import (
     VcvarsCall,
     plan_paths,
 )
-from pytorch_winbuild.planning.python_choice import BuildPython, check_request, choose_build_python, release_need
+from pytorch_winbuild.planning.python_choice import (
+    BuildPython,
+    check_request,
+    choose_build_python,
+    python_need,
+    release_need,
+)
 from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv, tree_requirements, without_cmake
 
 
@@ -113,7 +119,7 @@ def _resolve_era(
             is None
         ),
         python=options.python,
-        cmake=options.cmake.insisted,
+        cmake=options.cmake.asked,
     )
 
 
@@ -142,8 +148,7 @@ def _build_python(
 ) -> BuildPython:
     """The Python that builds: one the machine has, or a NuGet CPython in the cache (`locate_archive` finds it),
     in the pinned release's range (build_config/python_releases.toml), else in the era's."""
-    release = choice.release
-    need = release_need(knowledge.python_releases.of(release), choice.pytorch_version) if release else None
+    need = python_need(knowledge, choice.era, choice.release, choice.pytorch_version, options.cmake.asked)
     return choose_build_python(
         choice.era,
         facts,

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
-from pytorch_winbuild.knowledge.model import Era, version_tuple
+from pytorch_winbuild.knowledge.choices import CmakeRequest
+from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.python_releases import PythonRange
 from pytorch_winbuild.knowledge.versions import python_accepts, python_minors
 
@@ -101,24 +102,29 @@ def era_minors(era: Era) -> list[str]:
 @dataclass(frozen=True)
 class PythonNeed:
     """The Python a plan must build with: a known release's range (build_config/python_releases.toml, a patch
-    minimum included) or, for an unpinned plan, its era's (the union of the era's releases')."""
+    minimum included) or, for an unpinned plan, its era's (the union of the era's releases'); `only` narrows it to
+    the releases X.Y a --cmake X.Y has wheels for."""
 
     who: str  # "PyTorch 1.6.0", "PyTorch 1.2-1.6"
     low: str
     end: str
     source: str = ""
+    only: tuple[str, ...] | None = None
+    only_why: str = ""
 
     def accepts(self, version: str) -> bool:
-        return python_accepts(self.low, self.end, version)
+        minor = ".".join(version.split(".")[:2])
+        return python_accepts(self.low, self.end, version) and (self.only is None or minor in self.only)
 
     @property
     def minors(self) -> list[str]:
         """Its Python releases X.Y, newest first."""
-        return python_minors(self.low, self.end)
+        return [m for m in python_minors(self.low, self.end) if self.only is None or m in self.only]
 
     @property
     def short(self) -> str:
-        return f"{self.who} builds with Python {self.low} up to, not including, {self.end}"
+        said = f"{self.who} builds with Python {self.low} up to, not including, {self.end}"
+        return said + (f", and {self.only_why}" if self.only is not None else "")
 
     @property
     def text(self) -> str:
@@ -133,6 +139,26 @@ def era_need(era: Era) -> PythonNeed:
 def release_need(python: PythonRange, shown: str) -> PythonNeed:
     """A known release's range, with where it was read."""
     return PythonNeed(f"PyTorch {shown}", python.python[0], python.python[1], "; ".join(python.sources))
+
+
+def python_need(
+    knowledge: Knowledge, era: Era, release: tuple[int, ...] | None, shown: str, cmake: CmakeRequest | None
+) -> PythonNeed:
+    """What the build Python must be: the pinned `release`'s range (else the era's), and, for --cmake X.Y, one of
+    the Pythons that CMake release has Windows wheels for (so the plan picks a Python that can install it)."""
+    need = release_need(knowledge.python_releases.of(release), shown) if release else era_need(era)
+    if cmake is None or cmake.kind != "release":
+        return need
+    wanted = version_tuple(cmake.value)
+    only = tuple(
+        minor
+        for minor in need.minors
+        if any(
+            version_tuple(v)[: len(wanted)] == wanted for v in knowledge.build_requirements.installable("cmake", minor)
+        )
+    )
+    shown_only = f"Python {', '.join(sorted(only, key=version_tuple))}" if only else "none of those Pythons"
+    return replace(need, only=only, only_why=f"{cmake.label} {cmake.value} has Windows wheels for {shown_only}")
 
 
 def installed(facts: Facts) -> tuple[PythonInfo, ...]:
@@ -223,6 +249,8 @@ def python_problem(
 ) -> PythonProblem | None:
     """What stops `era` (held to `need`, a known release's range, when given) from getting a build Python here."""
     need = need or era_need(era)
+    if need.only == ():  # --cmake X.Y has no wheel for any Python of the range: no install helps
+        return PythonProblem(need.short)
     asked = [p for p in installed(facts) if request.matches(p)]
     usable = [p for p in asked if unusable(p) is None]
     fitting = [p for p in usable if need.accepts(p.version)]
