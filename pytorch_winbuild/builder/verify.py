@@ -530,16 +530,6 @@ def take_tracebacks(output: Mapping[str, Any]) -> str:
     return "\n".join(redact_text(str(trace)) for trace in traces if trace)
 
 
-def verify_torch(
-    python: str | None = None, *, env: Mapping[str, str] | None = None, extra_paths: Sequence[Path] = ()
-) -> Verification:
-    """`check_torch`, raising VerificationError when the check failed."""
-    result = check_torch(python, env=env, extra_paths=extra_paths)
-    if not result.ok:
-        raise failure_error(result)
-    return result
-
-
 if __name__ == "__main__":  # python -m pytorch_winbuild.builder.verify [--script | PYTHON]
     if sys.argv[1:] == ["--script"]:
         sys.stdout.write(VERIFY_SCRIPT)
