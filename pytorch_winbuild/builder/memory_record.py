@@ -13,7 +13,7 @@ same for two identical machines that share a cache, which measure the same thing
 configuration is what changes the size of a compile job: the task (PyTorch itself or an
 extension), the era, CUDA or CPU, the number of CUDA architectures, the MSVC toolset.
 
-The file is written through a temporary file and os.replace under a lock, so two builds never
+The file is written whole (atomic_file) under a lock, so two builds never
 leave half a file; one that cannot be read (corrupt, another program's, a newer format) is
 ignored with a warning and never stops a build or a plan.
 """

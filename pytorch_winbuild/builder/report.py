@@ -14,7 +14,6 @@ it becomes JSON only in `to_dict`, when the report is written.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.builder.compiler_cache import CacheStats
 from pytorch_winbuild.builder.memory_watch import MemorySummary
 from pytorch_winbuild.text.redact import redact_env, redact_text
@@ -322,9 +322,7 @@ class BuildRecord:
     def write(self) -> Path:
         """Write the report through a temporary file, so a reader never sees half of one."""
         text = redact_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str)) + "\n"
-        temporary = self.report.with_suffix(".json.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, self.report)
+        atomic_file.write_text(self.report, text, mode=atomic_file.SHARED)
         return self.report
 
 

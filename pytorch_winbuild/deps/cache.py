@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
-import secrets
 import shutil
 import stat
 import sys
@@ -29,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.errors import BusyError, ConfigurationError, DependencyError
 from pytorch_winbuild.json_file import read_json
@@ -99,10 +98,10 @@ def read_marker(folder: Path) -> Marker | None:
 
 
 def write_marker(folder: Path, marker: Marker) -> None:
-    """Write the folder's marker whole and never through a link: a new temporary file (O_EXCL, O_NOFOLLOW: a
-    link in its place fails) renamed over the marker's name (a rename replaces a name, it follows no link).
-    Anything but a regular file already under that name (a link, a folder, a device) raises OSError, as a
-    marker written there would land elsewhere or nowhere."""
+    """Write the folder's marker whole and never through a link (atomic_file: a new temporary file, O_EXCL, renamed
+    over the marker's name; a rename replaces a name, it follows no link). Anything but a regular file already under
+    that name (a link, a folder, a device) raises OSError, as a marker written there would land elsewhere or
+    nowhere."""
     data = {
         "schema": MARKER_SCHEMA,
         "file": marker.file_name,
@@ -111,23 +110,13 @@ def write_marker(folder: Path, marker: Marker) -> None:
         "extractor": marker.extractor,
     }
     target = folder / MARKER_NAME
-    temp = folder / f"{MARKER_NAME}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(temp, flags, 0o666)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write((json.dumps(data, indent=2) + "\n").encode("utf-8"))
-        try:
-            mode = os.lstat(target).st_mode
-        except FileNotFoundError:
-            mode = stat.S_IFREG
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EEXIST, "not a regular file: a link, folder or device is in its place", str(target))
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EEXIST, "not a regular file: a link, folder or device is in its place", str(target))
+    atomic_file.write_json(target, data, ensure_ascii=True, newline="\n", mode=atomic_file.SHARED)
 
 
 def missing_layout(folder: Path, layout: tuple[str, ...]) -> list[str]:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.deps.archive_checks import BadArchive, Entry, check_entries, check_links, damaged
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, missing_layout, remove_tree, write_error, write_marker
 from pytorch_winbuild.deps.catalog import Archive
@@ -204,11 +205,11 @@ def _swap_into_place(work: Path, target: Path) -> None:
     """Rename `work` to `target`; an untrusted old `target` goes to a trash folder first."""
     if target.exists() or target.is_symlink():
         trash = Path(tempfile.mkdtemp(prefix=f".trash-{target.name}-", dir=target.parent))
-        os.replace(target, trash / target.name)
-        os.replace(work, target)
+        atomic_file.replace(target, trash / target.name)
+        atomic_file.replace(work, target)
         remove_tree(trash)
     else:
-        os.replace(work, target)
+        atomic_file.replace(work, target)
 
 
 def install_archive(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import requests
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.deps import cache
 from pytorch_winbuild.deps.archive_checks import BadArchive
 from pytorch_winbuild.deps.catalog import Archive
@@ -174,7 +175,7 @@ class Pipeline:
             received, action = self._receive(archive, row, part)
             self._verify(archive, received)
             try:
-                os.replace(part, final)
+                atomic_file.replace(part, final)
             except OSError as exc:
                 raise cache.write_error(exc, final) from None
         except Cancelled:

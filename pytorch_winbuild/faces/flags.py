@@ -7,7 +7,6 @@ ConfigurationError (exit 2) naming the flag or key and what to pass instead.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -20,6 +19,7 @@ from typing import Any
 
 from invoke import Context
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.paths import default_cache_dir
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
@@ -233,36 +233,22 @@ def _refuse_special_file(target: Path, output: str | Path) -> None:
 def write_output(text: str, output: Path | None) -> None:
     """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run).
 
-    The file is written whole or not at all: a temporary file next to it, renamed over it at the end,
-    so an error or Ctrl-C never leaves half a script that looks complete. The file gets `text` exactly;
-    only the "wrote" line for the terminal is made safe."""
+    The file is written whole or not at all (atomic_file: a temporary file next to it, renamed over it at the
+    end), so an error or Ctrl-C never leaves half a script that looks complete. It keeps an existing file's
+    permissions, else gets open()'s. The file gets `text` exactly; only the "wrote" line for the terminal is
+    made safe."""
     if output is None:
         sys.stdout.write(text)
         return
     target = Path(os.path.realpath(output)) if output.is_symlink() else output
     _refuse_special_file(target, output)  # again: it may have appeared since output_file checked
-    temp: str | None = None
     try:
-        handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-        if target.exists():
-            shutil.copymode(target, temp)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temp, 0o666 & ~umask)
-        os.replace(temp, target)
-        temp = None
+        atomic_file.write_text(target, text, newline="", mode=atomic_file.SHARED, keep_mode=True)
     except OSError as exc:
         raise ConfigurationError(
             f"--output {output} cannot be written ({exc.strerror or exc}); nothing was written.",
             fix="pass a file in a folder you can write to.",
         ) from None
-    finally:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
     print(terminal_line(f"wrote {output}"), file=sys.stderr)
 
 

@@ -11,7 +11,7 @@ tree can be moved or served anywhere. `index.json` beside each page is the PEP 6
 Why no generator package: dumb-pypi and simple503 assume one folder of wheels (a single base URL
 per file name), while these wheels stay in their nights' folders next to their logs and reports.
 
-Every file is written through a temporary file and os.replace, project pages before the root
+Every file is written whole (atomic_file: a temporary file renamed over it), project pages before the root
 that links them, stale pages removed last: a reader never sees half a file or a dangling link.
 Hashes are cached by size and modification time in `<output_dir>/.wheel-hashes.json`, so a night
 does not read every kept multi-GB wheel again.
@@ -22,11 +22,8 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import posixpath
 import re
-import secrets
-import time
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +37,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.nightly.retention import date_folders
 
@@ -52,7 +50,6 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the matrix's entry names
 METADATA_LIMIT = 1 << 20  # bytes of a wheel's METADATA read for Requires-Python
 CHUNK = 1 << 20
-REPLACE_RETRIES = (0.05, 0.1, 0.2, 0.4, 0.8, None)
 
 
 @dataclass(frozen=True)
@@ -282,36 +279,16 @@ def render_index(wheels: list[IndexedWheel], folder: str) -> dict[str, bytes]:
 # --------------------------------------------------------------------------------------------
 
 
-def _replace(source: Path, target: Path) -> None:
-    """os.replace, tried again for a moment on Windows, where a server reading `target` holds it open."""
-    for delay in REPLACE_RETRIES:
-        try:
-            os.replace(source, target)
-            return
-        except PermissionError:
-            if delay is None:
-                raise
-            time.sleep(delay)
-
-
 def _write_file(path: Path, data: bytes) -> bool:
-    """Replace `path` with `data` through a temporary file beside it; False when it already held exactly that."""
+    """Replace `path` with `data` (atomic_file); False when it already held exactly that."""
     try:
         if path.read_bytes() == data:
             return False
     except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    # open(..., "xb") rather than mkstemp: the file gets the umask's permissions (mkstemp's are 0600),
-    # so a web server running as another user can read it.
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with temporary.open("xb") as stream:
-            stream.write(data)
-        _replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    # SHARED: the umask's permissions (a private file's are 0600), so a web server running as another user reads it.
+    atomic_file.write_bytes(path, data, mode=atomic_file.SHARED)
     return True
 
 

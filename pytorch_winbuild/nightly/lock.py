@@ -9,7 +9,6 @@ together cannot both take over the same stale lock.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -23,6 +22,7 @@ from types import TracebackType
 import psutil
 from filelock import AcquireReturnProxy, FileLock, Timeout
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import BusyError
 from pytorch_winbuild.json_file import read_json
 
@@ -98,9 +98,7 @@ def holder_alive(holder: LockHolder) -> bool:
 
 
 def _write(path: Path, holder: LockHolder) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(asdict(holder), indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    atomic_file.write_json(path, asdict(holder), ensure_ascii=True, mode=atomic_file.SHARED)
 
 
 class NightlyLock:

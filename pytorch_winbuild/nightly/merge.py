@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError, WinbuildError
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.nightly.channel_history import ChannelHistory, LastGood, read_channel
@@ -67,21 +68,12 @@ def _same_file(source: Path, target: Path) -> bool:
 
 
 def place(source: Path, target: Path) -> None:
-    """`target` becomes a copy of `source` (a hard link where it can be, times kept), through a temporary file
-    beside it; nothing is written when it already is one."""
+    """`target` becomes a copy of `source` (a hard link where it can be, times kept), whole (atomic_file.copy);
+    nothing is written when it already is one."""
     if _same_file(source, target):
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        try:
-            os.link(source, temporary)
-        except OSError:
-            shutil.copy2(source, temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    atomic_file.copy(source, target)
 
 
 def _published(relative: Path) -> bool:
@@ -373,11 +365,11 @@ class _Stage:
         old = self.output_dir.with_name(f".{self.output_dir.name}.old-{secrets.token_hex(4)}")
         try:
             if self.output_dir.exists():
-                os.replace(self.output_dir, old)
+                atomic_file.replace(self.output_dir, old)
         except OSError:
             self._publish_in_place()
             return
-        os.replace(self.folder, self.output_dir)
+        atomic_file.replace(self.folder, self.output_dir)
         shutil.rmtree(old, ignore_errors=True)
 
     def _publish_in_place(self) -> None:

@@ -6,12 +6,11 @@ failure: the nightly says so and starts afresh.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.json_file import read_json
 
 STATE_FILE = "state.json"
@@ -50,6 +49,4 @@ class NightlyState:
             "format": STATE_FORMAT,
             "entries": {name: asdict(value) for name, value in sorted(self.entries.items())},
         }
-        temporary = self.path.with_name(STATE_FILE + ".tmp")
-        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(temporary, self.path)
+        atomic_file.write_json(self.path, data, mode=atomic_file.SHARED)

@@ -9,11 +9,11 @@ a URL or a command line.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytorch_winbuild import atomic_file
 from pytorch_winbuild.builder.report import _duration
 from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.retention import RetentionResult
@@ -99,9 +99,7 @@ class NightlySummary:
             (self.json_path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"),
             (self.markdown_path, render_markdown(self)),
         ):
-            temporary = path.with_name(path.name + ".tmp")
-            temporary.write_text(redact_text(text), encoding="utf-8")
-            os.replace(temporary, path)
+            atomic_file.write_text(path, redact_text(text), mode=atomic_file.SHARED)
 
 
 def _cell(text: str) -> str:
