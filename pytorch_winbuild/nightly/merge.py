@@ -45,7 +45,7 @@ from pytorch_winbuild.nightly.fleet_part import PATH_FIELDS, Part, read_part, re
 from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry, load_plan
 from pytorch_winbuild.nightly.index import file_sha256, write_index, write_text_file
 from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS
-from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, apply_retention, date_folders
+from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, apply_retention, date_folders, published
 from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github, render_markdown
 from pytorch_winbuild.text.redact import redact_text
 
@@ -74,10 +74,6 @@ def place(source: Path, target: Path) -> None:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_file.copy(source, target)
-
-
-def _published(relative: Path) -> bool:
-    return not any(part.startswith(".") or part.endswith(".tmp") for part in relative.parts)
 
 
 def plain_file(root: Path, parts: Sequence[str]) -> Path | None:
@@ -115,7 +111,7 @@ def copy_channel(previous: Path, output_dir: Path) -> int:
     for _, folder in date_folders(previous):
         for path in plain_files(folder):
             relative = path.relative_to(previous)
-            if _published(relative):
+            if published(relative):
                 place(path, output_dir / relative)
                 count += 1
     return count
@@ -200,7 +196,7 @@ def _copy_part_files(
     for path in plain_files(night_folder / name):
         relative = path.relative_to(night_folder / name)
         wheel = path.name.endswith((".whl", ".whl" + WHEEL_RECORD_SUFFIX))  # only the record's, once checked
-        if not night_folder.is_symlink() and _published(relative) and not wheel:
+        if not night_folder.is_symlink() and published(relative) and not wheel:
             place(path, run_dir / name / relative)
     paths: dict[str, str | None] = {}
     notes: list[str] = []

@@ -36,6 +36,12 @@ class RetentionResult:
         }
 
 
+def published(relative: Path) -> bool:
+    """Whether a channel's file is one to publish (copied, staged, merged), by its path below a folder of the channel:
+    no hidden component (the hash cache, a staging folder) and no temporary file (atomic_file's `.NAME.*.tmp`)."""
+    return not any(part.startswith(".") or part.endswith(".tmp") for part in relative.parts)
+
+
 def date_folders(output_dir: Path) -> list[tuple[date, Path]]:
     """The run folders under the output folder, oldest first."""
     found = []

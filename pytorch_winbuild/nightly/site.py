@@ -25,7 +25,7 @@ from pathlib import Path
 from pytorch_winbuild.errors import ConfigurationError, WinbuildError
 from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, write_dashboard
 from pytorch_winbuild.nightly.index import HASH_CACHE, IndexResult, write_index
-from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, date_folders, newest_wheels
+from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, date_folders, newest_wheels, published
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,6 @@ def write_site(output_dir: Path, nights: int = DEFAULT_NIGHTS) -> SiteResult:
 
 
 WHEEL_CHOICES = ("all", "newest", "none")
-
-
-def _published(relative: Path) -> bool:
-    return not any(part.startswith(".") or part.endswith(".tmp") for part in relative.parts)
 
 
 def _place(source: Path, target: Path) -> None:
@@ -80,7 +76,7 @@ def stage_site(output_dir: Path, destination: Path, wheels: str = "all", nights:
     for _, folder in date_folders(output_dir):
         for path in sorted(folder.rglob("*")):
             relative = path.relative_to(output_dir)
-            if path.is_symlink() or not path.is_file() or not _published(relative):
+            if path.is_symlink() or not path.is_file() or not published(relative):
                 continue
             wheel = path if path.suffix == ".whl" else path.with_name(path.name.removesuffix(WHEEL_RECORD_SUFFIX))
             if wheel.suffix == ".whl" and (wheels == "none" or (wheels == "newest" and wheel not in newest)):
