@@ -1,8 +1,29 @@
 """Turn errors into one paragraph and an exit code, never a traceback for user errors.
 
-Two layers: `reports_errors` wraps each task body; `install_command_line_checks` reaches the part
-Invoke does before any task runs (reading the command line and the `-f` configuration file), whose
-own errors would otherwise be a bare "No idea what '--dry-rn' is!" with exit code 1, or a traceback.
+Each layer is one of Invoke's own extension points:
+
+- a task's body: `reports_errors` wraps it (errors while a task runs);
+- a task's flags: `WinbuildTask`, the Task class of our `@task` (no automatic short flag takes -h);
+- what Invoke does before any task runs, reading the command line and the `-f` configuration file,
+  whose own errors would otherwise be a bare "No idea what '--dry-rn' is!" with exit code 1, or a
+  traceback: `CheckedProgram`, a Program subclass overriding `parse_tasks`, `update_config` and
+  `execute`. The `pytorch-winbuild` console script is one (faces/program.py).
+
+Invoke's own `invoke` binary runs an instance of Invoke's Program (`invoke.main.program`), made
+before any tasks.py is found, and nothing a tasks module can configure reaches those two errors:
+
+- Program.run catches the ParseError that `Parser.parse_argv` raises inside `parse_tasks`, prints it
+  and exits 1. Between the parse and that print Invoke calls none of our code: `Collection.from_module`
+  copies our namespace into a plain Collection (a Collection subclass does not survive), and
+  `to_contexts` / `Task.get_arguments` run before the parser starts.
+- The `-f` file is loaded and merged in `update_config` by the Config that `create_config` made before
+  our tasks were imported, so a Config subclass cannot be chosen.
+- `tasks.executor_class` is read from that Config in `execute`, after both; a collection's
+  `configure()` reaches the Config only inside the Executor.
+
+So `adopt_invoke_program`, called when faces/tasks.py is imported, makes that one running Program a
+CheckedProgram (its class, no Invoke class or module is assigned to). Both entry points then run the
+same methods and give the same messages and exit codes.
 """
 
 from __future__ import annotations
@@ -24,6 +45,7 @@ from invoke.parser import ParserContext
 from pytorch_winbuild.child_processes import stop_cause, stop_signals
 from pytorch_winbuild.errors import ConfigurationError, InternalError, InterruptedByUser, WinbuildError
 from pytorch_winbuild.faces import process_exit
+from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -217,13 +239,14 @@ def _help_given_as_argument(contexts: Iterable[Any]) -> str | None:
     return None
 
 
-def _parse_tasks(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
-    def parse_tasks(self: Program) -> None:
-        if not _is_ours(self):
-            return original(self)
+class CheckedProgram(Program):
+    """Invoke's Program, with its own errors before a task runs made ours: reading the command line
+    (`parse_tasks`) and the `-f` configuration file (`update_config`) give one paragraph and exit code 2.
+    A successful command then ends without Python's teardown (`execute`, faces/process_exit.py)."""
+
+    def parse_tasks(self) -> None:
         try:
-            original(self)
+            super().parse_tasks()
         except ParseError as exc:
             raise _explain_parse_error(self, exc) from None
         except ValueError as exc:  # a value Invoke itself converts (a core flag such as --command-timeout)
@@ -246,33 +269,10 @@ def _parse_tasks(original: Callable[..., None]) -> Callable[..., None]:
                 "what it takes.",
             )
 
-    return parse_tasks
-
-
-def _update_config(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
-    def update_config(self: Program, merge: bool = True) -> None:
-        if not _is_ours(self):
-            return original(self, merge)
-        runtime = self.args.config.value or os.environ.get("INVOKE_RUNTIME_CONFIG")
-        if runtime:
-            from pytorch_winbuild.faces.config_check import SUFFIXES, check_config_files
-
-            path = Path(runtime).expanduser()
-            if not path.is_file():
-                raise _fail(
-                    self,
-                    f"configuration file {runtime} (-f / INVOKE_RUNTIME_CONFIG) "
-                    f"{'is a folder' if path.is_dir() else 'does not exist'}.",
-                    "pass the path of a YAML, JSON or Python configuration file, or leave -f out.",
-                )
-            try:
-                if path.suffix in SUFFIXES:  # a Python config file (.py) is Invoke's to load
-                    check_config_files([path], _known_settings())
-            except ConfigurationError as error:
-                raise Exit(error.paragraph(), code=error.exit_code) from None
+    def update_config(self, merge: bool = True) -> None:
+        _check_runtime_config(self)
         try:
-            original(self, merge)
+            super().update_config(merge)
         except Exit:
             raise
         except Exception as exc:  # Invoke's own merge/load errors (e.g. a mapping where a value was expected)
@@ -282,47 +282,43 @@ def _update_config(original: Callable[..., None]) -> Callable[..., None]:
                 f"correct {_CONFIG_HINT}: each setting must have the same kind of value as its default.",
             ) from None
 
-    return update_config
-
-
-_KNOWN_SETTINGS: tuple[str, ...] = ()
-
-
-def _known_settings() -> tuple[str, ...]:
-    return _KNOWN_SETTINGS
-
-
-def _execute(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
-    def execute(self: Program) -> None:
-        original(self)
-        if _is_ours(self) and process_exit.owns_process(self):
+    def execute(self) -> None:
+        super().execute()
+        if process_exit.owns_process(self):
             process_exit.end_successful_process()
 
-    return execute
 
-
-def _is_ours(program: Program) -> bool:
-    collection = getattr(program, "collection", None)
-    tasks = getattr(collection, "tasks", None) or {}
-    return any(isinstance(task, WinbuildTask) for task in tasks.values())
-
-
-def install_command_line_checks(known_settings: Iterable[str]) -> None:
-    """Make Invoke's command-line and `-f` errors one paragraph with exit code 2, and end the process
-    without Python's teardown once the tasks have succeeded (faces/process_exit.py).
-
-    `python -m invoke` builds its own Program before this package is imported, so the checks are
-    installed on Invoke's Program class when tasks.py is loaded; they act only for a Program whose
-    collection holds WinbuildTask tasks, and only on what Invoke does after loading them."""
-    global _KNOWN_SETTINGS
-    _KNOWN_SETTINGS = tuple(known_settings)
-    if getattr(Program.parse_tasks, "_winbuild_checks", False):
+def _check_runtime_config(program: Program) -> None:
+    """The `-f` file (or INVOKE_RUNTIME_CONFIG), checked as faces/config_check checks the others."""
+    runtime = program.args.config.value or os.environ.get("INVOKE_RUNTIME_CONFIG")
+    if not runtime:
         return
-    parse_tasks = _parse_tasks(Program.parse_tasks)
-    update_config = _update_config(Program.update_config)
-    execute = _execute(Program.execute)
-    parse_tasks._winbuild_checks = True  # type: ignore[attr-defined]
-    Program.parse_tasks = parse_tasks  # type: ignore[method-assign]
-    Program.update_config = update_config  # type: ignore[method-assign]
-    Program.execute = execute  # type: ignore[method-assign]
+    from pytorch_winbuild.faces.config_check import SUFFIXES, check_config_files
+
+    path = Path(runtime).expanduser()
+    if not path.is_file():
+        raise _fail(
+            program,
+            f"configuration file {runtime} (-f / INVOKE_RUNTIME_CONFIG) "
+            f"{'is a folder' if path.is_dir() else 'does not exist'}.",
+            "pass the path of a YAML, JSON or Python configuration file, or leave -f out.",
+        )
+    try:
+        if path.suffix in SUFFIXES:  # a Python config file (.py) is Invoke's to load
+            check_config_files([path], WINBUILD_DEFAULTS)
+    except ConfigurationError as error:
+        raise Exit(error.paragraph(), code=error.exit_code) from None
+
+
+def adopt_invoke_program() -> None:
+    """Make the Program of Invoke's own `invoke` binary (`invoke`, `inv`, `python -m invoke`) a
+    CheckedProgram, when it loads our tasks; see the module docstring for why this one step is needed.
+
+    That binary runs `invoke.main.program`, an instance of Invoke's Program made before any tasks.py
+    is found; `__main__` holds it. Only that one object changes class, to a subclass that adds methods
+    and no state, while its `run` is in `load_collection`: what `run` calls next (parse_tasks,
+    update_config, execute) is CheckedProgram's. Invoke's classes and modules are left as they are,
+    and any other Program (a test's, another tool's) is untouched."""
+    program = getattr(sys.modules.get("__main__"), "program", None)
+    if type(program) is Program:  # exactly Invoke's own class: never a Program someone made from it
+        program.__class__ = CheckedProgram

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from invoke import Program
-
 from pytorch_winbuild import __version__
 from pytorch_winbuild.faces import process_exit
+from pytorch_winbuild.faces.cli_errors import CheckedProgram
 from pytorch_winbuild.faces.tasks import namespace
 
 
-class WinbuildProgram(Program):
-    """Invoke's Program, except that the modules our tasks import later keep their bytecode.
+class WinbuildProgram(CheckedProgram):
+    """Invoke's Program with our command-line errors (CheckedProgram, faces/cli_errors.py), and the
+    modules our tasks import later keep their bytecode.
 
     Invoke turns bytecode writing off while it parses its own flags (`--write-pyc`, meant for a
     tasks.py beside the user's files); the package's lazily imported modules (probe, deps, builder)

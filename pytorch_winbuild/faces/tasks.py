@@ -30,7 +30,7 @@ from invoke import task as invoke_task
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces import commands, deps_commands, nightly_commands
-from pytorch_winbuild.faces.cli_errors import WinbuildTask, install_command_line_checks, reports_errors
+from pytorch_winbuild.faces.cli_errors import WinbuildTask, adopt_invoke_program, reports_errors
 from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS
 from pytorch_winbuild.faces.help import (
     BUILD_EXT_HELP,
@@ -71,7 +71,7 @@ def given(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 _check_config_files_or_exit()
-install_command_line_checks(WINBUILD_DEFAULTS)
+adopt_invoke_program()  # Invoke's own `invoke` binary: the same checks as the console script (cli_errors)
 namespace = Collection()
 namespace.configure({"winbuild": WINBUILD_DEFAULTS})
 
