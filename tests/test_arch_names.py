@@ -27,6 +27,7 @@ from pytorch_winbuild.knowledge.choices import parse_arch_request
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 
@@ -87,7 +88,9 @@ def test_build_ext_reads_names_as_cpp_extension_does(tmp_path: Path):
         build_venv=False,
     )
     build = make_plan(
-        plan_options(cuda="12.8", pytorch_version="2.6.0", arch_list="Blackwell"), load_facts(HOST), KNOWLEDGE
+        PlanRequest(plan_options(cuda="12.8", pytorch_version="2.6.0", arch_list="Blackwell")),
+        load_facts(HOST),
+        KNOWLEDGE,
     )
     assert (arch_list(extension), arch_list(build)) == ("10.0+PTX", "10.0")
     assert any("torch.utils.cpp_extension names (v2.6.0 torch/utils/cpp_extension.py" in d for d in extension.decisions)
@@ -97,7 +100,7 @@ def test_ampere_for_a_build_adds_no_ptx():
     """v2.6.0 select_compute_arch.cmake lines 224-226: Ampere → arch_bin 8.0 8.6; PTX only for "Ampere+PTX"
     (lines 192-195, 244-249). cpp_extension's own table says 8.0;8.6+PTX (v2.6.0 line 2040)."""
     plan = make_plan(
-        plan_options(cuda="12.8", pytorch_version="2.6.0", arch_list="Ampere"), load_facts(HOST), KNOWLEDGE
+        PlanRequest(plan_options(cuda="12.8", pytorch_version="2.6.0", arch_list="Ampere")), load_facts(HOST), KNOWLEDGE
     )
     assert arch_list(plan) == "8.0;8.6"
     assert expand("2.6.0", "cpp_extension", "Ampere") == "8.0;8.6+PTX"
@@ -179,7 +182,9 @@ def test_a_release_newer_than_every_table_uses_the_newest_and_says_so():
     for release in ("main", newest.pytorch[1] + ".0"):
         table = KNOWLEDGE.gpu.names_for(release, "cmake")
         assert table.names == newest.names and f"PyTorch {release} is newer" in table.note
-    plan = make_plan(plan_options(cuda="12.8", pytorch_version="main", arch_list="Hopper"), load_facts(HOST), KNOWLEDGE)
+    plan = make_plan(
+        PlanRequest(plan_options(cuda="12.8", pytorch_version="main", arch_list="Hopper")), load_facts(HOST), KNOWLEDGE
+    )
     assert arch_list(plan) == "9.0"
     assert any("Hopper → 9.0" in line and "PyTorch main is newer" in line for line in plan.decisions)
 

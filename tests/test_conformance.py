@@ -22,10 +22,12 @@ from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import facts_from_dict
+from pytorch_winbuild.facts.source_tree import SourceTree
 from pytorch_winbuild.knowledge.choices import CmakeRequest, Generator
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 CACHE = "C:\\pwb\\cache"
@@ -371,7 +373,9 @@ def _plan(row: Upstream, generator: str = "ninja", cuda: dict | None = None, **h
         cuda=data["cuda"][0]["version"], pytorch_version=row.version, generator=generator, cache_dir=CACHE
     )
     return make_plan(
-        options, facts_from_dict(data), KNOWLEDGE, locate_archive=lambda a: (f"{CACHE}\\deps\\{a.folder_name}", False)
+        PlanRequest(options, locate_archive=lambda a: (f"{CACHE}\\deps\\{a.folder_name}", False)),
+        facts_from_dict(data),
+        KNOWLEDGE,
     )
 
 
@@ -384,7 +388,7 @@ def test_visual_studio_generator_names_and_ninja_switched_off(row: Upstream):
         options = plan_options(
             cuda="cpu", pytorch_version=row.version, generator="vs", compiler_cache="none", cache_dir=CACHE
         )
-        plan = make_plan(options, facts_from_dict(data), KNOWLEDGE)
+        plan = make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE)
         env = plan.final_env()
         assert env["CMAKE_GENERATOR"] == name, row.sources
         assert not picks_ninja(row.ninja_rule, applied(plan, {"USE_NINJA": "1"})), row.sources
@@ -407,7 +411,7 @@ def test_visual_studio_lines_without_an_accepted_generator_are_refused(row: Upst
     """2.0's setup.py names no 'Visual Studio 17 2022' (PR #98605 added it for 2.1): a VS-generator
     plan with VS 2022 is refused with the fix, not handed to a setup.py that would sys.exit."""
     era = make_plan(
-        plan_options(cuda="cpu", pytorch_version=row.version, cache_dir=CACHE),
+        PlanRequest(plan_options(cuda="cpu", pytorch_version=row.version, cache_dir=CACHE)),
         facts_from_dict(_host(python=_python(row.version), vs=tuple(row.vs_generators))),
         KNOWLEDGE,
     ).era
@@ -415,7 +419,7 @@ def test_visual_studio_lines_without_an_accepted_generator_are_refused(row: Upst
         data = _host(python=_python(row.version), vs=(line,))
         options = plan_options(cuda="cpu", pytorch_version=row.version, generator="vs", cache_dir=CACHE)
         with pytest.raises(ConfigurationError) as error:
-            make_plan(options, facts_from_dict(data), KNOWLEDGE)
+            make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE)
         assert "--generator ninja" in error.value.paragraph()
 
 
@@ -449,12 +453,18 @@ def test_cmake_older_than_the_release_requires_is_refused(row: Upstream):
     PATH; one release older is refused (exit 2) with the bound and where it was read."""
     data = _facts(row)
     options = plan_options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
-    plan = make_plan(replace(options, cmake=_installed_cmake(row.min_cmake)), facts_from_dict(data), KNOWLEDGE)
+    plan = make_plan(
+        PlanRequest(replace(options, cmake=_installed_cmake(row.min_cmake))), facts_from_dict(data), KNOWLEDGE
+    )
     assert plan.cmake is not None and plan.cmake.version == row.min_cmake, row.sources
     assert plan.final_env()["PATH"].startswith("C:\\Program Files\\CMake\\bin;"), row.sources
     assert not any(spec.startswith("cmake==") for spec in plan.venv.specs), row.sources  # type: ignore[union-attr]
     with pytest.raises(ConfigurationError) as error:
-        make_plan(replace(options, cmake=_installed_cmake(_older(row.min_cmake))), facts_from_dict(data), KNOWLEDGE)
+        make_plan(
+            PlanRequest(replace(options, cmake=_installed_cmake(_older(row.min_cmake)))),
+            facts_from_dict(data),
+            KNOWLEDGE,
+        )
     text = error.value.paragraph()
     assert f"cmake_minimum_required(VERSION {row.min_cmake})" in text and error.value.exit_code == 2, row.sources
 
@@ -484,13 +494,13 @@ def test_cmake_4_for_an_old_release_gets_the_policy_minimum_and_a_warning(row: U
     Visual Studio generator named with ' Win64' (before 1.2) is refused outright, CMake 4.0 removed that form."""
     data = _facts(row)
     options = plan_options(cuda=data["cuda"][0]["version"], pytorch_version=row.version, cache_dir=CACHE)
-    plan = make_plan(replace(options, cmake=_installed_cmake("4.4.5")), facts_from_dict(data), KNOWLEDGE)
+    plan = make_plan(PlanRequest(replace(options, cmake=_installed_cmake("4.4.5"))), facts_from_dict(data), KNOWLEDGE)
     assert plan.final_env()["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5", row.sources
     assert any("CMAKE_POLICY_VERSION_MINIMUM=3.5" in w and "--clean" in w for w in plan.warnings)
     if any(name.endswith(" Win64") for name in row.vs_generators.values()):
         vs = replace(options, cmake=_installed_cmake("4.4.5"), generator=Generator.VS)
         with pytest.raises(ConfigurationError, match="no longer support"):
-            make_plan(vs, facts_from_dict(data), KNOWLEDGE)
+            make_plan(PlanRequest(vs), facts_from_dict(data), KNOWLEDGE)
 
 
 # The first CMake that knows each generator name (cmake-generators(7), "new in version"), and the toolset's
@@ -511,10 +521,12 @@ def test_a_visual_studio_plan_needs_a_cmake_that_knows_its_generator_and_toolset
         )
         data = _host(python=_python(row.version), vs=(line,))
         options = plan_options(cuda="cpu", pytorch_version=row.version, generator="vs", cache_dir=CACHE)
-        plan = make_plan(replace(options, cmake=_installed_cmake(floor)), facts_from_dict(data), KNOWLEDGE)
+        plan = make_plan(PlanRequest(replace(options, cmake=_installed_cmake(floor))), facts_from_dict(data), KNOWLEDGE)
         assert plan.cmake is not None and plan.cmake.version == floor, row.sources
         with pytest.raises(ConfigurationError) as error:
-            make_plan(replace(options, cmake=_installed_cmake(_older(floor))), facts_from_dict(data), KNOWLEDGE)
+            make_plan(
+                PlanRequest(replace(options, cmake=_installed_cmake(_older(floor)))), facts_from_dict(data), KNOWLEDGE
+            )
         assert f"CMake >= {floor}" in error.value.paragraph(), (row.version, line)
 
 
@@ -525,10 +537,12 @@ def test_an_installed_cmake_keeps_the_trees_cmake_package_out_of_the_venv():
     requires = ("setuptools>=77.0.0,<82", "cmake>=3.27", "ninja")
     data = _host(python="3.12.10", vs=("2022",))
     options = plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE)
-    plan = make_plan(options, facts_from_dict(data), KNOWLEDGE, tree_requires=requires)
+    plan = make_plan(PlanRequest(options, tree=SourceTree(requires=requires)), facts_from_dict(data), KNOWLEDGE)
     assert plan.cmake is not None and {f"cmake=={plan.cmake.version}", "cmake>=3.27"} <= set(plan.venv.specs)  # type: ignore[union-attr]
     installed = make_plan(
-        replace(options, cmake=_installed_cmake("3.31.6")), facts_from_dict(data), KNOWLEDGE, tree_requires=requires
+        PlanRequest(replace(options, cmake=_installed_cmake("3.31.6")), tree=SourceTree(requires=requires)),
+        facts_from_dict(data),
+        KNOWLEDGE,
     )
     assert not [spec for spec in installed.venv.specs if spec.startswith("cmake")]  # type: ignore[union-attr]
     assert installed.venv.tree_requires == ("setuptools>=77.0.0,<82", "ninja")  # type: ignore[union-attr]
@@ -540,13 +554,13 @@ def test_main_needs_cmake_327():
     data = _host(python="3.11.9", vs=("2022",))
     older = _installed_cmake("3.26.6")
     make_plan(
-        replace(plan_options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), cmake=older),
+        PlanRequest(replace(plan_options(cuda="cpu", pytorch_version="2.8.0", cache_dir=CACHE), cmake=older)),
         facts_from_dict(data),
         KNOWLEDGE,
     )
     with pytest.raises(ConfigurationError, match=r"cmake_minimum_required\(VERSION 3\.27\)"):
         make_plan(
-            replace(plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), cmake=older),
+            PlanRequest(replace(plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), cmake=older)),
             facts_from_dict(data),
             KNOWLEDGE,
         )
@@ -560,7 +574,9 @@ def test_compiler_launchers_reach_the_build_only_where_the_compiles_use_them(row
     if not row.launchers:
         # No launcher reaches CMake before 1.2: the cache must replace the compiler (CC=CXX=clcache).
         plan = make_plan(
-            plan_options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE),
+            PlanRequest(
+                plan_options(cuda=CUDA_FOR[row.version]["version"], pytorch_version=row.version, cache_dir=CACHE)
+            ),
             facts_from_dict(data),
             KNOWLEDGE,
         )
@@ -569,11 +585,13 @@ def test_compiler_launchers_reach_the_build_only_where_the_compiles_use_them(row
         assert not any(name.endswith("_COMPILER_LAUNCHER") for name in env), row.sources
         return
     plan = make_plan(
-        plan_options(
-            cuda=CUDA_FOR[row.version]["version"],
-            pytorch_version=row.version,
-            compiler_cache="sccache",
-            cache_dir=CACHE,
+        PlanRequest(
+            plan_options(
+                cuda=CUDA_FOR[row.version]["version"],
+                pytorch_version=row.version,
+                compiler_cache="sccache",
+                cache_dir=CACHE,
+            )
         ),
         facts_from_dict(data),
         KNOWLEDGE,
@@ -644,20 +662,22 @@ def test_nvtoolsext_with_cuda12(row: Upstream):
     options = plan_options(cuda="12.4", pytorch_version=row.version, cache_dir=CACHE)
     if row.nvtoolsext_with_cuda12:
         with pytest.raises(ToolchainError) as error:
-            make_plan(options, facts_from_dict(data), KNOWLEDGE)
+            make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE)
         assert "Failed to find nvToolsExt" in error.value.paragraph()
         assert "--pytorch-version 2.8.0" in (error.value.fix or "")  # 2.5 moved to header-only NVTX3
         assert make_plan(
-            plan_options(cuda="12.4", pytorch_version="2.8.0", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
+            PlanRequest(plan_options(cuda="12.4", pytorch_version="2.8.0", cache_dir=CACHE)),
+            facts_from_dict(data),
+            KNOWLEDGE,
         )
         with_lib = make_plan(
-            options,
+            PlanRequest(options),
             facts_from_dict({**data, "nvtoolsext": "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"}),
             KNOWLEDGE,
         )
         assert with_lib.final_env()["NVTOOLSEXT_PATH"] == "C:\\Program Files\\NVIDIA Corporation\\NvToolsExt"
     else:
-        assert "NVTOOLSEXT_PATH" not in make_plan(options, facts_from_dict(data), KNOWLEDGE).final_env()
+        assert "NVTOOLSEXT_PATH" not in make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE).final_env()
 
 
 def test_distributed_needs_libuv_from_17_and_is_off_before():
@@ -682,7 +702,7 @@ def test_cuda8_under_ninja_enters_vs2015_with_the_041_readme_arguments():
     from pytorch_winbuild.facts.model import load_facts
 
     plan = make_plan(
-        plan_options(cuda="8.0", pytorch_version="0.4.1", cache_dir=CACHE),
+        PlanRequest(plan_options(cuda="8.0", pytorch_version="0.4.1", cache_dir=CACHE)),
         load_facts(HOSTS_DIR / "vs2015-vs2017-cuda80-cuda90.json"),
         KNOWLEDGE,
     )
@@ -701,7 +721,7 @@ def test_no_manual_cwrap_copy_for_04():
 
 def test_libtorch_plans_run_build_libtorch():
     plan = make_plan(
-        plan_options(cuda="cpu", pytorch_version="2.6", libtorch=True, cache_dir=CACHE),
+        PlanRequest(plan_options(cuda="cpu", pytorch_version="2.6", libtorch=True, cache_dir=CACHE)),
         facts_from_dict(_host(python="3.11.9", vs=("2022",))),
         KNOWLEDGE,
     )

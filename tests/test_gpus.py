@@ -40,6 +40,7 @@ from pytorch_winbuild.knowledge.arch_list import Arch, NameTable, covers, defaul
 from pytorch_winbuild.knowledge.choices import parse_arch_request
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 NVCC = Path("/usr/local/cuda/bin/nvcc")
@@ -75,7 +76,7 @@ def linux_facts(
 
 def plan(facts: dict, cuda: str = "auto", **options):
     return make_plan(
-        plan_options(cuda=cuda, pytorch_version=options.pop("pytorch_version", "2.9.0"), **options),
+        PlanRequest(plan_options(cuda=cuda, pytorch_version=options.pop("pytorch_version", "2.9.0"), **options)),
         facts_from_dict(facts),
         KNOWLEDGE,
     )
@@ -405,7 +406,7 @@ def test_shipped_hosts_plan_for_their_gpu(host: str):
     facts = load_facts(HOSTS_DIR / f"{host}.json")
     for cuda in facts.cuda:
         version = {"vs2017-cuda90-cuda100": "1.0.1", "vs2019-vs2022-cuda12": "2.6.0"}[host]
-        result = make_plan(plan_options(cuda=cuda.version, pytorch_version=version), facts, KNOWLEDGE)
+        result = make_plan(PlanRequest(plan_options(cuda=cuda.version, pytorch_version=version)), facts, KNOWLEDGE)
         assert result.final_env()["TORCH_CUDA_ARCH_LIST"] == facts.gpus[0].compute_capability
 
 

@@ -29,6 +29,7 @@ from pytorch_winbuild.knowledge.config_files import ParsedConfig
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a": ' * 100_000 + "1" + "}" * 100_000
@@ -103,7 +104,7 @@ def test_build_dry_run_ignores_a_deep_peaks_record(tmp_path: Path) -> None:
 def test_build_dry_run_ignores_a_peak_beyond_any_machine(tmp_path: Path) -> None:
     """A run of this machine and configuration whose peak is 10**400 MiB overflowed MAX_JOBS's arithmetic."""
     facts = probe()  # this machine's: a plan for another one does not read this cache's record
-    plan = make_plan(plan_options(cuda="cpu", pytorch_version="2.13.0"), facts, load_knowledge())
+    plan = make_plan(PlanRequest(plan_options(cuda="cpu", pytorch_version="2.13.0")), facts, load_knowledge())
     runs = {configuration_key(plan, "build"): [{"when": "2026-01-01T03:00:00+00:00", "peak_job_mib": 10**400}]}
     peaks = peaks_file(tmp_path)
     peaks.parent.mkdir(parents=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from invoke import Config, Context
 from support import HOSTS_DIR, plan_options, run_invoke
 
 from pytorch_winbuild.builder.memory_record import (
@@ -32,14 +33,20 @@ from pytorch_winbuild.builder.progress import ProgressDisplay
 from pytorch_winbuild.builder.report import BuildRecord, run_paths, summary
 from pytorch_winbuild.builder.settings import load_settings
 from pytorch_winbuild.diagnosis.rules import default_rules
+from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS, cache_choice
+from pytorch_winbuild.faces.plan_request import plan_from_flags
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
+from pytorch_winbuild.nightly.entry import RunContext, entry_request
+from pytorch_winbuild.nightly.matrix import load_matrix
+from pytorch_winbuild.nightly.state import NightlyState
 from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.jobs import Measured
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 WATCH = KNOWLEDGE.resources.watch
@@ -53,10 +60,12 @@ def _facts(name: str = CPU_HOST) -> Facts:
 def _plan(facts: Facts, record: Path | None = None, **options: object) -> Plan:
     """The plan `invoke build` makes, with the cache folder `record` holding the measured peaks it looks up."""
     return make_plan(
-        plan_options(cuda="cpu", pytorch_version="2.13.0", **options),  # type: ignore[arg-type]
+        PlanRequest(
+            plan_options(cuda="cpu", pytorch_version="2.13.0", **options),
+            measured_jobs=measured_jobs("build", facts, record, WATCH) if record else None,
+        ),
         facts,
         KNOWLEDGE,
-        measured_jobs=measured_jobs("build", facts, record, WATCH) if record else None,
     )
 
 
@@ -110,6 +119,48 @@ def test_a_recorded_peak_sizes_the_next_plan_and_the_plan_says_so(tmp_path: Path
     assert measured.note in plan.decisions  # which figure, and why: the run, the margin, the file
     # --jobs still wins
     assert _plan(facts, tmp_path, jobs=3).final_env()["MAX_JOBS"] == "3"
+
+
+def test_the_nightly_sizes_max_jobs_from_the_record_as_invoke_build_does(tmp_path: Path) -> None:
+    """Both edges build their request with planning/request.py's build_request: a nightly entry's plan (which
+    ignored the record before issue 37) and `invoke build`'s plan of the same tree read the same recorded peak.
+    The machine is cpu-only.json as a Linux one: a record is read only for plans of the machine that runs."""
+    host = tmp_path / "linux.json"
+    data = json.loads((HOSTS_DIR / f"{CPU_HOST}.json").read_text(encoding="utf-8"))
+    host.write_text(json.dumps({**data, "os": "linux", "visual_studio": []}), encoding="utf-8")
+    facts, cache = load_facts(host), tmp_path / "cache"
+    cited = _plan(facts)
+    assert _book(cache, facts, cited).remember(_summary(3000), result="success", max_jobs="10") is None
+    source = tmp_path / "src"
+    (source / "torch").mkdir(parents=True)
+    (source / "setup.py").write_text("from setuptools import setup\nsetup(name='torch')\n", encoding="utf-8")
+    (source / "version.txt").write_text("2.13.0\n", encoding="utf-8")
+    matrix_file = tmp_path / "matrix.toml"
+    matrix_file.write_text(
+        f"[settings]\noutput_dir = {json.dumps(str(tmp_path / 'out'))}\nkeep_days = 14\nmin_free_gb = 1\n\n"
+        '[[entry]]\nname = "cpu"\nrepo = "https://github.com/pytorch/pytorch.git"\nref = "v2.13.0"\ncuda = "cpu"\n',
+        encoding="utf-8",
+    )
+    matrix = load_matrix(matrix_file, KNOWLEDGE)
+    context = RunContext(
+        matrix, facts, KNOWLEDGE, cache, tmp_path / "out" / "d", "d", NightlyState(tmp_path / "out"), False, None, ""
+    )
+    request, entry_facts = entry_request(matrix.entries[0], context, source)
+    nightly = make_plan(request, entry_facts, KNOWLEDGE)
+    invoke_context = Context(Config(defaults={"winbuild": WINBUILD_DEFAULTS}))
+    build = plan_from_flags(
+        invoke_context,
+        host=str(host),
+        source=str(source),
+        cache=cache_choice(invoke_context, str(cache)),
+        arguments={"cuda": "cpu"},
+        measured_for="build",
+    )
+    measured = measured_job(cited, "build", facts, cache, WATCH)
+    expected = min(facts.cpu_count or 0, math.floor(facts.memory_available_mib / 1024 / measured.gib))  # type: ignore[operator]
+    assert nightly.final_env()["MAX_JOBS"] == build.final_env()["MAX_JOBS"] == str(expected)
+    assert str(expected) != cited.final_env()["MAX_JOBS"]
+    assert measured.note in nightly.decisions and measured.note in build.decisions
 
 
 def test_a_tiny_recorded_job_still_plans(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pytorch_winbuild.facts.probe_common import parse_compiler_version, parse_ho
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 REAL_HEADER = REAL_CUDA / "include" / "crt" / "host_config.h"
@@ -211,7 +212,9 @@ def linux_facts(compilers: list[tuple[str, str]], cuda: tuple[str, ...] = ("13.0
 
 
 def plan_for(facts: Facts, cuda: str = "13.0", version: str | None = None) -> Plan:
-    return make_plan(plan_options(cuda=cuda, pytorch_version=version, cache_dir="/tmp/pwb"), facts, KNOWLEDGE)
+    return make_plan(
+        PlanRequest(plan_options(cuda=cuda, pytorch_version=version, cache_dir="/tmp/pwb")), facts, KNOWLEDGE
+    )
 
 
 def cudahostcxx(plan: Plan) -> str | None:

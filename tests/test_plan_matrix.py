@@ -16,10 +16,12 @@ from support import HOSTS_DIR, plan_options, run_invoke
 from pytorch_winbuild.deps.cache import deps_dir
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
+from pytorch_winbuild.facts.source_tree import SourceTree
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import PlanRequest
 
 CACHE = "C:\\pwb\\cache"
 # The PyTorch each shipped machine is meant to build (its Python fits that era).
@@ -42,10 +44,12 @@ def _locate(archive) -> tuple[str, bool]:
 def plan_for(host: str, cuda: str, **options) -> Plan:
     facts = load_facts(HOSTS_DIR / f"{host}.json")
     return make_plan(
-        plan_options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options),
+        PlanRequest(
+            plan_options(cuda=cuda, pytorch_version=HOST_PYTORCH[host], cache_dir=CACHE, **options),
+            locate_archive=_locate,
+        ),
         facts,
         KNOWLEDGE,
-        locate_archive=_locate,
     )
 
 
@@ -166,7 +170,9 @@ def _only_1416_plan() -> Plan:
     data = json.loads((HOSTS_DIR / "vs2017-cuda90-cuda100.json").read_text(encoding="utf-8"))
     data["visual_studio"][0]["toolsets"] = ["14.16.27023"]
     return make_plan(
-        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE
+        PlanRequest(plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=CACHE)),
+        facts_from_dict(data),
+        KNOWLEDGE,
     )
 
 
@@ -184,7 +190,7 @@ def test_missing_visual_studio_is_a_toolchain_error():
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data["visual_studio"] = []
     with pytest.raises(ToolchainError, match="no Visual Studio with the C\\+\\+ build tools was found") as error:
-        make_plan(plan_options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+        make_plan(PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE)), facts_from_dict(data), KNOWLEDGE)
     assert error.value.exit_code == 3
 
 
@@ -201,13 +207,17 @@ def test_a_32_bit_python_is_never_the_build_python():
     facts = facts_from_dict(data)
     executable = "C:\\Program Files\\Python312\\python.exe"
     with pytest.raises(ConfigurationError) as error:
-        make_plan(plan_options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)), facts, KNOWLEDGE)
+        make_plan(
+            PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable))),
+            facts,
+            KNOWLEDGE,
+        )
     assert error.value.exit_code == 2
     assert error.value.paragraph() == (
         f"configuration error: --python {executable}: it is 32-bit, and PyTorch builds and runs only with 64-bit "
         "Python. Fix: pass the path of a 64-bit CPython, or leave --python out."
     )
-    plan = make_plan(plan_options(cuda="cpu", cache_dir=CACHE), facts, KNOWLEDGE, locate_archive=_locate)
+    plan = make_plan(PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE), locate_archive=_locate), facts, KNOWLEDGE)
     assert (plan.era.name, plan.build_python.fetch_minor, plan.build_python.info) == ("2.9+", "3.15", None)
     assert plan.build_python.version.startswith("3.15.")
     folder = f"{CACHE}\\deps\\python.{plan.build_python.version}"
@@ -220,7 +230,7 @@ def test_a_32_bit_python_is_never_the_build_python():
     )
     with pytest.raises(ConfigurationError) as error:
         make_plan(
-            plan_options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable)),
+            PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE, python=PythonRequest.parse(executable))),
             facts_from_dict(data),
             KNOWLEDGE,
         )
@@ -233,7 +243,7 @@ def test_linux_with_only_a_32_bit_python_names_the_python_to_install():
     linux = json.loads(json.dumps(LINUX))
     linux["python"]["bits"] = 32
     with pytest.raises(ToolchainError) as error:
-        make_plan(plan_options(cuda="cpu", cache_dir=LINUX_CACHE), facts_from_dict(linux), KNOWLEDGE)
+        make_plan(PlanRequest(plan_options(cuda="cpu", cache_dir=LINUX_CACHE)), facts_from_dict(linux), KNOWLEDGE)
     assert error.value.exit_code == 3
     assert "install Python 3.15 (`pyenv install 3.15`" in (error.value.fix or ""), error.value.paragraph()
 
@@ -247,7 +257,7 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
 
     def plan(version: str, python: str) -> Plan:
         options = plan_options(cuda="cpu", pytorch_version=version, cache_dir=CACHE, python=PythonRequest.parse(python))
-        return make_plan(options, facts, KNOWLEDGE, locate_archive=_locate)
+        return make_plan(PlanRequest(options, locate_archive=_locate), facts, KNOWLEDGE)
 
     with pytest.raises(ConfigurationError) as error:
         plan("2.6", "3.8")
@@ -262,7 +272,9 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     # the torch 1.11.0 wheel requires Python >= 3.7.0: with Python 3.6, 1.10.2 is the newest (VS 2017 machine).
     with pytest.raises(ToolchainError) as error:
         make_plan(
-            plan_options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
+            PlanRequest(
+                plan_options(cuda="cpu", pytorch_version="2.6", cache_dir=CACHE, python=PythonRequest.parse("3.6"))
+            ),
             load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
             KNOWLEDGE,
         )
@@ -270,7 +282,9 @@ def test_python_outside_a_pinned_era_is_refused_with_the_nearest_version():
     assert ", not 3.6 (--python)" in error.value.message
     assert error.value.fix == "pass --pytorch-version 1.10.2 (PyTorch 1.7-1.10)."
     older = make_plan(
-        plan_options(cuda="cpu", pytorch_version="1.10.2", cache_dir=CACHE, python=PythonRequest.parse("3.6")),
+        PlanRequest(
+            plan_options(cuda="cpu", pytorch_version="1.10.2", cache_dir=CACHE, python=PythonRequest.parse("3.6"))
+        ),
         load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
         KNOWLEDGE,
     )
@@ -291,7 +305,9 @@ def test_pytorch_2_9_needs_python_3_10_and_2_8_still_builds_with_3_9():
     windows = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
 
     def plan(facts: Facts, cache: str = CACHE, **options) -> Plan:
-        return make_plan(plan_options(cuda="cpu", cache_dir=cache, **options), facts, KNOWLEDGE, locate_archive=_locate)
+        return make_plan(
+            PlanRequest(plan_options(cuda="cpu", cache_dir=cache, **options), locate_archive=_locate), facts, KNOWLEDGE
+        )
 
     python_3_9 = PythonRequest.parse("3.9")
     with pytest.raises(ConfigurationError) as error:
@@ -358,7 +374,7 @@ def test_the_machines_cmake_no_longer_decides_the_plan():
     none = json.loads(json.dumps(old))
     del none["tools"]["cmake"]
     for options in (plan_options(cuda="cpu", pytorch_version="2.13.0", cache_dir=CACHE), plan_options(cuda="cpu")):
-        with_old, without = (make_plan(options, facts_from_dict(data), KNOWLEDGE) for data in (old, none))
+        with_old, without = (make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE) for data in (old, none))
         assert with_old.pytorch_version == without.pytorch_version
         assert with_old.cmake == without.cmake and with_old.venv == without.venv
         assert with_old.cmake is not None and version_tuple(with_old.cmake.version) >= (3, 27)
@@ -428,7 +444,7 @@ def _installed(data: dict, way: str) -> Facts:
 
 def _refusal(facts: Facts, **options) -> ConfigurationError | ToolchainError | None:
     try:
-        make_plan(plan_options(cache_dir=CACHE, **options), facts, KNOWLEDGE)
+        make_plan(PlanRequest(plan_options(cache_dir=CACHE, **options)), facts, KNOWLEDGE)
     except (ConfigurationError, ToolchainError) as error:
         return error
     return None
@@ -469,7 +485,7 @@ def test_cuda_90_with_python_311_says_which_python_to_install():
         install = next(way for way in _ways(error.fix) if "install Python" in way)
         assert _refusal(_installed(LINUX, install), cuda="9.0", pytorch_version=version) is None
         plan = make_plan(
-            plan_options(cuda="9.0", pytorch_version=version, cache_dir=LINUX_CACHE),
+            PlanRequest(plan_options(cuda="9.0", pytorch_version=version, cache_dir=LINUX_CACHE)),
             _installed(LINUX, install),
             KNOWLEDGE,
         )
@@ -504,18 +520,26 @@ def test_a_source_tree_pins_the_version_so_the_fix_changes_the_machine_or_the_ch
     source = ("1.0.1", str(tmp_path / "version.txt"))
     linux = facts_from_dict(LINUX)
     with pytest.raises(ToolchainError) as error:
-        make_plan(plan_options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source)
+        make_plan(
+            PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE), tree=SourceTree(version=source)), linux, KNOWLEDGE
+        )
     fix = error.value.fix or ""
     assert "--pytorch-version" not in fix and "install Python 3.7" in fix
     checkout = re.search(r"check out v(\S+) in the source tree", fix)
     assert checkout is not None
     plan = make_plan(
-        plan_options(cuda="cpu", cache_dir=CACHE), linux, KNOWLEDGE, source_version=(checkout.group(1), "x")
+        PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE), tree=SourceTree(version=(checkout.group(1), "x"))),
+        linux,
+        KNOWLEDGE,
     )
     assert plan.pytorch_version == checkout.group(1)
     with pytest.raises(ConfigurationError, match="--pytorch-version main contradicts the source tree"):
         make_plan(
-            plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), linux, KNOWLEDGE, source_version=source
+            PlanRequest(
+                plan_options(cuda="cpu", pytorch_version="main", cache_dir=CACHE), tree=SourceTree(version=source)
+            ),
+            linux,
+            KNOWLEDGE,
         )
 
 
@@ -551,10 +575,12 @@ def test_every_era_plan_names_the_cmake_and_ninja_it_runs(host):
                 raw = {"cmake": cmake} if cmake else {}
                 try:
                     plan = make_plan(
-                        plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE, **raw),
+                        PlanRequest(
+                            plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE, **raw),
+                            locate_archive=_locate,
+                        ),
                         facts,
                         KNOWLEDGE,
-                        locate_archive=_locate,
                     )
                 except (ConfigurationError, ToolchainError):
                     continue  # this machine cannot build the release (its Visual Studio or Python, or no 4.4 wheel)
@@ -582,7 +608,7 @@ def test_doctor_lists_for_each_era_the_cmake_and_ninja_its_plan_runs(tmp_path):
         assert found, line
         release, cmake, ninja = found.groups()
         plan = make_plan(
-            plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE), load_facts(host), KNOWLEDGE
+            PlanRequest(plan_options(cuda="cpu", pytorch_version=release, cache_dir=CACHE)), load_facts(host), KNOWLEDGE
         )
         assert (plan.cmake.version, plan.ninja.version) == (cmake, ninja), line  # type: ignore[union-attr]
 
@@ -594,7 +620,9 @@ def test_a_cmake_release_picks_a_python_it_has_wheels_for_and_every_fix_for_it_p
     facts = load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json")
 
     def plan(**raw: str) -> Plan:
-        return make_plan(plan_options(cuda="cpu", cache_dir=CACHE, **raw), facts, KNOWLEDGE, locate_archive=_locate)
+        return make_plan(
+            PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE, **raw), locate_archive=_locate), facts, KNOWLEDGE
+        )
 
     chosen = plan(cmake="3.10")
     assert (chosen.pytorch_version, chosen.build_python.minor, chosen.cmake.version) == ("1.10.2", "3.7", "3.10.3")  # type: ignore[union-attr]

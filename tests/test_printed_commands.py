@@ -27,6 +27,7 @@ from pytorch_winbuild.planning.commands_plan import command_line
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 VS2017 = HOSTS_DIR / "vs2017-cuda90-cuda100.json"
@@ -41,7 +42,9 @@ def host_data(change: Callable[[dict[str, Any]], None] = lambda data: None) -> d
 def plan_for(data: dict[str, Any], cache_dir: str = "C:\\c") -> Plan:
     """A CUDA 9.0 plan whose MKL/MAGMA are not fetched yet, so it prints the fetch-deps command too."""
     options = plan_options(cuda="9.0", cache_dir=cache_dir, cache_dir_given=True)
-    return make_plan(options, facts_from_dict(data, str(VS2017)), KNOWLEDGE, locate_archive=lambda a: ("C:\\d", False))
+    return make_plan(
+        PlanRequest(options, locate_archive=lambda a: ("C:\\d", False)), facts_from_dict(data, str(VS2017)), KNOWLEDGE
+    )
 
 
 def with_vcvars(path: str) -> Callable[[dict[str, Any]], None]:

@@ -87,10 +87,12 @@ from pytorch_winbuild.faces.doctor import doctor_checks, render_doctor
 from pytorch_winbuild.faces.render import FORMATS, render
 from pytorch_winbuild.faces.tasks import WINBUILD_DEFAULTS, namespace
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
+from pytorch_winbuild.facts.source_tree import SourceTree
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.matrix import Matrix, parse_matrix
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 if not os.environ.get(
     "HYPOTHESIS_STORAGE_DIRECTORY"
@@ -525,7 +527,9 @@ def _plan_and_render(raw: dict[str, Any], facts: Facts, source_version: tuple[st
     """What `invoke env` / `build --dry-run` do with flags and facts: a plan in every format, or a WinbuildError."""
     try:
         options = plan_options(**raw)
-        plan = make_plan(options, facts, KNOWLEDGE, source_version=source_version, locate_archive=_locate)
+        plan = make_plan(
+            PlanRequest(options, tree=SourceTree(version=source_version), locate_archive=_locate), facts, KNOWLEDGE
+        )
     except WinbuildError as error:
         assert not isinstance(error, InternalError)
         error.paragraph()

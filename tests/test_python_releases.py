@@ -20,6 +20,7 @@ from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 PYPI = json.loads((Path(__file__).parent / "fixtures" / "pypi" / "torch-windows-wheels.json").read_text())
@@ -73,7 +74,7 @@ def test_the_newest_release_of_each_era_refuses_a_python_past_its_own_range(era)
         options = plan_options(
             cuda="cpu", pytorch_version=newest.newest, python=PythonRequest.parse(python), cache_dir=CACHE
         )
-        return make_plan(options, facts, KNOWLEDGE)
+        return make_plan(PlanRequest(options), facts, KNOWLEDGE)
 
     with pytest.raises(ConfigurationError) as error:
         plan(past)
@@ -98,21 +99,23 @@ def test_a_patch_minimum_refuses_the_patch_below_it() -> None:
         cuda="cpu", pytorch_version="1.6.0", cache_dir=CACHE, python=PythonRequest.parse("C:\\Python360\\python.exe")
     )
     with pytest.raises(ConfigurationError, match=r"PyTorch 1\.6\.0 builds with Python 3\.6\.1 up to"):
-        make_plan(options, facts_from_dict(data), KNOWLEDGE)
+        make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE)
     data["pythons"][-1]["version"] = "3.6.1"
-    assert make_plan(options, facts_from_dict(data), KNOWLEDGE).build_python.version == "3.6.1"
+    assert make_plan(PlanRequest(options), facts_from_dict(data), KNOWLEDGE).build_python.version == "3.6.1"
 
 
 def test_an_unpinned_plan_builds_the_newest_release_its_python_builds() -> None:
     """With only Python 3.10, the newest era (2.9+) plans 2.14.1, not main: 2.15.0 ships cp311 and newer only."""
     data = _windows_with_every_python()
     data["pythons"] = [p for p in data["pythons"] if p["version"].startswith("3.10.")]
-    plan = make_plan(plan_options(cuda="cpu", cache_dir=CACHE), facts_from_dict(data), KNOWLEDGE)
+    plan = make_plan(PlanRequest(plan_options(cuda="cpu", cache_dir=CACHE)), facts_from_dict(data), KNOWLEDGE)
     assert (plan.era.name, plan.pytorch_version, plan.build_python.minor) == ("2.9+", "2.14.1", "3.10")
     assert "its newest release that builds with Python 3.10" in plan.decisions[0]
     with pytest.raises(ConfigurationError, match=r"PyTorch 2\.15\.0 builds with Python 3\.11 up to"):
         make_plan(
-            plan_options(cuda="cpu", cache_dir=CACHE, pytorch_version="2.15.0", python=PythonRequest.parse("3.10")),
+            PlanRequest(
+                plan_options(cuda="cpu", cache_dir=CACHE, pytorch_version="2.15.0", python=PythonRequest.parse("3.10"))
+            ),
             facts_from_dict(data),
             KNOWLEDGE,
         )

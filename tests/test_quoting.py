@@ -28,6 +28,7 @@ from pytorch_winbuild.facts.vcvars import vcvars_command_line
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import EnvChange, Plan
+from pytorch_winbuild.planning.request import PlanRequest
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text import quoting_ps1 as ps1
 from pytorch_winbuild.text import quoting_sh as sh
@@ -78,7 +79,7 @@ def hostile_changes(values: dict[str, str]) -> tuple[EnvChange, ...]:
 def windows_plan(changes: tuple[EnvChange, ...]) -> Plan:
     """A real Windows plan whose changes are replaced: no vcvars call, so cmd can run it anywhere."""
     plan = make_plan(
-        plan_options(cuda="cpu", pytorch_version="2.6", cache_dir="C:\\c"),
+        PlanRequest(plan_options(cuda="cpu", pytorch_version="2.6", cache_dir="C:\\c")),
         load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json"),
         KNOWLEDGE,
     )
@@ -89,7 +90,8 @@ def linux_plan(changes: tuple[EnvChange, ...]) -> Plan:
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data.update(os="linux", visual_studio=[])
     return replace(
-        make_plan(plan_options(cuda="cpu", cache_dir="/tmp/c"), facts_from_dict(data), KNOWLEDGE), changes=changes
+        make_plan(PlanRequest(plan_options(cuda="cpu", cache_dir="/tmp/c")), facts_from_dict(data), KNOWLEDGE),
+        changes=changes,
     )
 
 
@@ -197,7 +199,7 @@ def test_bat_remarks_keep_percent_and_the_next_line() -> None:
 
 def test_bat_without_special_values_has_no_prologue_and_ascii_remarks() -> None:
     plan = make_plan(
-        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c"),
+        PlanRequest(plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir="C:\\c")),
         load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json"),
         KNOWLEDGE,
     )

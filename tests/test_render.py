@@ -20,6 +20,7 @@ from pytorch_winbuild.faces.render import render, render_bat, render_json, rende
 from pytorch_winbuild.facts.model import facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
@@ -28,7 +29,9 @@ AWKWARD = "C:\\R&D 100% (x86)\\it's cache"
 def _windows_plan(cache_dir: str = AWKWARD, **options):
     facts = load_facts(HOSTS_DIR / "vs2017-cuda90-cuda100.json")
     return make_plan(
-        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, compiler_cache="clcache", **options),
+        PlanRequest(
+            plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, compiler_cache="clcache", **options)
+        ),
         facts,
         KNOWLEDGE,
     )
@@ -38,7 +41,7 @@ def _linux_plan(cache_dir: str):
     data = json.loads((HOSTS_DIR / "cpu-only.json").read_text(encoding="utf-8"))
     data.update(os="linux", visual_studio=[])
     return make_plan(
-        plan_options(cuda="cpu", cache_dir=cache_dir, compiler_cache="ccache"),
+        PlanRequest(plan_options(cuda="cpu", cache_dir=cache_dir, compiler_cache="ccache")),
         facts_from_dict({**data, "tools": {**data["tools"], "ccache": {"path": "/usr/bin/ccache"}}}),
         KNOWLEDGE,
     )

@@ -34,6 +34,7 @@ from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.jobs import JobMemory
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 KNOWLEDGE = load_knowledge()
 FIGURES = tomllib.loads((config_dir() / "resources.toml").read_text(encoding="utf-8"))
@@ -48,7 +49,7 @@ def _host(name: str, cores: int | None, available_gib: float | None) -> Facts:
 
 
 def _plan(facts: Facts, cuda: str, version: str = "2.13.0", **options: object) -> Plan:
-    return make_plan(plan_options(cuda=cuda, pytorch_version=version, **options), facts, KNOWLEDGE)  # type: ignore[arg-type]
+    return make_plan(PlanRequest(plan_options(cuda=cuda, pytorch_version=version, **options)), facts, KNOWLEDGE)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- facts

@@ -28,6 +28,7 @@ from pytorch_winbuild.faces.render import render_bat
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 SEEDS = Path(__file__).resolve().parent / "fixtures" / "seeds"
 FAQ = "001_991c4ba4573d1a88"  # the official Windows FAQ: MKL/MAGMA, Ninja
@@ -82,16 +83,17 @@ def written_bat(cuda: str, generator: str = "auto") -> tuple[str, dict[str, str]
     With Ninja, the seed's clcache; the Visual Studio generator takes cl.exe from the toolset, never from CC."""
     facts = machine()
     plan = make_plan(
-        plan_options(
-            cuda=cuda,
-            pytorch_version="0.4.1",
-            generator=generator,
-            compiler_cache="none" if generator == "vs" else "clcache",
+        PlanRequest(
+            plan_options(
+                cuda=cuda,
+                pytorch_version="0.4.1",
+                generator=generator,
+                compiler_cache="none" if generator == "vs" else "clcache",
+            ),
+            locate_archive=lambda archive: (str(deps_dir(PureWindowsPath(facts.cache_dir), archive)), False),
         ),
         facts,
         KNOWLEDGE,
-        # fetch-deps' own cache layout, as `invoke env --host` uses it for another machine's cache
-        locate_archive=lambda archive: (str(deps_dir(PureWindowsPath(facts.cache_dir), archive)), False),
     )
     text = render_bat(plan)
     (call,) = [line[: line.index(" >")] for line in text.splitlines() if line.startswith("call ")]
@@ -266,12 +268,12 @@ def test_the_visual_studio_generator_reads_no_cc_so_the_seeds_clcache_needs_ninj
     assert visual_studio is not None and visual_studio.group(1).strip() == ""
     assert text.index("$ENV{C") > visual_studio.end()
     facts = machine()
-    plan = make_plan(plan_options(cuda="9.0", pytorch_version="0.4.1", generator="vs"), facts, KNOWLEDGE)
+    plan = make_plan(PlanRequest(plan_options(cuda="9.0", pytorch_version="0.4.1", generator="vs")), facts, KNOWLEDGE)
     assert "clcache" in facts.tools and plan.compiler_cache == "none"
     assert not {"CC", "CXX", "USE_CLCACHE"} & set(plan.final_env())
     with pytest.raises(ConfigurationError, match=r"runs the toolset's cl\.exe whatever CC and CXX say"):
         make_plan(
-            plan_options(cuda="9.0", pytorch_version="0.4.1", generator="vs", compiler_cache="clcache"),
+            PlanRequest(plan_options(cuda="9.0", pytorch_version="0.4.1", generator="vs", compiler_cache="clcache")),
             facts,
             KNOWLEDGE,
         )

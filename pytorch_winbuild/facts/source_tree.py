@@ -1,4 +1,5 @@
-"""What a PyTorch source tree says about itself: whether it is one, its version, its build backend.
+"""What a PyTorch source tree says about itself: whether it is one, its version, its build backend, and the
+plan's "Source" line (SourceTree, read once for both edges).
 
 PyTorch built through setup.py (setuptools) up to mid-2026; then `main` moved to scikit-build-core
 and removed setup.py (pytorch/pytorch#180247 and #180248, tracked in #189758), leaving a
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.versions import RELEASE_TAG
 
 # Old setup.py files (0.3–1.x) carry the version in a line such as `version = '0.4.0'`.
 _SETUP_VERSION = re.compile(r"""^version\s*=\s*['"]([0-9][^'"]*)['"]""", re.MULTILINE)
@@ -113,3 +115,70 @@ def read_source_version(folder: Path) -> tuple[str, str] | None:
         if match:
             return match.group(1), f"{setup} (version = ...)"
     return None
+
+
+def ref_release(ref: str | None) -> tuple[str, str] | None:
+    """A --ref that names a release tag pins that release (before the clone shows its version.txt)."""
+    found = RELEASE_TAG.fullmatch(ref or "")
+    return (found.group(1), f"--ref {ref}, a release tag") if found else None
+
+
+def describe_source(
+    source_dir: Path | None,
+    version: tuple[str, str] | None,
+    is_pytorch: bool,
+    not_cloned: tuple[str, str | None] | None,
+) -> tuple[str, str | None]:
+    """The plan's "Source" line, and a warning when the plan is not for a tree that exists."""
+    if not_cloned is not None:
+        repo, ref = not_cloned
+        where = f"{repo} at {ref}" if ref else f"{repo} (its default branch)"
+        if ref_release(ref):
+            return f"{where}, not checked out yet: planned for the release its tag names", None
+        return (
+            f"{where}, not checked out yet",
+            f"{where} is not checked out yet and {ref or 'its default branch'} is not a release tag (vX.Y.Z), so "
+            "this plan is for the newest era that fits; the build decides the era from the checkout's version.",
+        )
+    if source_dir is None:
+        return (
+            "none: not in a PyTorch checkout, and no --source or --repo (see the warning below)",
+            f"No PyTorch source: {Path.cwd()} is not a PyTorch checkout and neither --source nor --repo was given, "
+            "so this plan is for the newest era that fits, and `invoke build` without --dry-run would stop. "
+            "Pass --source DIR (a checkout) or --repo URL [--ref TAG].",
+        )
+    if not is_pytorch:
+        return str(source_dir), None
+    return str(source_dir) + (f" (PyTorch {version[0]}, from {version[1]})" if version else ""), None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTree:
+    """What the plan reads from the source tree, once: its version (and where it was read), its build front end,
+    and the plan's "Source" line with a warning when no tree exists yet. The defaults: no tree read."""
+
+    version: tuple[str, str] | None = None
+    requires: tuple[str, ...] = ()  # its pyproject.toml [build-system] requires
+    backend: str | None = None  # its PEP 517 backend when it has no setup.py
+    text: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def read_tree(
+    source_dir: Path | None, source_is_pytorch: bool, not_cloned: tuple[str, str | None] | None = None
+) -> SourceTree:
+    """The source tree's facts for the plan; for --repo before the clone, the release its --ref tags.
+    `source_is_pytorch` is False for build-ext, whose folder is an extension."""
+    pytorch = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
+    version = read_source_version(source_dir) if pytorch and source_dir else None
+    backend = build_backend(source_dir) if pytorch and source_dir else None
+    text, warning = describe_source(source_dir, version, source_is_pytorch, not_cloned)
+    if not_cloned is not None and version is None:
+        version = ref_release(not_cloned[1])
+    return SourceTree(
+        version,
+        backend.requires if backend else (),
+        backend_without_setup_py(source_dir) if pytorch and source_dir else None,
+        text,
+        (warning,) if warning else (),
+    )

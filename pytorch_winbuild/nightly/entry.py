@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytorch_winbuild.builder.memory_record import measured_jobs
 from pytorch_winbuild.builder.pipeline import BuildRequest, build_record, run_build
 from pytorch_winbuild.builder.report import BuildRecord, Verification, diagnosis_dicts, first_error_dict
 from pytorch_winbuild.builder.source import (
@@ -34,9 +35,7 @@ from pytorch_winbuild.builder.source import (
 from pytorch_winbuild.child_processes import stop_cause
 from pytorch_winbuild.deps.cache import archive_locator
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
-from pytorch_winbuild.facts.interpreter import with_python
 from pytorch_winbuild.facts.model import Facts
-from pytorch_winbuild.facts.source_tree import backend_without_setup_py, build_backend, read_source_version
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.index import file_sha256
@@ -44,11 +43,10 @@ from pytorch_winbuild.nightly.matrix import Entry, Matrix
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX
 from pytorch_winbuild.nightly.shared_cache import shared_cache
 from pytorch_winbuild.nightly.state import LastSuccess, NightlyState
-from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import EnvChange, Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
-from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import Folders, PlanRequest, build_request
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_line
 
@@ -153,34 +151,24 @@ def plan_identity(plan: Plan) -> dict[str, Any]:
     return identity
 
 
-def _entry_facts(entry: Entry, context: RunContext) -> tuple[Facts, Options]:
-    """The runner's facts with the entry's Python among them (a path the probe did not list is asked), and the
-    entry's plan options, its --python naming that interpreter as the facts list it."""
-    options = entry.options(cache_dir=context.cache_dir, source_dir=context.cache_dir)
-    if options.python.kind != "path":
-        return context.facts, options
-    facts, executable = with_python(
-        context.facts, options.python.value, f"{context.matrix.source}: entry '{entry.name}'.python"
-    )
-    return facts, replace(options, python=PythonRequest("path", executable))
-
-
-def _entry_plan(entry: Entry, context: RunContext, facts: Facts, source_dir: Path, python: PythonRequest) -> Plan:
-    """The plan `invoke build` would make for this entry, plus the entry's own variables last."""
-    options = replace(entry.options(cache_dir=context.cache_dir, source_dir=source_dir), python=python)
-    plan = make_plan(
-        options,
-        facts,
-        context.knowledge,
-        source_version=read_source_version(source_dir),
+def entry_request(entry: Entry, context: RunContext, source_dir: Path) -> tuple[PlanRequest, Facts]:
+    """The request `invoke build` would make for this entry on this runner (planning/request.py, as the tasks
+    build theirs), with the entry's own variables last and MAX_JOBS sized by the peaks this runner's earlier
+    builds recorded in the cache."""
+    knowledge = context.knowledge
+    return build_request(
+        entry.request,
+        context.facts,
+        Folders(context.cache_dir, False, source_dir),
+        ask_here=True,
+        python_label=f"{context.matrix.source}: entry '{entry.name}'.python",
         locate_archive=archive_locator(context.cache_dir, look=True),
-        tree_requires=backend.requires if (backend := build_backend(source_dir)) else (),
-        tree_backend=backend_without_setup_py(source_dir),
+        measured_jobs=measured_jobs("build", context.facts, context.cache_dir, knowledge.resources.watch),
+        entry_env=tuple(
+            EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}")
+            for name, value in entry.env
+        ),
     )
-    extra = tuple(
-        EnvChange(name, value, "set", f"entry '{entry.name}' of {context.matrix.source}") for name, value in entry.env
-    )
-    return replace(plan, changes=plan.changes + extra)
 
 
 def _fetch_deps(plan: Plan, context: RunContext) -> bool:
@@ -340,8 +328,8 @@ def _skipped_before_fetch(entry: Entry, context: RunContext, result: EntryResult
         return False
     result.revision = remote
     with result.timed("plan"):
-        facts, options = _entry_facts(entry, context)
-        plan = _entry_plan(entry, context, facts, source_dir, options.python)
+        request, facts = entry_request(entry, context, source_dir)
+        plan = make_plan(request, facts, context.knowledge)
         result.python = plan.build_python.version
         result.config_hash = entry.config_hash(plan_identity(plan))
     unchanged = _unchanged(entry, result, context)
@@ -368,8 +356,8 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         )
         result.revision = checkout.commit
     with result.timed("plan"):
-        facts, options = _entry_facts(entry, context)
-        plan = _entry_plan(entry, context, facts, source_dir, options.python)
+        request, facts = entry_request(entry, context, source_dir)
+        plan = make_plan(request, facts, context.knowledge)
         result.python = plan.build_python.version
         result.config_hash = entry.config_hash(plan_identity(plan))
     last = _unchanged(entry, result, context)
@@ -378,7 +366,7 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         return
     with result.timed("deps"):
         if _fetch_deps(plan, context):
-            plan = _entry_plan(entry, context, facts, source_dir, options.python)
+            plan = make_plan(request, facts, context.knowledge)
     with result.timed("cache"):
         build_env = {**os.environ, **{change.name: change.value for change in plan.changes if change.action == "set"}}
         cache = shared_cache(

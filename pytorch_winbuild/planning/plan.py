@@ -80,6 +80,7 @@ from pytorch_winbuild.planning.python_choice import (
     python_need,
     release_need,
 )
+from pytorch_winbuild.planning.request import PlanRequest
 from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv, tree_requirements, without_cmake
 
 
@@ -337,32 +338,18 @@ def _build_changes(
     path_warnings(knowledge, facts, options, plan)
 
 
-def make_plan(
-    options: Options,
-    facts: Facts,
-    knowledge: Knowledge,
-    *,
-    source_version: tuple[str, str] | None = None,
-    locate_archive: ArchiveLocator | None = None,
-    caller_notes: tuple[str, ...] = (),
-    measured_jobs: MeasuredJobs | None = None,
-    tree_requires: tuple[str, ...] = (),
-    tree_backend: str | None = None,
-) -> Plan:
-    """Decide everything a build needs. `source_version` is (version, where it was read);
-    `tree_backend` is the source tree's own PEP 517 backend when the tree has no setup.py (then only CMake's own
-    environment variables reach CMake: there is no tools/setup_helpers to translate PyTorch's);
-    `caller_notes` are decisions the caller made and the facts cannot show (e.g. where a --host
-    plan's cache folder is); `measured_jobs` looks up the peak memory of one compile job that earlier builds of
-    the configuration the plan decides measured on this machine (it replaces the cited figure)."""
+def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
+    """Decide everything a build needs for `request` (planning/request.py) on the machine of `facts`."""
+    options, tree = request.options, request.tree
+    locate_archive, measured_jobs = request.locate_archive, request.measured_jobs
     check_request(facts, options.python)
-    choice = _resolve_era(knowledge, facts, options, source_version)
+    choice = _resolve_era(knowledge, facts, options, tree.version)
     era = choice.era
     build_python = _build_python(knowledge, choice, facts, options, locate_archive)
     choice = _release_for(knowledge, choice, build_python)
     names = arch_names(knowledge, options, choice.pytorch_version)
     plan = PlanBuilder(warnings=list(choice.warnings))
-    _opening_decisions(choice, caller_notes, tree_backend, plan)
+    _opening_decisions(choice, request.notes, tree.backend, plan)
     plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
     build_arguments = build_arguments_for(era, options)
     _refuse_visual_studio_flags(facts, options)
@@ -374,17 +361,17 @@ def make_plan(
         toolchain = _linux_host(era, facts, cuda, plan)
     generator = choose_generator(facts, options, plan)
     tools = _build_tools(
-        knowledge, choice, facts, options, build_python, cuda, toolchain, generator, tree_requires, plan
+        knowledge, choice, facts, options, build_python, cuda, toolchain, generator, tree.requires, plan
     )
     venv = tools.venv
     cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
     archives = plan_archives(knowledge, era, facts, options, cuda, locate_archive, plan)
 
     _toolchain_changes(
-        knowledge, era, facts, options, cuda, toolchain, generator, cache_name, names, tree_backend, plan
+        knowledge, era, facts, options, cuda, toolchain, generator, cache_name, names, tree.backend, plan
     )
     _build_changes(
-        knowledge, era, facts, options, cuda, toolchain.compiler, archives, tools, tree_backend, measured_jobs, plan
+        knowledge, era, facts, options, cuda, toolchain.compiler, archives, tools, tree.backend, measured_jobs, plan
     )
     return Plan(
         os=facts.os,
@@ -407,13 +394,14 @@ def make_plan(
         generator="Ninja" if generator is Generator.NINJA else vs_generator(knowledge, era, toolchain.compiler),  # type: ignore[arg-type]
         compiler_cache=cache_name,
         archives=tuple(archives),
-        changes=tuple(plan.changes),
+        changes=(*plan.changes, *request.entry_env),
         commands=tuple(
             plan_commands(era, options, toolchain.vcvars, cuda, archives, facts, build_arguments, build_python, venv)
         ),
         build_arguments=build_arguments,
         decisions=tuple(plan.decisions),
-        warnings=tuple(plan.warnings),
+        warnings=(*tree.warnings, *plan.warnings),
+        source=tree.text,
         path_separator=";" if facts.os == "windows" else ":",
         gpus=tuple(facts.gpus or ()),
     )

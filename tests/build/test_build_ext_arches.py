@@ -28,6 +28,7 @@ from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import PlanRequest
 
 H100 = Gpu(index=0, name="NVIDIA H100 80GB HBM3", compute_capability="9.0", memory_mib=81559)
 ON_H100 = "GPU 0 NVIDIA H100 80GB HBM3 (compute capability 9.0)"
@@ -51,7 +52,7 @@ def build(facts: Facts, folder: Path, arch_list: str) -> BuildRecord:
         build_venv=False,
         python=PythonRequest("path", sys.executable),
     )
-    plan = make_plan(options, facts, load_knowledge())
+    plan = make_plan(PlanRequest(options), facts, load_knowledge())
     source = copy_fixture("cuda_kernel", folder / "cuda_kernel")
     record = run_build_ext(plan, ExtensionRequest(path=source, cache_dir=folder / "cache", log_dir=folder))
     assert record.result == "success" and "check" in record.phases

@@ -22,6 +22,7 @@ from pytorch_winbuild.facts.probe import probe
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = pytest.mark.build
 
@@ -40,7 +41,7 @@ def test_build_ext_prints_and_records_an_arch_list_that_misses_the_gpu(tmp_path:
         build_venv=False,
         python=PythonRequest("path", sys.executable),
     )
-    plan = make_plan(options, facts, load_knowledge())
+    plan = make_plan(PlanRequest(options), facts, load_knowledge())
     expected = next(w for w in plan.warnings if "does not cover GPU 0 NVIDIA H100 80GB HBM3" in w)
     extension = tmp_path / "ext"
     extension.mkdir()

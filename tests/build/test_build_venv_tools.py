@@ -23,6 +23,7 @@ from pytorch_winbuild.facts.probe_common import parse_cmake_version, parse_tool_
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = pytest.mark.pypi
 
@@ -43,7 +44,7 @@ def test_the_build_environment_runs_the_plans_cmake_and_ninja(
     options = plan_options(
         cuda="cpu", pytorch_version=release, python=PythonRequest.parse(python), cache_dir=str(tmp_path)
     )
-    plan = make_plan(options, facts, KNOWLEDGE)
+    plan = make_plan(PlanRequest(options), facts, KNOWLEDGE)
     assert plan.venv is not None and plan.cmake is not None and plan.ninja is not None
     assert plan.cmake.version == cmake and f"cmake=={cmake}" in plan.venv.specs
     tools = tuple(r.spec for r in plan.venv.requirements if r.name in ("pip", "cmake", "ninja"))

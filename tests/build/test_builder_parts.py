@@ -32,10 +32,12 @@ from pytorch_winbuild.builder.settings import load_settings, parse_settings
 from pytorch_winbuild.builder.source import acquire_source, clone_destination, old_era_prep
 from pytorch_winbuild.errors import ConfigurationError, DependencyError
 from pytorch_winbuild.facts.model import load_facts
+from pytorch_winbuild.facts.source_tree import SourceTree
 from pytorch_winbuild.knowledge.config_files import load_toml
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import EnvChange
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = pytest.mark.build
 
@@ -238,11 +240,13 @@ def test_a_folder_configured_by_hand_is_judged_by_its_generator_only(tmp_path: P
 def windows_plan(cache: Path, present: bool):
     facts = load_facts(Path(__file__).resolve().parents[2] / "build_config" / "hosts" / "vs2017-cuda90-cuda100.json")
     return make_plan(
-        plan_options(cuda="9.0", cache_dir=str(cache)),
+        PlanRequest(
+            plan_options(cuda="9.0", cache_dir=str(cache)),
+            tree=SourceTree(version=("1.0.0", "version.txt")),
+            locate_archive=lambda archive: (str(cache / "deps" / archive.file_name[:-3]), present),
+        ),
         facts,
         load_knowledge(),
-        source_version=("1.0.0", "version.txt"),
-        locate_archive=lambda archive: (str(cache / "deps" / archive.file_name[:-3]), present),
     )
 
 

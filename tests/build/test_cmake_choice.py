@@ -23,6 +23,7 @@ from pytorch_winbuild.facts.model import load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = [pytest.mark.build, pytest.mark.xdist_group("cmake_wheels")]
 
@@ -35,7 +36,7 @@ OLD_POLICY = "Compatibility with CMake < 3.5 has been removed from CMake"
 def _plan(**raw: str) -> Plan:
     """A Windows plan for PyTorch 2.6.0 (a release whose tree declares policies older than 3.5)."""
     options = plan_options(cuda="cpu", pytorch_version="2.6.0", cache_dir=CACHE, **raw)
-    return make_plan(options, load_facts(HOSTS_DIR / "cpu-only.json"), KNOWLEDGE)
+    return make_plan(PlanRequest(options), load_facts(HOSTS_DIR / "cpu-only.json"), KNOWLEDGE)
 
 
 @pytest.fixture(scope="module")

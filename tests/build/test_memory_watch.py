@@ -30,6 +30,7 @@ from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = pytest.mark.build
 
@@ -161,7 +162,7 @@ def test_build_ext_records_its_peaks_and_an_oom_failure_names_the_jobs_that_fit(
     options = plan_options(
         cuda="cpu", compiler_cache="none", pytorch_version="2.13.0", build_venv=False, python=running
     )
-    plan = make_plan(options, facts, KNOWLEDGE)
+    plan = make_plan(PlanRequest(options), facts, KNOWLEDGE)
     cache = tmp_path / "cache"
     request = ExtensionRequest(path=extension, cache_dir=cache, log_dir=tmp_path / "logs")
     with pytest.raises(BuildError) as failure:

@@ -31,6 +31,7 @@ from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict
+from pytorch_winbuild.planning.request import PlanRequest
 
 CLIENT_HOSTS = Path(__file__).resolve().parent / "hosts"
 KNOWLEDGE = load_knowledge()
@@ -85,7 +86,7 @@ class PlanCase:
             build_venv=not self.extension,
             **({"extension": True} if self.extension else {}),
         )
-        return plan_to_dict(make_plan(options, facts, KNOWLEDGE, locate_archive=locate))
+        return plan_to_dict(make_plan(PlanRequest(options, locate_archive=locate), facts, KNOWLEDGE))
 
 
 def plan_cases(releases: tuple[str, ...]) -> Iterator[PlanCase]:

@@ -22,6 +22,7 @@ from pytorch_winbuild.facts.model import load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = [pytest.mark.client, pytest.mark.xdist_group("client")]
 
@@ -47,7 +48,7 @@ def _calls(tree: Path) -> dict[str, str]:
 
 def _plan(release: str, **raw: str) -> Plan:
     options = plan_options(cuda="cpu", pytorch_version=release, cache_dir="C:\\pytorch-winbuild", **raw)
-    return make_plan(options, load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json"), load_knowledge())
+    return make_plan(PlanRequest(options), load_facts(HOSTS_DIR / "vs2019-vs2022-cuda12.json"), load_knowledge())
 
 
 def _run(cmake: Path, call: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,7 @@ from pytorch_winbuild.faces.render import render_bat
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
+from pytorch_winbuild.planning.request import PlanRequest
 
 pytestmark = pytest.mark.cmd
 
@@ -77,11 +78,12 @@ def _run_bat(tmp_path: Path, run_cmd, wine_path, text: str) -> dict[str, str]:
 def test_bat_gives_exactly_the_planned_environment(tmp_path: Path, windows_machine: dict, run_cmd, wine_path):
     cache_dir = wine_path(tmp_path / "R&D 100% (x86) cache")
     plan = make_plan(
-        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, arch_list="6.1;7.0+PTX", jobs=3),
+        PlanRequest(
+            plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir, arch_list="6.1;7.0+PTX", jobs=3),
+            locate_archive=lambda archive: (str(deps_dir(PureWindowsPath(cache_dir), archive)), False),
+        ),
         facts_from_dict(windows_machine),
         load_knowledge(),
-        # fetch-deps' own cache layout, as `invoke env --host` uses it for another machine's (not yet filled) cache
-        locate_archive=lambda archive: (str(deps_dir(PureWindowsPath(cache_dir), archive)), False),
     )
     env = _run_bat(tmp_path, run_cmd, wine_path, render_bat(plan))
 
@@ -119,14 +121,14 @@ def test_bat_unsets_a_leftover_no_cuda_and_cpu_plans_set_it(
     tmp_path: Path, windows_machine: dict, run_cmd, wine_path, wine_prefix
 ):
     plan = make_plan(
-        plan_options(cuda="cpu", pytorch_version="0.4.1", cache_dir="C:\\c"),
+        PlanRequest(plan_options(cuda="cpu", pytorch_version="0.4.1", cache_dir="C:\\c")),
         facts_from_dict({**windows_machine, "python": {**windows_machine["python"]}}),
         load_knowledge(),
     )
     env = _run_bat(tmp_path, run_cmd, wine_path, render_bat(plan))
     assert env["NO_CUDA"] == "1" and env["NO_DISTRIBUTED"] == "1"
     plan = make_plan(
-        plan_options(cuda="9.0", pytorch_version="0.4.1", cache_dir="C:\\c"),
+        PlanRequest(plan_options(cuda="9.0", pytorch_version="0.4.1", cache_dir="C:\\c")),
         facts_from_dict(windows_machine),
         load_knowledge(),
     )
@@ -143,7 +145,7 @@ def _bat_with_vcvars(folder: Path, windows_machine: dict, vcvarsall: bytes, cach
     script = Path(windows_machine["visual_studio"][0]["vcvars"]["vcvarsall.bat"].replace("Z:", "").replace("\\", "/"))
     script.write_bytes(vcvarsall)
     plan = make_plan(
-        plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir),
+        PlanRequest(plan_options(cuda="9.0", pytorch_version="1.0.1", cache_dir=cache_dir)),
         facts_from_dict(windows_machine),
         load_knowledge(),
     )

@@ -238,12 +238,13 @@ def test_an_entry_pins_a_cmake_release_and_never_a_path() -> None:
 
     from pytorch_winbuild.facts.model import load_facts
     from pytorch_winbuild.planning.plan import make_plan
+    from pytorch_winbuild.planning.request import PlanRequest
 
     [entry] = _parse({**ENTRY, "cmake": "3.31"}).entries
     [unpinned] = _parse(ENTRY).entries
     assert (entry.request.cmake.kind, entry.request.cmake.value) == ("release", "3.31")
     assert entry.table_hash() != unpinned.table_hash()
-    plan = make_plan(entry.request, load_facts(HOSTS_DIR / "cpu-only.json"), KNOWLEDGE)
+    plan = make_plan(PlanRequest(entry.request), load_facts(HOSTS_DIR / "cpu-only.json"), KNOWLEDGE)
     assert plan.cmake is not None and plan.cmake.version == "3.31.10"
     with pytest.raises(ConfigurationError) as error:
         _parse({**ENTRY, "cmake": "C:\\Program Files\\CMake\\bin\\cmake.exe"})
