@@ -188,7 +188,7 @@ NIGHTLY_MERGE_HELP = {
         "The night's plan (`invoke nightly --matrix-json --plan-file`): entries it left out are shown skipped, "
         "entries whose part is missing are shown missing, each on its last good wheel."
     ),
-    "keep_days": "Retention, as for nightly (default: the plan's keep_days, else 14).",
+    "keep_days": "Retention, as for nightly (default: the plan's keep_days, else build_config/nightly.toml's).",
 }
 
 

@@ -334,17 +334,22 @@ def _arch_list_for_cuda(request: Options, ref: str | None, where: str, knowledge
     return request
 
 
-def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Matrix:
-    """Check every key of a matrix file, naming the file, entry and key on any problem."""
-    _unknown_keys(data, {"settings", "shared_cache", "entry"}, source)
+def parse_settings(data: dict[str, Any], source: str) -> Settings:
+    """A matrix file's [settings], checked."""
     settings_table = require(data, "settings", dict, source)
     where = f"{source}: settings"
     _unknown_keys(settings_table, SETTINGS_KEYS, where)
-    settings = Settings(
+    return Settings(
         output_dir=Path(require(settings_table, "output_dir", str, where)),
         keep_days=_positive_days(require(settings_table, "keep_days", int, where), f"{where}.keep_days"),
         min_free_gb=_free_gb(require(settings_table, "min_free_gb", (int, float), where), f"{where}.min_free_gb"),
     )
+
+
+def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Matrix:
+    """Check every key of a matrix file, naming the file, entry and key on any problem."""
+    _unknown_keys(data, {"settings", "shared_cache", "entry"}, source)
+    settings = parse_settings(data, source)
     shared = optional(data, "shared_cache", dict, source, {})
     _unknown_keys(shared, SHARED_CACHE_KEYS, f"{source}: shared_cache")
     tables = require(data, "entry", list, source)
@@ -364,8 +369,20 @@ def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Mat
     return Matrix(source, settings, _variables(shared, "env", f"{source}: shared_cache"), tuple(entries))
 
 
+def _matrix_file(path: Path | str | None) -> tuple[Path, str]:
+    """The matrix file (default: build_config/nightly.toml) and its name in messages."""
+    path = Path(path) if path else Path(DEFAULT_MATRIX)
+    return path, str(path) if path.exists() else f"build_config/{path}"
+
+
 def load_matrix(path: Path | str | None, knowledge: Knowledge) -> Matrix:
     """The matrix file (default: build_config/nightly.toml), checked."""
-    path = Path(path) if path else Path(DEFAULT_MATRIX)
-    label = str(path) if path.exists() else f"build_config/{path}"
+    path, label = _matrix_file(path)
     return parse_matrix(load_toml(path), label, knowledge)
+
+
+def load_settings(path: Path | str | None = None) -> Settings:
+    """The matrix file's [settings] alone (default: build_config/nightly.toml's), checked: what a command that builds
+    no entry needs of it (nightly-merge's keep_days, without a plan)."""
+    path, label = _matrix_file(path)
+    return parse_settings(load_toml(path), label)

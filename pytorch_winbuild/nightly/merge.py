@@ -44,13 +44,10 @@ from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.fleet_part import PATH_FIELDS, Part, read_part, result_from_record
 from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry, load_plan
 from pytorch_winbuild.nightly.index import file_sha256, write_index, write_text_file
-from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS
+from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS, load_settings
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, apply_retention, date_folders, published
 from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github, render_markdown
 from pytorch_winbuild.text.redact import redact_text
-
-DEFAULT_KEEP_DAYS = 14  # build_config/nightly.toml's; a plan file carries the matrix's own
-
 
 # --------------------------------------------------------------------------------------------
 # Placing files
@@ -393,7 +390,7 @@ def _merge_into(
 ) -> MergeResult:
     """The night merged into the staging folder (see merge_night)."""
     if keep_days is None:
-        keep_days = plan.keep_days if plan else DEFAULT_KEEP_DAYS
+        keep_days = plan.keep_days if plan else load_settings().keep_days  # build_config/nightly.toml's
     started = _night_time(plan, loaded)
     day = started.date().isoformat()
     summary = MergedSummary(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,10 @@ def test_without_a_plan_the_night_is_its_parts(tmp_path: Path) -> None:
     result = merge_night([one, two], tmp_path / "channel")
     assert [entry.name for entry in result.summary.entries] == ["cu128", "cpu"]  # the parts' order
     assert result.summary.started == f"{DAY}T02:00:00+00:00" and result.summary.stamp == "20260303-020000"
+    # Retention as the matrix file says, as the nightly's own.
+    shipped = tomllib.loads((REPO_ROOT / "build_config" / "nightly.toml").read_text(encoding="utf-8"))
+    assert result.summary.retention is not None
+    assert result.summary.retention.keep_days == shipped["settings"]["keep_days"]
     with pytest.raises(ConfigurationError, match="there is nothing to merge: no part and no plan"):
         merge_night([], tmp_path / "empty")
     with pytest.raises(ConfigurationError, match=r"holds no nightly summary"):
