@@ -192,6 +192,7 @@ def test_a_child_stopped_by_the_timeout_takes_its_tree(tmp_path: Path) -> None:
         (("nightly-merge", "--part", "p"), "--output-dir"),
         (("nightly-merge", "--output-dir", "out"), "--part"),
         (("nightly-merge", "--part", "p", "--output-dir", "out"), "--previous"),
+        (("nightly-site", "out"), "--stage"),
         (("nightly", "--matrix-json"), "--matrix"),
     ],
 )

@@ -31,6 +31,7 @@ after the task name, where no other flag can take it as its value):
   or `--from-dir <sandbox>/mirror`, a folder holding junk archives (so it fails with 4 or 2).
 - nightly: always `--output-dir` inside the sandbox and `--min-free-gb` either huge (1e12: every
   entry stops at its disk stage, before any clone or build; exit 5) or malformed (exit 2).
+- nightly-merge, nightly-site: always `--output-dir` (and nightly-site's `--stage`) inside the sandbox.
 - build-ext: has no dry run; its PATH is never a folder (missing, a file, empty), so it stops with
   exit 2 before anything runs. Only the command line and configuration layers are exercised.
 - verify: always `--python` with something that is not a Python with torch (missing, a folder, a
@@ -1142,6 +1143,14 @@ def _fixed_arguments(draw: st.DrawFn, spec: Spec, names: set[str]) -> tuple[list
         output = draw(st.one_of(GOOD_OUTPUTS, GOOD_OUTPUTS, GOOD_OUTPUTS, WRITER_VALUES))
         spec.outputs.append(output)
         fixed, excluded = ["--output-dir", output], {"output-dir"}
+    elif task == "nightly-site":  # writes only its OUTPUT_DIR and --stage (folders of the test)
+        output = draw(st.one_of(GOOD_OUTPUTS, GOOD_OUTPUTS, GOOD_OUTPUTS, WRITER_VALUES))
+        spec.outputs.append(output)
+        fixed, excluded = ["--output-dir", output], {"output-dir", "stage"}
+        if draw(st.booleans()):
+            stage = draw(st.one_of(GOOD_OUTPUTS, WRITER_VALUES))
+            spec.outputs.append(stage)
+            fixed += ["--stage", stage]
     elif task == "fetch-deps":
         mode = draw(st.sampled_from(["dry-run", "dry-run", "mirror", "from-dir"]))
         if mode == "dry-run":

@@ -192,6 +192,18 @@ NIGHTLY_MERGE_HELP = {
 }
 
 
+NIGHTLY_SITE_HELP = {
+    "output_dir": "The nightly's output folder (the matrix's output_dir, or a merged channel).",
+    "nights": "Nights the dashboard shows per entry (default: 14).",
+    "stage": (
+        "Also make a publishable copy in this new or empty folder: the date folders (hard-linked where it can be; "
+        "not state.json, hidden or temporary files), the wheels --wheels keeps, and an index and dashboard of exactly "
+        "that."
+    ),
+    "wheels": "Wheels the copy holds: all (every kept one), newest (each entry's newest), or none (default: all).",
+}
+
+
 DOCTOR_HELP = {
     "host": PLAN_HELP["host"],
     "json": (

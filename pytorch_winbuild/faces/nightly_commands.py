@@ -1,7 +1,8 @@
 """What the nightly tasks do once their flags are read: check them, then build the matrix on this runner
-(`invoke nightly`), print a fleet's jobs (--matrix-json) or this runner's labels (--runner-labels), or merge
-the runners' parts into one channel (`invoke nightly-merge`). Kept apart from commands.py, whose tasks
-plan and build one configuration.
+(`invoke nightly`), print a fleet's jobs (--matrix-json) or this runner's labels (--runner-labels), merge
+the runners' parts into one channel (`invoke nightly-merge`), or make an output folder's pip index and
+dashboard again (`invoke nightly-site`). Kept apart from commands.py, whose tasks plan and build one
+configuration.
 """
 
 from __future__ import annotations
@@ -181,4 +182,25 @@ def nightly_merge(
         previous=Path(previous) if previous else None,
         plan_path=Path(plan) if plan else None,
         keep_days=keep,
+    )
+
+
+def nightly_site(c: Context, *, output_dir: str, nights: str | None, stage: str | None, wheels: str) -> None:
+    """The `nightly-site` task."""
+    from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS
+    from pytorch_winbuild.nightly.site import run_site
+
+    for value, label in ((output_dir, "OUTPUT_DIR"), (stage, "--stage")):
+        path_flag(value, label)
+    shown = whole_number(nights, "--nights", minimum=0)
+    folder = Path(output_dir)
+    if folder.is_dir():  # else run_site says it is not a folder
+        writable_folder(folder, "OUTPUT_DIR")
+    if stage is not None:
+        writable_folder(Path(stage), "--stage")
+    run_site(
+        folder,
+        nights=DEFAULT_NIGHTS if shown is None else shown,
+        stage=Path(stage) if stage is not None else None,
+        wheels=wheels,
     )

@@ -16,6 +16,7 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
     diagnose    diagnosis/triage.py with diagnosis/rules.py
     nightly     nightly/run.py (--matrix-json: nightly/fleet_plan.py; --runner-labels: nightly/runner_labels.py)
     nightly-merge  nightly/merge.py
+    nightly-site   nightly/site.py
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pytorch_winbuild.faces.help import (
     FETCH_DEPS_HELP,
     NIGHTLY_HELP,
     NIGHTLY_MERGE_HELP,
+    NIGHTLY_SITE_HELP,
     VERIFY_HELP,
 )
 
@@ -268,5 +270,16 @@ def nightly_merge(
     nightly_commands.nightly_merge(c, **given(locals()))
 
 
-for _task in (doctor, env, build, fetch_deps, clean, build_ext, verify, diagnose, nightly, nightly_merge):
+@task(help=NIGHTLY_SITE_HELP, auto_shortflags=False)
+@reports_errors
+def nightly_site(
+    c: Context, output_dir: str, nights: str | None = None, stage: str | None = None, wheels: str = "all"
+) -> None:
+    """Make the nightly's pip index (simple/) and dashboard (index.html) again from OUTPUT_DIR.
+
+    --stage also makes a copy to publish, in a new or empty folder."""
+    nightly_commands.nightly_site(c, **given(locals()))
+
+
+for _task in (doctor, env, build, fetch_deps, clean, build_ext, verify, diagnose, nightly, nightly_merge, nightly_site):
     namespace.add_task(_task)

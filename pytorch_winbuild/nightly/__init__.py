@@ -7,6 +7,5 @@ for skipping), `retention` (old outputs), `summary` (JSON, Markdown, GitHub) and
 Nightly is a loop of plans over a matrix, not a second build system: each build is `invoke
 build`'s runner in wheel mode.
 
-Nothing is imported here: `python -m pytorch_winbuild.nightly.site` would otherwise find its own
-module already imported (through run) and warn.
+Nothing is imported here: each task loads only the modules it uses.
 """

@@ -22,13 +22,11 @@ folder (the published files hard-linked into it) and put in its place with two r
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import secrets
 import shutil
 import stat
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -36,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild import atomic_file
-from pytorch_winbuild.errors import ConfigurationError, WinbuildError
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.nightly.channel_history import ChannelHistory, LastGood, read_channel
 from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, write_dashboard
@@ -44,7 +42,7 @@ from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.fleet_part import PATH_FIELDS, Part, read_part, result_from_record
 from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry, load_plan
 from pytorch_winbuild.nightly.index import file_sha256, write_index, write_text_file
-from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS, load_settings
+from pytorch_winbuild.nightly.matrix import load_settings
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, apply_retention, date_folders, published
 from pytorch_winbuild.nightly.summary import NightlySummary, publish_to_github, render_markdown
 from pytorch_winbuild.text.redact import redact_text
@@ -444,18 +442,8 @@ def _merge_into(
 
 
 # --------------------------------------------------------------------------------------------
-# Command line: python -m pytorch_winbuild.nightly.merge (invoke nightly-merge calls merge_night)
+# The command: invoke nightly-merge (faces/nightly_commands.py checks its flags)
 # --------------------------------------------------------------------------------------------
-
-
-def keep_days_value(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_KEEP_DAYS:
-        raise argparse.ArgumentTypeError(f"expected a whole number of days from 1 to {MAX_KEEP_DAYS}, got {text!r}")
-    return value
 
 
 def run_merge(
@@ -467,32 +455,9 @@ def run_merge(
     keep_days: int | None,
     environ: dict[str, str] | None = None,
 ) -> MergeResult:
-    """The merge as both commands run it: the plan read, the night merged and described, GitHub told."""
+    """The merge as `invoke nightly-merge` runs it: the plan read, the night merged and described, GitHub told."""
     plan = load_plan(plan_path) if plan_path else None
     result = merge_night(parts, output_dir, previous=previous, plan=plan, plan_path=plan_path, keep_days=keep_days)
     print(result.describe(), flush=True)
     publish_to_github(result.summary, dict(os.environ if environ is None else environ))
     return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytorch_winbuild.nightly.merge",
-        description="Join a fleet's nightly parts and the last published channel into one channel.",
-    )
-    parser.add_argument("parts", nargs="*", type=Path, help="runners' output folders (invoke nightly --output-dir)")
-    parser.add_argument("--output-dir", type=Path, required=True, help="the merged channel's folder")
-    parser.add_argument("--previous", type=Path, help="the channel published last night")
-    parser.add_argument("--plan", type=Path, help="the night's plan (invoke nightly --matrix-json --plan-file)")
-    parser.add_argument("--keep-days", type=keep_days_value, help="retention (default: the plan's, else 14)")
-    args = parser.parse_args(argv)
-    try:
-        run_merge(args.parts, args.output_dir, previous=args.previous, plan_path=args.plan, keep_days=args.keep_days)
-    except WinbuildError as error:
-        print(error.paragraph(), file=sys.stderr)
-        return error.exit_code
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -50,7 +50,7 @@ def _write_site(output_dir: Path) -> None:
     except Exception as exc:  # the wheels and summaries stand; the site is regenerated next night or by hand
         print(
             f"-- warning: the pip index and dashboard in {output_dir} were not updated ({type(exc).__name__}: {exc}); "
-            f"`python -m pytorch_winbuild.nightly.site {output_dir}` writes them again.",
+            f"`invoke nightly-site {output_dir}` writes them again.",
             flush=True,
         )
 

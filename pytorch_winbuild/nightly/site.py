@@ -1,11 +1,11 @@
 """The nightly's output folder as a static site: the pip index and the dashboard, and a copy to publish.
 
 `write_site` regenerates both from what is on disk (the kept date folders' summaries and
-wheels), so it runs after every nightly, failed ones included, and by hand:
+wheels), so it runs after every nightly, failed ones included, and by hand (faces/tasks.py):
 
-    python -m pytorch_winbuild.nightly.site OUTPUT_DIR [--nights N]
+    invoke nightly-site OUTPUT_DIR [--nights N]
 
-    python -m pytorch_winbuild.nightly.site OUTPUT_DIR --stage FOLDER [--wheels all|newest|none]
+    invoke nightly-site OUTPUT_DIR --stage FOLDER [--wheels all|newest|none]
 
 `--stage` makes a publishable copy in an empty FOLDER: the date folders (hard-linked where it
 can be; not state.json, hidden or temporary files), with all wheels, each entry's newest or none,
@@ -15,14 +15,12 @@ Pages.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytorch_winbuild.errors import ConfigurationError, WinbuildError
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, write_dashboard
 from pytorch_winbuild.nightly.index import HASH_CACHE, IndexResult, write_index
 from pytorch_winbuild.nightly.retention import WHEEL_RECORD_SUFFIX, date_folders, newest_wheels, published
@@ -91,38 +89,15 @@ def stage_site(output_dir: Path, destination: Path, wheels: str = "all", nights:
         (destination / HASH_CACHE).unlink(missing_ok=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytorch_winbuild.nightly.site",
-        description="Regenerate the nightly's pip index (simple/) and dashboard (index.html) from the output folder.",
-    )
-    parser.add_argument("output_dir", type=Path, help="the nightly's output folder (the matrix's output_dir)")
-    parser.add_argument("--nights", type=int, default=DEFAULT_NIGHTS, help="nights the dashboard shows per entry")
-    parser.add_argument(
-        "--stage", type=Path, help="also make a publishable copy (date folders, index, dashboard) in this empty folder"
-    )
-    parser.add_argument(
-        "--wheels",
-        choices=WHEEL_CHOICES,
-        default="all",
-        help="wheels the copy holds: all kept ones, each entry's newest, or none (default: all)",
-    )
-    args = parser.parse_args(argv)
-    try:
-        if not args.output_dir.is_dir():
-            raise ConfigurationError(
-                f"{args.output_dir} is not a folder.", fix="pass the nightly's output folder (e.g. dist/nightly)."
-            )
-        site = write_site(args.output_dir, args.nights)
-        print(site.describe())
-        if args.stage is not None:
-            staged = stage_site(args.output_dir, args.stage, args.wheels, args.nights)
-            print(f"staged in {args.stage}:\n{staged.describe()}")
-    except WinbuildError as error:
-        print(error.paragraph(), file=sys.stderr)
-        return error.exit_code
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run_site(output_dir: Path, *, nights: int = DEFAULT_NIGHTS, stage: Path | None = None, wheels: str = "all") -> None:
+    """`invoke nightly-site`: the site regenerated in `output_dir`, and staged in `stage` when given; both described."""
+    if wheels not in WHEEL_CHOICES:
+        raise ConfigurationError(f"--wheels {wheels!r} is not one of {', '.join(WHEEL_CHOICES)}.")
+    if not output_dir.is_dir():
+        raise ConfigurationError(
+            f"{output_dir} is not a folder.", fix="pass the nightly's output folder (e.g. dist/nightly)."
+        )
+    print(write_site(output_dir, nights).describe(), flush=True)
+    if stage is not None:
+        staged = stage_site(output_dir, stage, wheels, nights)
+        print(f"staged in {stage}:\n{staged.describe()}", flush=True)

@@ -15,9 +15,9 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 import pytest
 from channel_support import assert_links_resolve, check_dashboard, chromium, console_problems, http_server
+from support import run_invoke
 
 from pytorch_winbuild.nightly.entry import EntryResult
-from pytorch_winbuild.nightly.site import main as site_main
 from pytorch_winbuild.nightly.site import write_site
 from pytorch_winbuild.nightly.summary import NightlySummary
 
@@ -285,6 +285,14 @@ def test_moved_folders_link_where_they_are_now_and_nothing_outside(tmp_path: Pat
     assert f"{DAYS[1]}/nightly-20260302-020000.json: unreadable (" in text
 
 
+def _site(*args: str) -> int:
+    """`invoke nightly-site ARGS`, as the workflow runs it: its exit code (an error is one paragraph, no traceback)."""
+    done = run_invoke("nightly-site", *args)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0 or done.stderr.startswith("configuration error: "), done.stderr
+    return done.returncode
+
+
 def test_the_site_command_regenerates_and_stages_what_the_pages_link(tmp_path: Path) -> None:
     output = tmp_path / "nightly"
     three_nights(output)
@@ -293,9 +301,9 @@ def test_the_site_command_regenerates_and_stages_what_the_pages_link(tmp_path: P
     _file(output / DAYS[0] / "cpu" / f"{wheel_name}.nightly.json", "{}\n")  # the record beside a wheel
     stage = tmp_path / "stage"
 
-    assert site_main([str(output)]) == 0
+    assert _site(str(output)) == 0
     assert (output / "index.html").is_file() and (output / "simple" / "torch" / "index.html").is_file()
-    assert site_main([str(output), "--stage", str(stage), "--wheels", "newest"]) == 0
+    assert _site(str(output), "--stage", str(stage), "--wheels", "newest") == 0
 
     staged = sorted(path.relative_to(stage).as_posix() for path in stage.rglob("*") if path.is_file())
     assert "index.html" in staged and "simple/index.html" in staged and "entries/cpu/simple/index.html" in staged
@@ -313,10 +321,12 @@ def test_the_site_command_regenerates_and_stages_what_the_pages_link(tmp_path: P
     hrefs = Page((stage / "index.html").read_text(encoding="utf-8")).hrefs()
     assert all(resolves(stage / "index.html", href) for href in hrefs)
     assert f"{DAYS[0]}/cpu/{wheel_name.replace('+', '%2B')}" not in hrefs
-    assert site_main([str(output), "--stage", str(stage)]) == 2  # never into a folder that holds something
-    assert site_main([str(tmp_path / "missing")]) == 2
+    assert _site(str(output), "--stage", str(stage)) == 2  # never into a folder that holds something
+    assert _site(str(tmp_path / "missing")) == 2
+    assert _site(str(output), "--wheels", "oldest") == 2
+    assert _site(str(output), "--nights", "-1") == 2
     everything = tmp_path / "everything"
-    assert site_main([str(output), "--stage", str(everything)]) == 0
+    assert _site(str(output), "--stage", str(everything), "--nights", "3") == 0
     assert len(list(everything.rglob("*.whl"))) == 4  # every kept wheel
 
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from fleet_support import past_entry, past_night
 from nightly_support import REPO_ROOT
+from support import run_invoke
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry
 from pytorch_winbuild.nightly.matrix import parse_matrix
-from pytorch_winbuild.nightly.merge import main as merge_main
 from pytorch_winbuild.nightly.merge import merge_night
 
 DAY = "2026-03-03"
@@ -151,11 +151,12 @@ def test_without_a_plan_the_night_is_its_parts(tmp_path: Path) -> None:
         merge_night([tmp_path / "channel" / DAY / "cpu"], tmp_path / "other")
 
 
-def test_the_module_form_refuses_two_parts_of_one_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_task_refuses_two_parts_of_one_entry(tmp_path: Path) -> None:
     one = _windows_part(tmp_path / "one", "cpu")
     two = _windows_part(tmp_path / "two", "cpu")
-    assert merge_main([str(one), str(two), "--output-dir", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.startswith(f"configuration error: entry 'cpu' is in {one} and {two}; ")
+    done = run_invoke("nightly-merge", "--part", str(one), "--part", str(two), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"configuration error: entry 'cpu' is in {one} and {two}; ")
     assert not (tmp_path / "out").exists()
 
 

@@ -1,4 +1,4 @@
-"""The nightly's own files made hostile, through `invoke nightly` and `python -m pytorch_winbuild.nightly.site`
+"""The nightly's own files made hostile, through `invoke nightly` and `invoke nightly-site`
 as the scheduler runs them (issue 29 point 4): a lock, state or summary nested 100,000 deep, a lock whose PID
 or time is no number a process has, keep_days past a date's range, min_free_gb = nan. Each ends in a clear
 message and its documented exit code, never a traceback; the tool's own files are taken over or rebuilt.
@@ -130,9 +130,9 @@ def test_an_entry_s_min_free_gb_nan_is_refused(tmp_path: Path) -> None:
 
 
 def _site(out: Path) -> subprocess.CompletedProcess[str]:
-    """`python -m pytorch_winbuild.nightly.site OUT`, as nightly.yml runs it."""
+    """`invoke nightly-site OUT`, as nightly.yml runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "pytorch_winbuild.nightly.site", str(out)],
+        [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), "nightly-site", str(out)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -142,7 +142,7 @@ def _site(out: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_site_lists_a_deep_summary_and_rebuilds_a_deep_hash_cache(tmp_path: Path) -> None:
-    """`python -m pytorch_winbuild.nightly.site`: a summary nested 100,000 deep is named on the dashboard as
+    """`invoke nightly-site`: a summary nested 100,000 deep is named on the dashboard as
     unreadable, the wheel hash cache (the site's own) is written again, and the index lists the wheel."""
     out = tmp_path / "out"
     wheel = out / "2026-01-02" / "cpu" / "torch-2.0.0-cp311-cp311-linux_x86_64.whl"

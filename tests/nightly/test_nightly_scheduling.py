@@ -103,7 +103,7 @@ def test_the_plan_feeds_the_build_matrix_and_the_publish_job_always_merges() -> 
     ]
     merge = next(s for s in publish["steps"] if "nightly-merge" in s.get("run", ""))
     assert "--plan" in merge["run"] and "--part" in merge["run"] and "--previous" in merge["run"]
-    assert "--stage" in merge["run"] and "--wheels newest" in merge["run"]
+    assert "nightly-site" in merge["run"] and "--stage" in merge["run"] and "--wheels newest" in merge["run"]
     # Last night's channel is this workflow's newest nightly-channel artifact of the default branch.
     download = next(s for s in plan["steps"] if "gh run download" in s.get("run", ""))
     assert (
