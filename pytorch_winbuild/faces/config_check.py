@@ -16,6 +16,7 @@ from invoke.vendor import yaml
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.json_file import parse_json
+from pytorch_winbuild.planning.flag_table import NUMBER_SETTINGS
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -32,9 +33,8 @@ def invoke_config_files(project_dir: Path | None, home: Path) -> list[Path]:
     ]
 
 
-# Settings that may also be written as a bare number; every other one is text (a YAML 9.0 or 10.10
-# is a float, 10.1 once read, so versions must be quoted).
-NUMBER_SETTINGS = ("jobs", "vs")
+# Settings that may also be written as a bare number (planning/flag_table.py); every other one is text (a YAML
+# 9.0 or 10.10 is a float, 10.1 once read, so versions must be quoted).
 
 
 def _parse(path: Path) -> Any:

@@ -22,24 +22,10 @@ from invoke import Context
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.paths import default_cache_dir
+from pytorch_winbuild.planning.flag_table import SETTINGS
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
-WINBUILD_DEFAULTS: dict[str, Any] = {
-    "cuda": "auto",
-    "vs": "auto",
-    "toolset": None,
-    "generator": "auto",
-    "compiler_cache": "auto",
-    "arch_list": None,
-    "jobs": None,
-    "pytorch_version": None,
-    "python": None,
-    "cmake": None,
-    "find_links": None,
-    "index_url": None,
-    "cache_dir": None,
-    "mirror": None,
-}
+WINBUILD_DEFAULTS: dict[str, Any] = dict(SETTINGS)  # planning/flag_table.py: the flags with a setting
 
 
 def setting(c: Context, name: str, flag: Any) -> Any:

@@ -2,77 +2,24 @@
 
 from __future__ import annotations
 
-PLAN_HELP = {
-    "cuda": (
-        "CUDA to build with: X.Y (e.g. 9.0), 'cpu', or 'auto' (newest installed that an installed toolset accepts). "
-        "Default: auto."
-    ),
-    "vs": "Visual Studio product line: 2015, 2017, 2019, 2022, 2026 or auto (default).",
-    "toolset": "MSVC toolset, short form such as 14.11 (selected with -vcvars_ver). Default: newest the CUDA accepts.",
-    "generator": "CMake generator: ninja (parallel CUDA compiles), vs, or auto (ninja when installed; default).",
-    "compiler_cache": (
-        "clcache, sccache, ccache (Linux), none, or auto (the era's preferred one that is installed; default)."
-    ),
-    "arch_list": "TORCH_CUDA_ARCH_LIST, e.g. '6.1' or '6.1;7.5+PTX': build only for your GPUs (much shorter builds).",
-    "jobs": "MAX_JOBS: parallel compile jobs (lower it when the machine runs out of memory).",
-    "pytorch_version": (
-        "PyTorch version being built (chooses the era's variables); default: the source tree's version.txt, else the "
-        "newest era."
-    ),
-    "source": (
-        "PyTorch source folder (default: the current folder when it holds PyTorch's setup.py). Used for its version "
-        "and path checks."
-    ),
-    "cache_dir": (
-        "pytorch-winbuild cache folder (downloads, MKL/MAGMA, compiler caches). Default: cache/ of the repo, or the "
-        "user cache folder."
-    ),
-    "host": (
-        "Plan for the machine described by this facts file (written by `invoke doctor --json`) instead of probing "
-        "this one."
-    ),
-    "mkl_version": "MKL archive version (default: the era's, as its Windows CI used it; see build_config/eras.toml).",
-    "magma_version": "MAGMA version (default: the newest the era uses that exists for the CUDA).",
-    "magma_debug": "Use MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
-    "no_magma": "Build without MAGMA even for CUDA builds.",
-    "python": (
-        "The build's Python (not the one running this tool): X.Y (e.g. 3.6), a path to python, or auto (default: the "
-        "newest installed 64-bit CPython the era accepts; on Windows NuGet's CPython when none is installed). The "
-        "build runs in a venv made from it under the cache."
-    ),
-    "cmake": (
-        "The build's CMake: auto (default: the newest CMake on PyPI inside the release's bounds, installed into the "
-        "build venv), a release X.Y or X.Y.Z from PyPI (e.g. 3.31), or the path of an installed cmake. Checked "
-        "against the release's cmake_minimum_required, CMake 4's refusal of old policies, the generator and CUDA."
-    ),
-}
-
+from pytorch_winbuild.planning.flag_table import PLAN_HELP, task_help
 
 ENV_HELP = {
-    **PLAN_HELP,
+    **task_help("env"),
     "format": "table (with reasons; default), json, bat (cmd.exe), ps1 (PowerShell) or sh (Linux plans).",
     "output": "Write to this file (UTF-8) instead of standard output.",
 }
 
 
 BUILD_HELP = {
-    **PLAN_HELP,
+    **task_help("build"),
     "dry_run": (
         "Show the plan (Visual Studio, toolset, vcvars call, CUDA, generator, cache, every variable with its reason, "
         "the commands) and stop."
     ),
     "format": "Output format of --dry-run: table (default), json, bat, ps1 or sh.",
     "mode": "install (python setup.py install, the seeds' default), develop, or wheel (bdist_wheel into dist/).",
-    "source": (
-        "PyTorch checkout to build (default: the current folder when it holds PyTorch's setup.py). With --repo: the "
-        "folder to clone into (default: <cache>/src/<name>)."
-    ),
     "clean": "Remove the source's build/ folder first (a full rebuild; the compiler cache still helps).",
-    "find_links": (
-        "pip --find-links for the build venv's requirements: a folder of wheels (an offline machine; add --index-url "
-        "to also use an index)."
-    ),
-    "index_url": "pip --index-url for the build venv's requirements (a mirror of PyPI).",
     "repo": "Git URL to clone (recursive submodules) or, when the clone exists, fetch; then check out --ref.",
     "ref": "With --repo: branch, tag or commit to check out (default: the remote's default branch).",
     "libtorch": "Build LibTorch only (python tools/build_libtorch.py) instead of the --mode command.",
@@ -96,10 +43,7 @@ FETCH_DEPS_HELP = {
     ),
     "magma_debug": "Fetch MAGMA's debug build (for DEBUG=1 builds of PyTorch).",
     "no_magma": "Build without MAGMA: fetch MKL only, even with --cuda.",
-    "mirror": (
-        "Base URL of a flat folder holding the same file names as the public bucket: http(s)://... or file:///... "
-        "(also winbuild.mirror / INVOKE_WINBUILD_MIRROR)."
-    ),
+    "mirror": PLAN_HELP["mirror"],
     "from_dir": "Folder holding archives you downloaded by hand: take them from there, download nothing.",
     "update_lock": (
         "Accept archives whose SHA-256 differs from this cache's first-use record (<cache>/deps.lock) and record the "
@@ -123,16 +67,8 @@ FETCH_DEPS_HELP = {
 
 
 BUILD_EXT_HELP = {
-    **{name: PLAN_HELP[name] for name in ("cuda", "vs", "toolset", "compiler_cache", "arch_list", "jobs", "cache_dir")},
-    "python": (
-        "The Python whose torch the extension builds against and runs: X.Y, a path, or auto (default: the one "
-        "running this task)."
-    ),
+    **task_help("build_ext"),
     "path": "Folder of the extension (the one holding its setup.py).",
-    "pytorch_version": (
-        "PyTorch version the extension builds against (chooses the era's variables). Default: the installed torch's "
-        "version."
-    ),
     "mode": "inplace (python setup.py build_ext --inplace; default), develop, or install.",
     "clean": "Remove the extension's build/ folder first (a full rebuild; the compiler cache still helps).",
     "log_dir": "Folder for this run's log and JSON report (default: <cache>/logs).",

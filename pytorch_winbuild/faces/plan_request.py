@@ -8,15 +8,17 @@ Precedence, as scikit-build-core's source chain: a flag on the command line > th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from invoke import Context
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.flags import CacheChoice, example, flag_label, path_flag, setting, whole_number
 from pytorch_winbuild.paths import peaks_file
+from pytorch_winbuild.planning.flag_table import PLAN_FLAGS, TEXT_FLAGS
 
 if TYPE_CHECKING:  # the planning modules load when a task plans, not when Invoke lists the tasks
     from pytorch_winbuild.deps.catalog import Archive
@@ -24,32 +26,12 @@ if TYPE_CHECKING:  # the planning modules load when a task plans, not when Invok
     from pytorch_winbuild.knowledge.choices import Mode
     from pytorch_winbuild.knowledge.model import Knowledge
     from pytorch_winbuild.planning.jobs import MeasuredJobs
+    from pytorch_winbuild.planning.options import Options
     from pytorch_winbuild.planning.plan_model import Plan
     from pytorch_winbuild.planning.python_choice import PythonRequest
 
-# The flags every planning task has, by their Options name; tasks hand them here in a dict.
-PLAN_FLAGS = (
-    "cuda",
-    "vs",
-    "toolset",
-    "generator",
-    "compiler_cache",
-    "arch_list",
-    "jobs",
-    "pytorch_version",
-    "cache_dir",
-    "mkl_version",
-    "magma_version",
-    "magma_debug",
-    "no_magma",
-    "python",
-    "cmake",
-)
-# Those read as text by planning/options.py's parser (the others are paths, switches or numbers).
-TEXT_FLAGS = ("cuda", "vs", "toolset", "generator", "compiler_cache", "arch_list", "pytorch_version", "cmake")
 
-
-def facts_for(host: str | None, *, gpus: bool = True):
+def facts_for(host: str | None, *, gpus: bool = True) -> Facts:
     """The --host file's facts, or this machine's (`gpus` False: a CPU-only plan does not ask the driver)."""
     from pytorch_winbuild.facts.model import load_facts
     from pytorch_winbuild.facts.probe import probe
@@ -61,7 +43,7 @@ def this_os() -> str:
     return "windows" if os.name == "nt" else "linux"
 
 
-def plan_cache_dir(cache: CacheChoice, facts: Any) -> tuple[PurePath, str | None]:
+def plan_cache_dir(cache: CacheChoice, facts: Facts) -> tuple[PurePath, str | None]:
     """The cache folder of the machine the plan is for, and a note when it was inferred.
 
     On this machine: --cache-dir, the configuration, or the default. For a --host plan of another
@@ -108,7 +90,7 @@ def plan_cache_dir(cache: CacheChoice, facts: Any) -> tuple[PurePath, str | None
     )
 
 
-def python_request(c: Context, flag: str | None, label: str) -> PythonRequest:
+def python_request(c: Context, flag: object, label: str) -> PythonRequest:
     """--python (or winbuild.python) parsed once; a path is checked as a path (build_request asks it what it is)."""
     from pytorch_winbuild.planning.python_choice import PythonRequest
 
@@ -131,7 +113,7 @@ def source_folder(source: str | None) -> Path | None:
     return folder
 
 
-def read_options(c: Context, flags: dict[str, Any], knowledge: Any, **typed: Any) -> Any:
+def read_options(c: Context, flags: Mapping[str, object], knowledge: Knowledge, **typed: object) -> Options:
     """The text flags in `flags` (by Options name; None: not given) with their settings, as one typed Options;
     `typed` adds values the task holds as their type (--mode, parsed where the task reads it). Facts, paths and
     the Python are added by the caller."""
@@ -156,7 +138,7 @@ def plan_from_flags(
     mode: Mode | None = None,
     libtorch: bool = False,
     source_is_pytorch: bool = True,
-    arguments: dict[str, Any],
+    arguments: Mapping[str, object],
     measured_for: str | None = None,
     build_venv: bool = True,
     facts: Facts | None = None,

@@ -8,7 +8,7 @@ below it take these values as they are: they never see the user's text again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
@@ -87,8 +87,22 @@ def checked_jobs(jobs: int | None, label: str = "--jobs") -> int | None:
     return jobs
 
 
+# The reader of each text flag (planning/flag_table.py TEXT_FLAGS) and of --mode: (knowledge, text, label) → value.
+READERS: dict[str, Callable[[Knowledge, object, str], object]] = {
+    "cuda": lambda knowledge, text, label: parse_cuda(text, knowledge, label),
+    "vs": lambda _, text, label: parse_vs(text, label),
+    "toolset": lambda _, text, label: parse_toolset(text, label),
+    "generator": lambda _, text, label: parse_generator(text, label),
+    "compiler_cache": lambda _, text, label: parse_compiler_cache(text, label),
+    "arch_list": lambda knowledge, text, label: parse_arch_request(text, knowledge.gpu.any_release(), label),
+    "pytorch_version": lambda _, text, label: parse_pytorch_pin(text, label),
+    "mode": lambda _, text, label: parse_mode(text, label),
+    "cmake": lambda _, text, label: parse_cmake(text, label),
+}
+
+
 def parse_options(
-    knowledge: Knowledge, raw: Mapping[str, Any], labels: Mapping[str, str] | None = None, **typed: Any
+    knowledge: Knowledge, raw: Mapping[str, object], labels: Mapping[str, str] | None = None, **typed: object
 ) -> Options:
     """Options from raw values (text, or None for the default), each read once and named by `labels`
     (name → how an error names it: '--cuda', 'winbuild.cuda', "entry 'cu128'.cuda"; default: the flag).
@@ -98,24 +112,13 @@ def parse_options(
         return (labels or {}).get(name) or _flag(name)
 
     values: dict[str, Any] = dict(typed)
-    readers = {
-        "cuda": lambda text: parse_cuda(text, knowledge, label("cuda")),
-        "vs": lambda text: parse_vs(text, label("vs")),
-        "toolset": lambda text: parse_toolset(text, label("toolset")),
-        "generator": lambda text: parse_generator(text, label("generator")),
-        "compiler_cache": lambda text: parse_compiler_cache(text, label("compiler_cache")),
-        "arch_list": lambda text: parse_arch_request(text, knowledge.gpu.any_release(), label("arch_list")),
-        "pytorch_version": lambda text: parse_pytorch_pin(text, label("pytorch_version")),
-        "mode": lambda text: parse_mode(text, label("mode")),
-        "cmake": lambda text: parse_cmake(text, label("cmake")),
-    }
     for name, text in raw.items():
         if text is None:
             continue
-        reader = readers.get(name)
+        reader = READERS.get(name)
         if reader is None:
             raise TypeError(f"parse_options: no reader for {name!r}")  # a caller's mistake, not the user's
-        values[name] = reader(text)
+        values[name] = reader(knowledge, text, label(name))
     if "jobs" in values:
         checked_jobs(values["jobs"], label("jobs"))
     return Options(**values)
