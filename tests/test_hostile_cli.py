@@ -427,8 +427,8 @@ def test_a_dry_run_refuses_a_ref_git_would_read_as_an_option(tmp_path: Path) -> 
 def test_an_unknown_placeholder_in_deps_toml_names_the_key() -> None:
     import tomllib
 
-    from pytorch_winbuild.deps.catalog import parse_catalog
     from pytorch_winbuild.errors import ConfigurationError
+    from pytorch_winbuild.knowledge.catalog import parse_catalog
 
     data = tomllib.loads((REPO_ROOT / "build_config" / "deps.toml").read_text(encoding="utf-8"))
     data["magma"]["file"] = "magma_{version}_{cuda}_{variant}.7z"

@@ -25,8 +25,7 @@ ALLOWED = {
     "knowledge": set(),
     "facts": {"knowledge"},
     "diagnosis": {"knowledge"},
-    # deps.catalog is the archive catalog (build_config/deps.toml): the plan lists the archives.
-    "planning": {"facts", "knowledge", "deps.catalog"},
+    "planning": {"facts", "knowledge"},
     "deps": {"knowledge"},
     "builder": {"facts", "knowledge", "planning", "deps", "diagnosis"},
     "nightly": {"facts", "knowledge", "planning", "deps", "diagnosis", "builder"},

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from support import HOSTS_DIR, plan_options, run_invoke
 
-from pytorch_winbuild.deps.catalog import BuildVariable
 from pytorch_winbuild.deps.fetch import variable_lines
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.render import render_bat, render_json, render_table
 from pytorch_winbuild.facts.model import facts_from_dict
+from pytorch_winbuild.knowledge.catalog import BuildVariable
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.commands_plan import command_line
 from pytorch_winbuild.planning.plan import make_plan

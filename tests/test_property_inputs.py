@@ -80,7 +80,6 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from support import HOSTS_DIR, REPO_ROOT, plan_options
 
-from pytorch_winbuild.deps.catalog import Catalog, parse_catalog, select_archives
 from pytorch_winbuild.diagnosis.rules import load_rules
 from pytorch_winbuild.errors import ConfigurationError, InternalError, WinbuildError
 from pytorch_winbuild.faces.config_check import check_config_files
@@ -89,6 +88,7 @@ from pytorch_winbuild.faces.render import FORMATS, render
 from pytorch_winbuild.faces.tasks import WINBUILD_DEFAULTS, namespace
 from pytorch_winbuild.facts.model import Facts, facts_from_dict, load_facts
 from pytorch_winbuild.facts.source_tree import SourceTree
+from pytorch_winbuild.knowledge.catalog import Catalog, parse_catalog, select_archives
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.nightly.matrix import Matrix, parse_matrix
 from pytorch_winbuild.planning.plan import make_plan

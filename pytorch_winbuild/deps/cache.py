@@ -28,9 +28,9 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
 from pytorch_winbuild import atomic_file
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.errors import BusyError, ConfigurationError, DependencyError
 from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.knowledge.catalog import Archive
 
 MARKER_NAME = ".pytorch-winbuild-archive.json"
 MARKER_SCHEMA = 1

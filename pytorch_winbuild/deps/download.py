@@ -29,10 +29,10 @@ from requests.adapters import HTTPAdapter
 
 from pytorch_winbuild import __version__
 from pytorch_winbuild.deps.cache import write_error
-from pytorch_winbuild.deps.catalog import DownloadLimits
 from pytorch_winbuild.deps.progress import Progress
 from pytorch_winbuild.deps.remedies import Remedies
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import DownloadLimits
 from pytorch_winbuild.text.redact import redact_text
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")

@@ -28,9 +28,9 @@ from urllib.parse import unquote
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.deps.archive_checks import BadArchive, Entry, check_entries, check_links, damaged
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, missing_layout, remove_tree, write_error, write_marker
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.seven_zip import extract_native, native_entries
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive
 
 _SPACE_MARGIN = 64 * 1024 * 1024  # headroom for file-system overhead
 _NUPKG = ".nupkg"

@@ -15,7 +15,6 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 from pytorch_winbuild.deps import cache
-from pytorch_winbuild.deps.catalog import Archive, BuildVariable, Catalog, archive_variables, load_catalog
 from pytorch_winbuild.deps.lockfile import LockFile, default_lock_path, pins_for
 from pytorch_winbuild.deps.lockfile import shipped_lock_path as default_shipped_lock_path
 from pytorch_winbuild.deps.progress import human_size, log_line
@@ -28,6 +27,7 @@ from pytorch_winbuild.deps.records import (
     resolve_source,
     trust_of,
 )
+from pytorch_winbuild.knowledge.catalog import Archive, BuildVariable, Catalog, archive_variables, load_catalog
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_lines
 

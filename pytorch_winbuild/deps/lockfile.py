@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytorch_winbuild import atomic_file
-from pytorch_winbuild.deps.catalog import CATALOG_FILE, Archive
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.catalog import CATALOG_FILE, Archive
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, require
 
 LOCK_FILE = "deps.lock"

@@ -24,7 +24,6 @@ import requests
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.deps import cache
 from pytorch_winbuild.deps.archive_checks import BadArchive
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.download import (
     Cancelled,
     Download,
@@ -41,6 +40,7 @@ from pytorch_winbuild.deps.progress import make_progress
 from pytorch_winbuild.deps.records import FIRST_USE, FetchedArchive, Source, trust_of
 from pytorch_winbuild.deps.remedies import remedies_for
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive
 from pytorch_winbuild.text.redact import redact_text
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from urllib.parse import ParseResult, urlparse
 from urllib.request import url2pathname
 
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.lockfile import Pin
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.catalog import Archive
 from pytorch_winbuild.text.redact import redact_text, userinfo_secrets
 
 # How far an archive is trusted (FetchedArchive.trust).

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.records import Source
+from pytorch_winbuild.knowledge.catalog import Archive
 
 _PARTIAL = "The partial download was deleted: the next run starts it afresh (only a run stopped with Ctrl-C resumes)."
 _LIMITS = "The limits are [download] max_size, speed_limit, speed_time and deadline in build_config/deps.toml."

@@ -20,8 +20,8 @@ from typing import Any
 from pytorch_winbuild import child_processes
 from pytorch_winbuild.deps.archive_checks import BadArchive, Entry, damaged, stays_inside
 from pytorch_winbuild.deps.cache import write_error
-from pytorch_winbuild.deps.catalog import ExtractSettings
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import ExtractSettings
 
 _NO_SPACE = ("no space left on device", "not enough space on the disk", "disk full")
 _DANGEROUS_LINK = "ERROR: Dangerous link path was ignored : "  # 7-Zip 21+ (7zz), for any link target holding '..'

@@ -50,7 +50,7 @@ def _libraries(
     no_magma: bool,
 ) -> list[Any]:
     """The MKL and MAGMA archives to fetch: the versions given, else the era's (`choice`); MAGMA for `release`."""
-    from pytorch_winbuild.deps.catalog import magma_preference, select_archives
+    from pytorch_winbuild.knowledge.catalog import magma_preference, select_archives
 
     return select_archives(
         cuda=release,
@@ -72,8 +72,8 @@ def _print_fetch_plan(
 ) -> None:
     """`fetch-deps --dry-run`: what would be fetched where, from which era's defaults (`defaults`, the era
     choice, when versions were left to it), and the Python interpreter a fetched CPython gives."""
-    from pytorch_winbuild.deps.catalog import python_interpreter
     from pytorch_winbuild.deps.fetch import describe_fetch
+    from pytorch_winbuild.knowledge.catalog import python_interpreter
 
     era_line = (
         terminal_line(f"Versions not given take PyTorch {defaults.era.name}'s defaults (era from {defaults.source}).")
@@ -112,8 +112,8 @@ def fetch_deps(
 ) -> None:
     """The `fetch-deps` task. `--python X.Y` alone fetches only that Python: MKL/MAGMA come too when a flag
     that picks them is given."""
-    from pytorch_winbuild.deps.catalog import python_interpreter, select_python
     from pytorch_winbuild.deps.fetch import fetch_archives, format_summary
+    from pytorch_winbuild.knowledge.catalog import python_interpreter, select_python
 
     downloads = whole_number(jobs, "--jobs", minimum=0, unit=" (0: one per archive, at most 4)") or 0
     for value, label in ((from_dir, "--from-dir"), (lock_file, "--lock-file"), (mirror, "--mirror")):

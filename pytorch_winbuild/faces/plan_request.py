@@ -21,8 +21,8 @@ from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.flag_table import PLAN_FLAGS, TEXT_FLAGS
 
 if TYPE_CHECKING:  # the planning modules load when a task plans, not when Invoke lists the tasks
-    from pytorch_winbuild.deps.catalog import Archive
     from pytorch_winbuild.facts.model import Facts
+    from pytorch_winbuild.knowledge.catalog import Archive
     from pytorch_winbuild.knowledge.choices import Mode
     from pytorch_winbuild.knowledge.model import Knowledge
     from pytorch_winbuild.planning.jobs import MeasuredJobs

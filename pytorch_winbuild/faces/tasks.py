@@ -9,7 +9,7 @@ be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment
     doctor      facts/probe.py → faces/doctor.py
     env         faces/plan_request.py → planning/plan.py → faces/render.py
     build       builder/source.py → faces/plan_request.py → planning/plan.py → builder/pipeline.py (+ builder/verify.py)
-    fetch-deps  faces/deps_commands.py → deps/catalog.py → deps/fetch.py
+    fetch-deps  faces/deps_commands.py → knowledge/catalog.py → deps/fetch.py
     clean       faces/deps_commands.py → deps/cache.py
     build-ext   faces/plan_request.py → planning/plan.py → builder/pipeline.py
     verify      builder/verify.py

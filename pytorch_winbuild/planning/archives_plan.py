@@ -54,7 +54,7 @@ def plan_archives(
             "system or pip)."
         )
         return []
-    from pytorch_winbuild.deps.catalog import magma_preference, select_archives
+    from pytorch_winbuild.knowledge.catalog import magma_preference, select_archives
 
     def select(no_magma: bool) -> list[Any]:
         return select_archives(
@@ -102,7 +102,9 @@ def python_locator(os_name: str, cache_dir: str, locate_archive: ArchiveLocator 
     caller's archive locator says (and whether it is there); without one, <cache>/deps/<package folder>."""
 
     def locate(archive: Any) -> tuple[str, bool]:
-        from pytorch_winbuild.deps.catalog import python_interpreter  # the catalog loads only when a Python is fetched
+        from pytorch_winbuild.knowledge.catalog import (
+            python_interpreter,  # the catalog loads only when a Python is fetched
+        )
 
         paths = plan_paths(os_name)
         folder, present = (

@@ -88,7 +88,7 @@ class PlannedArchive:
     present: bool
     set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) from the catalog
     prepend_vars: tuple[tuple[str, str], ...] = ()
-    catalog_archive: Any = None  # the deps.catalog.Archive, which fetch-deps takes
+    catalog_archive: Any = None  # the knowledge.catalog.Archive, which fetch-deps takes
 
 
 @dataclass(frozen=True)

@@ -170,10 +170,10 @@ VENV_MODULE = "tools/Lib/venv/__init__.py"
 
 
 def nuget_python(minor: str) -> Any:
-    """NuGet's package of CPython X.Y (deps.catalog.Archive) when a build venv can be made from it, else None:
+    """NuGet's package of CPython X.Y (knowledge.catalog.Archive) when a build venv can be made from it, else None:
     the packages hold venv and ensurepip only from 3.7.4 (build_config/deps.toml [python.layout_since]), so a
     fetched 3.5 or 3.6 could not make the venv every build runs in."""
-    from pytorch_winbuild.deps.catalog import python_archive
+    from pytorch_winbuild.knowledge.catalog import python_archive
 
     archive = python_archive(minor)
     return archive if archive is not None and VENV_MODULE in archive.layout else None
@@ -194,7 +194,7 @@ class BuildPython:
     reason: str
     info: PythonInfo | None  # the installed one; None when fetched
     fetch_minor: str | None = None  # X.Y to fetch when it is not installed
-    fetch_archive: Any = None  # deps.catalog.Archive of the NuGet package
+    fetch_archive: Any = None  # knowledge.catalog.Archive of the NuGet package
     present: bool = True  # a fetched one already in the cache
 
     @property

@@ -20,7 +20,7 @@ from deps_support import (
     pack_ultra,
 )
 
-from pytorch_winbuild.deps.catalog import Archive, select_archives
+from pytorch_winbuild.knowledge.catalog import Archive, select_archives
 from pytorch_winbuild.knowledge.model import load_knowledge
 
 

@@ -24,9 +24,9 @@ from urllib.parse import unquote, urlparse
 import py7zr
 
 from pytorch_winbuild.deps.cache import MARKER_NAME
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.download import DownloadSettings
 from pytorch_winbuild.deps.fetch import FetchResult, fetch_archives
+from pytorch_winbuild.knowledge.catalog import Archive
 
 CHUNK = 64 * 1024
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, deps_dir, installed_path, write_marker
-from pytorch_winbuild.deps.catalog import archive_variables, load_catalog, parse_catalog, select_archives
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.knowledge.catalog import archive_variables, load_catalog, parse_catalog, select_archives
 from pytorch_winbuild.knowledge.config_files import config_dir
 from pytorch_winbuild.knowledge.model import load_knowledge
 

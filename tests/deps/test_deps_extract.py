@@ -13,9 +13,9 @@ from deps_support import MAGMA_BCJ2, MAGMA_PY7ZR, MKL, Made, make_tree, pack_py7
 
 from pytorch_winbuild.deps.archive_checks import BadArchive, unsafe_reason
 from pytorch_winbuild.deps.cache import read_marker
-from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.extract import install_archive
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive, select_archives
 from pytorch_winbuild.knowledge.model import load_knowledge
 
 NATIVE = shutil.which("7z")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from pytorch_winbuild.deps.archive_checks import BadArchive
-from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.extract import install_archive
+from pytorch_winbuild.knowledge.catalog import Archive, select_archives
 
 # The network tier is 7-Zip's tier: tests/conftest.py fails every test here when 7zz (Debian's 7zip, which
 # .ci/run installs) is missing. The links and modes below are POSIX ones: the suite runs on Linux.

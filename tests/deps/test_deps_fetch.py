@@ -18,10 +18,10 @@ import pytest
 from deps_support import MAGMA_BCJ2, MKL, FaultServer, Fetcher, Made, copy_files, same_tree, self_signed_tls
 
 from pytorch_winbuild.deps.cache import MARKER_NAME, clean, deps_dir, download_path, installed_path, read_marker
-from pytorch_winbuild.deps.catalog import Archive
 from pytorch_winbuild.deps.fetch import format_summary
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import BusyError, DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive
 
 pytestmark = pytest.mark.network
 

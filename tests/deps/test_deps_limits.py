@@ -24,11 +24,11 @@ import pytest
 from deps_support import FAST, MKL, FaultServer, Fetcher, Made, run_cli
 
 from pytorch_winbuild.deps.cache import download_path, installed_path, partial_path
-from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.fetch import format_summary
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.deps.records import FIRST_USE, PINNED, VERIFIED
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive, select_archives
 from pytorch_winbuild.knowledge.config_files import config_dir
 
 pytestmark = pytest.mark.network
@@ -184,8 +184,8 @@ def test_announced_length_over_max_size_is_refused_before_the_body(fetch: Fetche
 
 
 def test_default_max_size_comes_from_deps_toml() -> None:
-    from pytorch_winbuild.deps.catalog import load_catalog
     from pytorch_winbuild.deps.download import DownloadSettings
+    from pytorch_winbuild.knowledge.catalog import load_catalog
 
     limits = load_catalog().download
     assert limits.max_size == 4 * 1024**3 == DownloadSettings().max_size

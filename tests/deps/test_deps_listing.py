@@ -23,9 +23,9 @@ import pytest
 from deps_support import MAGMA_BCJ2, MKL, Made, make_tree, pack_py7zr
 
 from pytorch_winbuild.deps.archive_checks import BadArchive
-from pytorch_winbuild.deps.catalog import select_archives
 from pytorch_winbuild.deps.extract import install_archive, list_entries
 from pytorch_winbuild.deps.seven_zip import native_entries, parse_listing
+from pytorch_winbuild.knowledge.catalog import select_archives
 
 SEVEN_ZIP = shutil.which("7zz") or shutil.which("7z")
 
@@ -205,7 +205,7 @@ def test_the_native_path_never_imports_py7zr(made: Made, tmp_path: Path) -> None
     script = """
 import sys
 from pathlib import Path
-from pytorch_winbuild.deps.catalog import select_archives
+from pytorch_winbuild.knowledge.catalog import select_archives
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.deps.extract import install_archive
 archive = select_archives(cuda=load_knowledge().cuda["10.1"], mkl_version="2020.2.254", magma_versions=["2.5.4"])[1]

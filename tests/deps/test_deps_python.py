@@ -21,9 +21,9 @@ import pytest
 from deps_support import FaultServer, Fetcher, copy_files, run_cli
 
 from pytorch_winbuild.deps.cache import deps_dir, download_path, installed_path, read_marker
-from pytorch_winbuild.deps.catalog import Archive, load_catalog, python_archive, python_interpreter
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive, load_catalog, python_archive, python_interpreter
 
 pytestmark = pytest.mark.network
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from deps_support import FAST, MKL, FaultServer, Fetcher, run_cli
 
-from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.errors import DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive, select_archives
 
 pytestmark = pytest.mark.network
 

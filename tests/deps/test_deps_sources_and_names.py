@@ -28,10 +28,10 @@ from deps_support import FAST, MAGMA_PY7ZR, MKL, REPO_ROOT, FaultServer, Fetcher
 
 from pytorch_winbuild.deps.archive_checks import BadArchive, entry_path
 from pytorch_winbuild.deps.cache import MARKER_NAME, Marker, download_path, installed_path, tag_cache, write_marker
-from pytorch_winbuild.deps.catalog import Archive, select_archives
 from pytorch_winbuild.deps.extract import install_archive
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import ConfigurationError, DependencyError
+from pytorch_winbuild.knowledge.catalog import Archive, select_archives
 
 pytestmark = pytest.mark.network
 SEVEN_ZZ = shutil.which("7zz") or "7zz"
