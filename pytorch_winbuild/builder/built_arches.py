@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pytorch_winbuild import child_processes
 from pytorch_winbuild.facts.model import Gpu
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import arch_list_flag, capability_key, covering_archs
 
 # What setuptools' build_ext links an extension module into: beside the sources with --inplace
@@ -196,7 +197,9 @@ def check_built_archs(folder: Path, gpus: Sequence[Gpu], cuda_root: str | None, 
     if cuobjdump is None:
         where = f"{os.path.join(cuda_root, 'bin')}, " if cuda_root else ""
         how = "`pip install nvidia-cuda-cuobjdump` installs it" + (
-            " (the CUDA Toolkit installer also puts cuobjdump.exe in CUDA's bin folder)" if os_name == "windows" else ""
+            " (the CUDA Toolkit installer also puts cuobjdump.exe in CUDA's bin folder)"
+            if os_name == Platform.WINDOWS
+            else ""
         )
         return [
             f"Skipped the check of the built libraries' GPU architectures: cuobjdump is not in {where}on PATH, "

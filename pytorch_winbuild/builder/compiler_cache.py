@@ -21,6 +21,7 @@ from typing import Any
 
 from pytorch_winbuild.builder.settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.json_file import parse_json
 from pytorch_winbuild.text import quoting_sh
 from pytorch_winbuild.text.redact import redact_text
@@ -241,7 +242,7 @@ def extension_cache_env(
     own wrapper is switched off and the plan's choice is the only one. With it off, torch runs
     nvcc bare unless $PYTORCH_NVCC names another, so .cu files get a wrapper of their own.
     """
-    variables = {settings.disable_torch_wrapper: "1"} if os_name != "windows" else {}
+    variables = {settings.disable_torch_wrapper: "1"} if os_name != Platform.WINDOWS else {}
     if cache == "none":
         return variables, "no compiler cache (--compiler-cache none or none installed)"
     method = settings.methods.get(cache, {}).get(os_name)

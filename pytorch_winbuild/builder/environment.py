@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytorch_winbuild.builder.settings import RunEnv
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.planning.plan_model import EnvChange, Plan
 from pytorch_winbuild.text.quoting import refuse_control_characters
 
@@ -60,7 +61,7 @@ def build_environment(
     ]:
         refuse_control_characters(value, name)
     env = dict(os.environ if base is None else base)
-    windows = plan.os == "windows"
+    windows = plan.os == Platform.WINDOWS
     vcvars = None
     if plan.vcvars is not None:
         from pytorch_winbuild.facts.vcvars import capture_vcvars

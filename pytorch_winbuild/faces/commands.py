@@ -27,7 +27,8 @@ from pytorch_winbuild.faces.flags import (
     writable_folder,
     write_output,
 )
-from pytorch_winbuild.faces.plan_request import facts_for, plan_from_flags, this_os
+from pytorch_winbuild.faces.plan_request import facts_for, plan_from_flags
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
 
@@ -90,7 +91,7 @@ def _plan_command(host: str | None) -> str:
 
     started = Path(sys.argv[0])
     program = "pytorch-winbuild" if started.stem == "pytorch-winbuild" else "invoke"
-    shell = "windows" if sys.platform == "win32" else "linux"
+    shell = Platform.running()
     found = shutil.which(program)
     if started.stem == program and (found is None or Path(found).resolve() != started.resolve()):
         program = quote_argument(shell, str(started))  # a venv's script, not on PATH: name it as it was started
@@ -426,5 +427,6 @@ def this_machines_gpus() -> dict[str, Any]:
     return {
         "gpus": [{"index": g.index, "name": g.name, "compute_capability": g.compute_capability} for g in gpus],
         "arch_list": arch,
-        "advice": f"On this machine: {names}. Build for it with --arch-list {quote_argument(this_os(), arch)}.",
+        "advice": f"On this machine: {names}. Build for it with --arch-list "
+        f"{quote_argument(Platform.running(), arch)}.",
     }

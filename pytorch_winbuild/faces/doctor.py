@@ -7,6 +7,7 @@ from typing import Literal
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import default_for_gpus
 from pytorch_winbuild.knowledge.choices import CudaWord, VsLine
 from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
@@ -59,7 +60,7 @@ def _python(facts: Facts, knowledge: Knowledge) -> list[Check]:
     if not buildable:
         newest = knowledge.eras[-1]
         minor = era_minors(newest)[0]
-        if facts.os == "windows":
+        if facts.os == Platform.WINDOWS:
             checks.append(
                 Check(
                     "build Python",
@@ -82,7 +83,7 @@ def _python(facts: Facts, knowledge: Knowledge) -> list[Check]:
 
 
 def _visual_studio(facts: Facts, knowledge: Knowledge) -> list[Check]:
-    if facts.os != "windows":
+    if facts.os != Platform.WINDOWS:
         return [
             Check("Visual Studio", "info", "not applicable on Linux (builds use the system's gcc/clang; no MSVC layer)")
         ]
@@ -152,7 +153,7 @@ def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[C
     source = "host_config.h" if cuda.msc_range else "fallback table"
     detail = f"{cuda.full_version or cuda.version} at {cuda.path}"
     checks = []
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         detail += f"; accepts _MSC_VER {msc_range[0]}–{msc_range[1] - 1} ({source})"
         accepted = [
             f"{vs.product_line}/{t}"
@@ -172,7 +173,7 @@ def _cuda_check(facts: Facts, knowledge: Knowledge, cuda: CudaInstall) -> list[C
             checks.append(Check(topic, "missing", f"{detail}; no installed toolset is accepted", fix))
     else:
         checks.append(_linux_cuda_check(topic, detail, facts, cuda))
-    if release.needs_nvtx and facts.os == "windows":
+    if release.needs_nvtx and facts.os == Platform.WINDOWS:
         if cuda.nvtx:
             checks.append(Check(f"{topic} NVTX", "ok", cuda.nvtx))
         else:
@@ -270,7 +271,7 @@ def _build_python_minor(facts: Facts, need: PythonNeed) -> str | None:
     minors = [p.minor for p in installed(facts) if unusable(p) is None and need.accepts(p.version)]
     if minors:
         return max(minors, key=version_tuple)
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         return next((minor for minor in need.minors if fetchable(minor)), None)
     return None
 
@@ -326,7 +327,7 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
         "ccache": ("info", "optional compiler cache on Linux: apt-get install ccache"),
     }
     for name, (status_if_missing, fix) in wanted.items():
-        if (name == "clcache" and facts.os != "windows") or (name == "ccache" and facts.os == "windows"):
+        if (name == "clcache" and facts.os != Platform.WINDOWS) or (name == "ccache" and facts.os == Platform.WINDOWS):
             continue
         tool = facts.tools.get(name)
         if tool:
@@ -338,7 +339,7 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
 
 def _paths(facts: Facts) -> list[Check]:
     checks = []
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         if facts.long_paths_enabled is False:
             checks.append(
                 Check(

@@ -7,7 +7,6 @@ Precedence, as scikit-build-core's source chain: a flag on the command line > th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
@@ -17,6 +16,7 @@ from invoke import Context
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.faces.flags import CacheChoice, example, flag_label, path_flag, setting, whole_number
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.flag_table import PLAN_FLAGS, TEXT_FLAGS
 
@@ -39,10 +39,6 @@ def facts_for(host: str | None, *, gpus: bool = True) -> Facts:
     return load_facts(host) if host else probe(gpus=gpus)
 
 
-def this_os() -> str:
-    return "windows" if os.name == "nt" else "linux"
-
-
 def plan_cache_dir(cache: CacheChoice, facts: Facts) -> tuple[PurePath, str | None]:
     """The cache folder of the machine the plan is for, and a note when it was inferred.
 
@@ -50,17 +46,17 @@ def plan_cache_dir(cache: CacheChoice, facts: Facts) -> tuple[PurePath, str | No
     OS the folder must be that machine's: a --cache-dir in its form, else the facts file's
     `cache_dir`, else the per-user default next to its TEMP (%LOCALAPPDATA%\\pytorch-winbuild)."""
     given = cache.given
-    if facts.os == this_os():
+    if facts.os == Platform.running():
         return cache.folder, None
-    path_type: type[PurePath] = PureWindowsPath if facts.os == "windows" else PurePosixPath
+    path_type: type[PurePath] = PureWindowsPath if facts.os == Platform.WINDOWS else PurePosixPath
     sample = (
         "C:\\Users\\you\\AppData\\Local\\pytorch-winbuild"
-        if facts.os == "windows"
+        if facts.os == Platform.WINDOWS
         else "/home/you/.cache/pytorch-winbuild"
     )
     if given:
         folder = path_type(given)
-        if not folder.is_absolute() or (facts.os == "windows" and "/" in str(given)):
+        if not folder.is_absolute() or (facts.os == Platform.WINDOWS and "/" in str(given)):
             label = cache.label
             raise ConfigurationError(
                 f"{label} {given!r} is not an absolute {facts.os} path, and this plan is for a {facts.os} machine.",
@@ -72,7 +68,7 @@ def plan_cache_dir(cache: CacheChoice, facts: Facts) -> tuple[PurePath, str | No
         return path_type(facts.cache_dir), None
     temp = path_type(facts.temp_dir) if facts.temp_dir else None
     if (
-        facts.os == "windows"
+        facts.os == Platform.WINDOWS
         and temp is not None
         and [p.lower() for p in temp.parts[-3:]] == ["appdata", "local", "temp"]
     ):
@@ -175,7 +171,7 @@ def plan_from_flags(
     if options.cmake.kind == "path":
         path_flag(options.cmake.value, options.cmake.label)
     cache_dir, cache_note = plan_cache_dir(cache, facts)
-    here = facts.os == this_os()
+    here = facts.os == Platform.running()
     request, facts = build_request(
         options,
         facts,

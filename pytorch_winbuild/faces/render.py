@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.planning.host_compiler import reached_by
 from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.plan_record import plan_to_dict, shown_value
@@ -211,7 +212,7 @@ def render_ps1(plan: Plan, output: str | None = None) -> str:
 
 
 def render_sh(plan: Plan, output: str | None = None) -> str:
-    if plan.os == "windows":
+    if plan.os == Platform.WINDOWS:
         raise ConfigurationError(
             "the sh format is for Linux plans; a Windows plan's paths and PATH separator are cmd's.",
             fix="use --format bat (cmd.exe) or --format ps1 (PowerShell).",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.json_file import BadJson, read_json
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
@@ -138,7 +139,7 @@ class Gpu:
 class Facts:
     """Everything the plan needs to know about one machine."""
 
-    os: str  # "windows" or "linux"
+    os: Platform
     python: PythonInfo  # the interpreter running pytorch-winbuild (>= 3.11); builds run under one of `pythons`
     pythons: tuple[PythonInfo, ...] = ()  # every installed Python the probe found, the running one included
     visual_studio: tuple[VisualStudio, ...] = ()
@@ -438,7 +439,7 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
             f"{', '.join(map(str, READABLE_SCHEMAS))})",
         )
     os_name = _get(data, "os", str, source, "")
-    if os_name not in ("windows", "linux"):
+    if os_name not in set(Platform):
         raise _fail(source, "os", f"expected 'windows' or 'linux', got {os_name!r}")
     python = _get(data, "python", dict, source, "")
     tools_data = _get(data, "tools", dict, source, "", required=False) or {}
@@ -459,7 +460,7 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
     python_list = _get(data, "pythons", list, source, "", required=False)
     return Facts(
         schema=schema,
-        os=os_name,
+        os=Platform(os_name),
         python=running,
         pythons=(running,)
         if python_list is None

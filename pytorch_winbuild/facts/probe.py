@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.facts.model import Facts, HostCompiler, PythonInfo
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.facts.probe_common import (
     TOOL_NAMES,
     Commands,
@@ -205,7 +206,7 @@ def probe_linux(
     cuda_path = clean_env_path(environ.get("CUDA_PATH"))
     memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
-        os="linux",
+        os=Platform.LINUX,
         python=python_search.running,
         pythons=pythons,
         cuda=tuple(sorted(cuda, key=lambda c: version_key(c.version))),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, VisualStudio
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.facts.probe_common import (
     TOOL_NAMES,
     CommandResult,
@@ -578,7 +579,7 @@ def probe_windows(
     temp_dir = clean_env_path(env.get("TEMP")) or clean_env_path(env.get("TMP"))
     memory = memory if memory is not None else machine_memory(notes)
     facts = Facts(
-        os="windows",
+        os=Platform.WINDOWS,
         python=python_search.running,
         pythons=pythons,
         visual_studio=tuple(visual_studio),

@@ -10,6 +10,7 @@ from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import ArchiveLocator, PlanBuilder, PlannedArchive, plan_paths
@@ -48,7 +49,7 @@ def plan_archives(
     """MKL for every Windows build and MAGMA for CUDA builds, where fetch-deps puts them."""
     if locate is None:
         return []
-    if facts.os != "windows":
+    if facts.os != Platform.WINDOWS:
         plan.decisions.append(
             "MKL/MAGMA archives: none (they are Windows builds; on Linux PyTorch finds MKL and MAGMA from the "
             "system or pip)."
@@ -97,7 +98,7 @@ def plan_archives(
     return planned
 
 
-def python_locator(os_name: str, cache_dir: str, locate_archive: ArchiveLocator | None) -> PythonLocator:
+def python_locator(os_name: Platform, cache_dir: str, locate_archive: ArchiveLocator | None) -> PythonLocator:
     """Where a NuGet CPython's interpreter is in the cache: inside the folder fetch-deps extracts it to, as the
     caller's archive locator says (and whether it is there); without one, <cache>/deps/<package folder>."""
 

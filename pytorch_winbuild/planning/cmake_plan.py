@@ -16,6 +16,7 @@ from pathlib import PurePath
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.build_requirements import Requirement
 from pytorch_winbuild.knowledge.choices import CmakeRequest
 from pytorch_winbuild.knowledge.cmake_range import CmakeRange
@@ -26,9 +27,9 @@ from pytorch_winbuild.planning.python_choice import era_minors
 POLICY_VARIABLE = "CMAKE_POLICY_VERSION_MINIMUM"
 
 
-def venv_tool(os_name: str, scripts: PurePath, command: str) -> str:
+def venv_tool(os_name: Platform, scripts: PurePath, command: str) -> str:
     """A console script of the build venv: Scripts\\cmake.exe on Windows, bin/cmake elsewhere."""
-    return str(scripts / (f"{command}.exe" if os_name == "windows" else command))
+    return str(scripts / (f"{command}.exe" if os_name == Platform.WINDOWS else command))
 
 
 def cmake_range(
@@ -163,7 +164,7 @@ def plan_cmake(
     return tool, requirement
 
 
-def placed(tool: PlannedTool, os_name: str, scripts: PurePath) -> PlannedTool:
+def placed(tool: PlannedTool, os_name: Platform, scripts: PurePath) -> PlannedTool:
     """A venv tool with its executable in the venv's scripts folder (one named by --cmake PATH as it is)."""
     return tool if tool.executable else replace(tool, executable=venv_tool(os_name, scripts, tool.name.lower()))
 
@@ -193,7 +194,7 @@ def tool_path_changes(cmake: PlannedTool | None, plan: PlanBuilder) -> None:
         plan.prepend("PATH", cmake.path_first, f"the CMake {cmake.origin} names, first on PATH (before the build venv)")
 
 
-def plan_ninja(os_name: str, scripts: PurePath, pins: tuple[Requirement, ...]) -> PlannedTool | None:
+def plan_ninja(os_name: Platform, scripts: PurePath, pins: tuple[Requirement, ...]) -> PlannedTool | None:
     """The Ninja the build runs: the one the era's requirements pin into the build venv."""
     pin = next((r for r in pins if r.name == "ninja"), None)
     if pin is None:

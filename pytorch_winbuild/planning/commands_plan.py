@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import Era
 from pytorch_winbuild.planning.options import Options
@@ -39,20 +40,20 @@ _ARGUMENT_FIX = (
 )
 
 
-def quote_argument(os_name: str, value: str, what: str = "the argument") -> str:
+def quote_argument(os_name: Platform, value: str, what: str = "the argument") -> str:
     """One argument as the plan's shell reads it: cmd (a prompt or a .bat) on Windows, POSIX sh on Linux.
     A value no quoting keeps literal there is refused (ConfigurationError), never printed changed."""
-    if os_name == "windows":
+    if os_name == Platform.WINDOWS:
         return bat.command_argument(value, what, _ARGUMENT_FIX)
     return shlex.quote(refuse_control_characters(value, what))
 
 
-def command_line(os_name: str, words: Sequence[str]) -> str:
+def command_line(os_name: Platform, words: Sequence[str]) -> str:
     """A command the plan prints, every word quoted for the plan's shell, so it works when pasted."""
     return " ".join(quote_argument(os_name, word) for word in words)
 
 
-def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
+def fetch_command(os_name: Platform, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
     """`invoke fetch-deps` with every choice spelled out, so it fetches exactly the plan's archives
     whatever the era, source folder or configuration of the shell that runs it."""
     words = ["invoke", "fetch-deps", "--cuda", cuda.version if cuda else CudaWord.CPU]
@@ -68,7 +69,7 @@ def fetch_command(os_name: str, options: Options, cuda: CudaInstall | None, arch
     return line
 
 
-def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> list[Command]:
+def venv_commands(os_name: Platform, options: Options, era: Era, venv: VenvPlan) -> list[Command]:
     """Make the build venv and install the era's requirements, as the builder does (builder/build_venv.py).
     The venv lies in the cache folder: a cache folder no quoting keeps is named as such."""
 
@@ -93,7 +94,7 @@ def venv_commands(os_name: str, options: Options, era: Era, venv: VenvPlan) -> l
     ]
 
 
-def python_fetch_command(os_name: str, options: Options, build_python: BuildPython) -> str:
+def python_fetch_command(os_name: Platform, options: Options, build_python: BuildPython) -> str:
     """`invoke fetch-deps --python X.Y`, into the plan's cache folder."""
     line = command_line(os_name, ["invoke", "fetch-deps", "--python", build_python.minor])
     if options.cache_dir_given:

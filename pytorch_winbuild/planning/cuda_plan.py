@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
@@ -51,7 +52,7 @@ def unusable_cuda_reason(
         problem = buildable_gpus_problem(facts, release)
         if problem:
             return problem
-    if facts.os != "windows":
+    if facts.os != Platform.WINDOWS:
         return host_problem(era, facts, cuda)
     if release.needs_nvtx or era.nvtoolsext == "always":
         folder = cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
@@ -95,10 +96,10 @@ def choose_cuda(
                 )
             plan.decisions.append("CUDA auto: no usable CUDA installed → CPU-only build.")
             return None
+        compiler = "toolset" if facts.os == Platform.WINDOWS else "host compiler"
         plan.decisions.append(
             f"CUDA auto: {usable[0].version}, the newest installed CUDA that PyTorch {era.name} builds with, an "
-            f"installed {'toolset' if facts.os == 'windows' else 'host compiler'} accepts, the driver runs and the "
-            "GPUs need."
+            f"installed {compiler} accepts, the driver runs and the GPUs need."
         )
         return usable[0]
     release = options.cuda
@@ -159,7 +160,7 @@ def cuda_changes(
     if others and facts.cuda_path and facts.cuda_path.rstrip("\\/") != cuda.path.rstrip("\\/"):
         why += f"; {root_variable} points at {facts.cuda_path}, the last CUDA installed"
     plan.set(root_variable, cuda.path, why)
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         plan.set(
             "CUDA_HOME",
             cuda.path,
@@ -173,7 +174,7 @@ def cuda_changes(
         f"nvcc and the DLLs of CUDA {cuda.version} first, ahead of other CUDA installs",
     )
     if "CUDA" in era.launchers:  # the era compiles .cu files with CMake's CUDA language
-        nvcc = path_type(cuda.path) / "bin" / ("nvcc.exe" if facts.os == "windows" else "nvcc")
+        nvcc = path_type(cuda.path) / "bin" / ("nvcc.exe" if facts.os == Platform.WINDOWS else "nvcc")
         plan.set(
             "CUDACXX",
             nvcc.as_posix(),
@@ -181,7 +182,7 @@ def cuda_changes(
             "left in the environment would pick another CUDA (PyTorch's Windows CI pins it the same way with "
             "CMAKE_CUDA_COMPILER, forward slashes: .ci/pytorch/windows/build_pytorch.bat)",
         )
-    if facts.os == "windows" and (release.needs_nvtx or era.nvtoolsext == "always"):
+    if facts.os == Platform.WINDOWS and (release.needs_nvtx or era.nvtoolsext == "always"):
         _nvtoolsext_changes(era, facts, cuda, release, plan)
     _cudnn_changes(era, facts, cuda, plan)
     warning = driver_warning(knowledge, facts, release)
@@ -229,7 +230,7 @@ def _nvtoolsext_changes(era: Era, facts: Facts, cuda: CudaInstall, release: Cuda
 def _cudnn_changes(era: Era, facts: Facts, cuda: CudaInstall, plan: PlanBuilder) -> None:
     """Point the cuDNN variables the era reads at the cuDNN the facts found, or switch cuDNN off."""
     if not cuda.cudnn:
-        if facts.os != "windows":  # a system cuDNN (/usr/include) is found by PyTorch, not by the probe
+        if facts.os != Platform.WINDOWS:  # a system cuDNN (/usr/include) is found by PyTorch, not by the probe
             plan.warnings.append(
                 f"No cuDNN was found for CUDA {cuda.version} in its include folder or CUDNN_INCLUDE_DIR; unless "
                 "PyTorch finds a system one, it builds without cuDNN (much slower convolutions)."
@@ -264,7 +265,7 @@ def _cudnn_changes(era: Era, facts: Facts, cuda: CudaInstall, plan: PlanBuilder)
         elif name == "CUDNN_ROOT_DIR":
             plan.set(name, str(root), f"{label}'s folder, searched for cudnn.lib under lib and lib\\x64 ({reader})")
         elif in_toolkit:  # CUDNN_LIB_DIR: cuDNN copied into the toolkit puts its library beside CUDA's own
-            libs = root / "lib" / "x64" if facts.os == "windows" else root / "lib64"
+            libs = root / "lib" / "x64" if facts.os == Platform.WINDOWS else root / "lib64"
             plan.set(name, str(libs), f"{label}'s library, in the CUDA folder's {libs.relative_to(root)} ({reader})")
         else:
             plan.unset(

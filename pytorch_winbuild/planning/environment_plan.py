@@ -7,6 +7,7 @@ These depend on no single toolchain choice, so they sit apart from the compiler,
 from __future__ import annotations
 
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.jobs import (
     JobConfiguration,
@@ -90,7 +91,7 @@ def path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: Pl
                 f"The {what} path {path!r} has non-ASCII characters; some build tools (nvcc, older CMake, "
                 "clcache) fail on them. Use a plain ASCII path (for TEMP: set TEMP and TMP to e.g. C:\\tmp)."
             )
-    if facts.os != "windows" or facts.long_paths_enabled:
+    if facts.os != Platform.WINDOWS or facts.long_paths_enabled:
         return
     for what, path, suffix in (
         ("source folder", source_dir, limits.deepest_build_suffix),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CmakeRequest, CudaChoice, CudaWord, NewestWord, VsLine, cuda_release_of
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
@@ -133,7 +134,7 @@ def obstacles(
     refusal = _cmake_obstacle(knowledge, era, pinned, cmake)
     if refusal is not None:
         found.append(refusal)
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         if (
             era.nvtoolsext == "always"
             and release
@@ -309,7 +310,7 @@ def _fix(
             ]
         elif vs is VsLine.AUTO or facts is None or _toolset_fits(facts, vs, cuda):  # --vs's toolsets stay
             kept += [f"--pytorch-version {e.newest} (PyTorch {e.name})" for e in fitting]
-    if vs is not VsLine.AUTO and facts is not None and facts.os == "windows":
+    if vs is not VsLine.AUTO and facts is not None and facts.os == Platform.WINDOWS:
         eras = [asked[0]] if asked is not None else list(knowledge.eras)
         lines = sorted({v.product_line for v in facts.visual_studio} - {vs})
         kept += [
@@ -556,7 +557,7 @@ def resolve_era(
     constraints = [f"CUDA {cuda} (--cuda)"] if cuda_release_of(cuda) else []
     if facts is not None:
         constraints.append("the installed Pythons" if python == AUTO else f"Python {python.value} (--python)")
-        if facts.os == "windows" and facts.visual_studio:
+        if facts.os == Platform.WINDOWS and facts.visual_studio:
             constraints.append("the installed Visual Studio" if vs is VsLine.AUTO else f"Visual Studio {vs} (--vs)")
     if not constraints:
         return EraChoice(fitting[0], fitting[0].newest, "the newest era (nothing asked for or installed narrows it)")

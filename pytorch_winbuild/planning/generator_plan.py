@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CompilerCacheChoice, Generator
 from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.options import Options
@@ -18,7 +19,7 @@ def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Gener
     """--generator vs or ninja as asked; auto: Ninja, which the build venv carries (build-ext: when installed),
     else the era's Visual Studio generator."""
     if options.generator is Generator.VS:
-        if facts.os != "windows":
+        if facts.os != Platform.WINDOWS:
             raise ConfigurationError(
                 "--generator vs needs Windows; on Linux the build uses Ninja.", fix="pass --generator ninja or auto."
             )
@@ -36,7 +37,7 @@ def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Gener
             "--generator ninja was asked for, but ninja is not installed.",
             fix="pip install ninja (in the Python that builds PyTorch), then run again.",
         )
-    if facts.os != "windows":
+    if facts.os != Platform.WINDOWS:
         raise ToolchainError(
             "ninja is not installed, and on Linux PyTorch builds with Ninja.", fix="pip install ninja, then run again."
         )
@@ -54,7 +55,7 @@ def choose_compiler_cache(
         return CompilerCacheChoice.NONE
     candidates = (
         list(era.compiler_caches)
-        if facts.os == "windows"
+        if facts.os == Platform.WINDOWS
         else [name for name, cache in knowledge.compiler_caches.items() if "linux" in cache.os]
     )
     if options.compiler_cache is not CompilerCacheChoice.AUTO:
@@ -134,7 +135,7 @@ def generator_changes(
             "Ninja",
             "Ninja runs compiles in parallel, CUDA files included (the Visual Studio generator cannot)",
         )
-        if facts.os == "windows" and era.ninja_switch == "use_ninja":
+        if facts.os == Platform.WINDOWS and era.ninja_switch == "use_ninja":
             plan.unset(
                 "USE_NINJA",
                 f"PyTorch {era.name} builds with Ninja only when USE_NINJA is not OFF/0/NO/FALSE/N; one left "
@@ -203,7 +204,7 @@ def compiler_cache_changes(
 ) -> None:
     if cache_name == CompilerCacheChoice.NONE:
         return
-    separator = "\\" if facts.os == "windows" else "/"
+    separator = "\\" if facts.os == Platform.WINDOWS else "/"
     for entry in knowledge.compiler_caches[cache_name].env:
         if entry.cuda_only and cuda is None:
             continue

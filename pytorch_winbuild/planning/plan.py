@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.build_requirements import Requirement
 from pytorch_winbuild.knowledge.choices import Generator, VsLine
@@ -260,7 +261,7 @@ def _build_venv(
 
 def _refuse_visual_studio_flags(facts: Facts, options: Options) -> None:
     """--vs and --toolset on a machine without Visual Studio are a mistake, not a wish to ignore."""
-    if facts.os != "windows" and (options.vs is not VsLine.AUTO or options.toolset):
+    if facts.os != Platform.WINDOWS and (options.vs is not VsLine.AUTO or options.toolset):
         raise ConfigurationError(
             "--vs and --toolset choose Visual Studio, which exists only on Windows.",
             fix="leave them out on Linux, or plan for a Windows machine with --host FILE.",
@@ -306,7 +307,7 @@ def _toolchain_changes(
     cuda_changes(knowledge, era, facts, options, cuda, plan, names)
     nvcc_host_changes(cuda, toolchain.nvcc_host, plan)
     generator_changes(knowledge, era, facts, generator, toolchain.compiler, plan, tree_backend)
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         windows_compiler_changes(era, facts, cuda, generator, toolchain.compiler, toolchain.cuda_host, plan)
     compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
 
@@ -329,7 +330,7 @@ def _build_changes(
     jobs_changes(knowledge, era, facts, options, cuda, compiler, plan, measured_jobs)
     if tree_backend is not None:
         own_cmake_jobs(tree_backend, plan)
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         windows_switches(era, plan)
     archive_changes(archives, facts, plan)
     if tools.venv is not None:
@@ -355,7 +356,7 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
     _refuse_visual_studio_flags(facts, options)
 
     cuda = choose_cuda(knowledge, era, facts, options, plan, names)
-    if facts.os == "windows":
+    if facts.os == Platform.WINDOWS:
         toolchain = _windows_compilers(knowledge, era, facts, options, cuda, plan)
     else:
         toolchain = _linux_host(era, facts, cuda, plan)
@@ -402,6 +403,6 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
         decisions=tuple(plan.decisions),
         warnings=(*tree.warnings, *plan.warnings),
         source=tree.text,
-        path_separator=";" if facts.os == "windows" else ":",
+        path_separator=";" if facts.os == Platform.WINDOWS else ":",
         gpus=tuple(facts.gpus or ()),
     )

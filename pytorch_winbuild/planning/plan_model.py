@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Gpu, VisualStudio
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.model import Era
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
 from pytorch_winbuild.planning.host_compiler import HostChoice
@@ -111,7 +112,7 @@ class Command:
 
 @dataclass(frozen=True)
 class Plan:
-    os: str
+    os: Platform
     pytorch_version: str
     pytorch_version_source: str
     era: Era
@@ -158,7 +159,9 @@ class Plan:
             elif change.action == "unset":
                 env.pop(change.name, None)
             else:
-                previous = env.get(change.name, f"%{change.name}%" if self.os == "windows" else f"${change.name}")
+                previous = env.get(
+                    change.name, f"%{change.name}%" if self.os == Platform.WINDOWS else f"${change.name}"
+                )
                 env[change.name] = change.value + self.path_separator + previous
         return env
 
@@ -185,6 +188,6 @@ class PlanBuilder:
         self.changes.append(EnvChange(name, "", "unset", reason))
 
 
-def plan_paths(os_name: str) -> type[PureWindowsPath] | type[PurePosixPath]:
+def plan_paths(os_name: Platform) -> type[PureWindowsPath] | type[PurePosixPath]:
     """The path type of the plan's machine, whatever machine makes the plan."""
-    return PureWindowsPath if os_name == "windows" else PurePosixPath
+    return PureWindowsPath if os_name == Platform.WINDOWS else PurePosixPath

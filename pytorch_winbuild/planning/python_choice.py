@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CmakeRequest
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.python_releases import PythonRange
@@ -206,10 +207,10 @@ class BuildPython:
         return f"Python {self.version} (64-bit) {self.executable}"
 
 
-def _install_hint(os_name: str, minor: str) -> str:
+def _install_hint(os_name: Platform, minor: str) -> str:
     """How to get Python X.Y on the plan's OS (Windows fetches 3.7 and newer itself: this is for Linux, and for
     Windows releases whose NuGet package cannot make a venv)."""
-    if os_name == "windows":
+    if os_name == Platform.WINDOWS:
         return f"Python {minor} (64-bit, from python.org)"
     return f"Python {minor} (`pyenv install {minor}`, or `conda create -n py{minor.replace('.', '')} python={minor}`)"
 
@@ -256,7 +257,7 @@ def python_problem(
     fitting = [p for p in usable if need.accepts(p.version)]
     if fitting:
         return None
-    windows = facts.os == "windows"
+    windows = facts.os == Platform.WINDOWS
     if request.kind == "path":
         if not asked:
             return PythonProblem(f"--python {request.value} is not among the facts' Pythons")

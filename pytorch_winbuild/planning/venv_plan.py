@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.build_requirements import Requirement
 from pytorch_winbuild.text.terminal_text import echoed
 
@@ -63,7 +64,7 @@ def venv_python(folder: PurePath, windows: bool) -> PurePath:
 
 
 def plan_venv(
-    os_name: str,
+    os_name: Platform,
     cache_dir: str,
     era_name: str,
     base_python: str,
@@ -72,7 +73,7 @@ def plan_venv(
     tree_requires: tuple[str, ...] = (),
 ) -> VenvPlan:
     """The venv of this (era, build Python, requirements) under the plan's cache folder."""
-    windows = os_name == "windows"
+    windows = os_name == Platform.WINDOWS
     path_type: type[PurePath] = PureWindowsPath if windows else PurePosixPath
     minor = ".".join(python_version.split(".")[:2])
     key = venv_key(base_python, python_version, (*(r.spec for r in requirements), *tree_requires))
@@ -93,9 +94,9 @@ def plan_venv(
 REQUIRES_LIMIT = {"windows": 6000, "linux": 65536}
 
 
-def _marker_environment(os_name: str, python_version: str) -> dict[str, str]:
+def _marker_environment(os_name: Platform, python_version: str) -> dict[str, str]:
     """PEP 508's marker variables for the build Python on the plan's machine (64-bit CPython)."""
-    windows = os_name == "windows"
+    windows = os_name == Platform.WINDOWS
     return {
         "python_version": ".".join(python_version.split(".")[:2]),
         "python_full_version": python_version,
@@ -109,7 +110,7 @@ def _marker_environment(os_name: str, python_version: str) -> dict[str, str]:
     }
 
 
-def tree_requirements(requires: tuple[str, ...], os_name: str, python_version: str) -> tuple[str, ...]:
+def tree_requirements(requires: tuple[str, ...], os_name: Platform, python_version: str) -> tuple[str, ...]:
     """A source tree's [build-system] requires as pip gets them in the build venv: each a PEP 508 requirement
     (text from a checkout goes to pip as arguments: one pip would read as an option, such as --index-url, is
     refused), its marker evaluated for the build Python (those that do not apply are left out, the others passed
