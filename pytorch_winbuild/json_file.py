@@ -20,7 +20,12 @@ import stat
 import sys
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeAlias
+
+# What a JSON document holds, as a type: a reader narrows it (isinstance) before it uses a value, so a document of
+# another shape is refused where it is read, never a TypeError later.
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 # Deeper than any document the tool writes or reads (a facts file or a summary is 3 to 5 deep), and
 # far below where json's recursion could reach the interpreter's limit, wherever the caller is.
