@@ -11,8 +11,7 @@ from typing import Any
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
-from pytorch_winbuild.knowledge.model import Era, Knowledge
-from pytorch_winbuild.planning.options import Options
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.plan_model import ArchiveLocator, PlanBuilder, PlannedArchive, plan_paths
 from pytorch_winbuild.planning.python_choice import PythonLocator
 
@@ -38,15 +37,10 @@ def archive_changes(archives: list[PlannedArchive], facts: Facts, plan: PlanBuil
 
 
 def plan_archives(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
-    cuda: CudaInstall | None,
-    locate: ArchiveLocator | None,
-    plan: PlanBuilder,
+    context: PlanContext, cuda: CudaInstall | None, locate: ArchiveLocator | None
 ) -> list[PlannedArchive]:
     """MKL for every Windows build and MAGMA for CUDA builds, where fetch-deps puts them."""
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     if locate is None:
         return []
     if facts.os != Platform.WINDOWS:

@@ -21,6 +21,7 @@ from pytorch_winbuild.knowledge.build_requirements import Requirement
 from pytorch_winbuild.knowledge.choices import CmakeRequest
 from pytorch_winbuild.knowledge.cmake_range import CmakeRange
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.plan_model import PlanBuilder, PlannedTool, plan_paths
 from pytorch_winbuild.planning.python_choice import era_minors
 
@@ -98,17 +99,11 @@ def _release_of(knowledge: Knowledge, era: Era, request: CmakeRequest, python_mi
 
 
 def plan_cmake(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    request: CmakeRequest,
-    bounds: CmakeRange,
-    release: str,
-    python_minor: str,
-    plan: PlanBuilder,
+    context: PlanContext, request: CmakeRequest, bounds: CmakeRange, release: str, python_minor: str
 ) -> tuple[PlannedTool, Requirement | None]:
     """The CMake the build runs and the pin the venv gets for it (None: --cmake PATH, nothing to install). A
     CMake from the venv has no executable yet: the venv's folder depends on its pins (`placed` names it)."""
+    knowledge, era, facts, plan = context.knowledge, context.era, context.facts, context.plan
     ranges = f"PyTorch {release}'s bounds ({bounds.short})"
     if request.kind == "path":
         version = request.version

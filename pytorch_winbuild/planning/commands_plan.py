@@ -10,10 +10,11 @@ import shlex
 from collections.abc import Sequence
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.facts.model import CudaInstall, Facts
+from pytorch_winbuild.facts.model import CudaInstall
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import Command, PlannedArchive, VcvarsCall
 from pytorch_winbuild.planning.python_choice import BuildPython
@@ -103,16 +104,15 @@ def python_fetch_command(os_name: Platform, options: Options, build_python: Buil
 
 
 def plan_commands(
-    era: Era,
-    options: Options,
+    context: PlanContext,
     vcvars: VcvarsCall | None,
     cuda: CudaInstall | None,
     archives: list[PlannedArchive],
-    facts: Facts,
     build_arguments: tuple[str, ...],
     build_python: BuildPython,
     venv: VenvPlan | None,
 ) -> list[Command]:
+    era, options, facts = context.era, context.options, context.facts
     commands = []
     if any(not a.present for a in archives):
         commands.append(

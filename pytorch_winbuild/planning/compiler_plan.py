@@ -11,6 +11,7 @@ from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.choices import Generator, VsLine
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder, VcvarsCall
 
@@ -66,15 +67,9 @@ def _no_visual_studio(
     )
 
 
-def choose_compiler(
-    knowledge: Knowledge,
-    options: Options,
-    facts: Facts,
-    era: Era,
-    cuda_label: str | None,
-    msc_range: tuple[int, int] | None,
-) -> CompilerChoice:
+def choose_compiler(context: PlanContext, cuda_label: str | None, msc_range: tuple[int, int] | None) -> CompilerChoice:
     """The newest installed toolset that the CUDA release accepts (any toolset for CPU builds)."""
+    knowledge, options, facts, era = context.knowledge, context.options, context.facts, context.era
     choices = installed_compilers(facts, options, era)
     if not choices:
         raise _no_visual_studio(knowledge, options, facts, msc_range)

@@ -13,6 +13,7 @@ from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.planning.compiler_plan import cuda_msc_range, installed_compilers, range_text
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.era_choice import same_windows_folder
 from pytorch_winbuild.planning.gpu_plan import (
     buildable_gpus_problem,
@@ -31,10 +32,9 @@ def arch_names(knowledge: Knowledge, options: Options, pytorch_version: str) -> 
     return knowledge.gpu.names_for(pytorch_version, "cpp_extension" if options.extension else "cmake")
 
 
-def unusable_cuda_reason(
-    knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall, names: NameTable
-) -> str | None:
+def unusable_cuda_reason(context: PlanContext, cuda: CudaInstall, names: NameTable) -> str | None:
     """Why an installed CUDA cannot be used by 'auto', or None when it can (`names`: the release's arch names)."""
+    knowledge, era, facts, options = context.knowledge, context.era, context.facts, context.options
     if cuda.version not in knowledge.cuda:
         return f"CUDA {cuda.version} is not in build_config/cuda.toml"
     if cuda.version not in era.cuda:
@@ -72,10 +72,9 @@ def unusable_cuda_reason(
     return None
 
 
-def choose_cuda(
-    knowledge: Knowledge, era: Era, facts: Facts, options: Options, plan: PlanBuilder, names: NameTable
-) -> CudaInstall | None:
+def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
     """--cuda X.Y must be known, built by the era and installed; auto takes the newest usable one."""
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     if options.cuda is CudaWord.CPU:
         plan.decisions.append(f"CUDA: off (--cuda {CudaWord.CPU}).")
         return None
@@ -83,7 +82,7 @@ def choose_cuda(
     if options.cuda is CudaWord.AUTO:
         usable = []
         for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True):
-            why_not = unusable_cuda_reason(knowledge, era, facts, options, cuda, names)
+            why_not = unusable_cuda_reason(context, cuda, names)
             if why_not:
                 plan.decisions.append(f"CUDA auto: skipped {cuda.version}: {why_not}.")
             else:
@@ -134,15 +133,8 @@ def _fixed_nvtoolsext(era: Era, plan: PlanBuilder) -> None:
     )
 
 
-def cuda_changes(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
-    cuda: CudaInstall | None,
-    plan: PlanBuilder,
-    names: NameTable,
-) -> None:
+def cuda_changes(context: PlanContext, cuda: CudaInstall | None, names: NameTable) -> None:
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     path_type = plan_paths(facts.os)
     if cuda is None:
         for flag in era.cuda_flag:

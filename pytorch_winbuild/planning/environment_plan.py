@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
-from pytorch_winbuild.knowledge.model import Era, Knowledge
+from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.jobs import (
     JobConfiguration,
     Measured,
@@ -17,23 +18,16 @@ from pytorch_winbuild.planning.jobs import (
     default_jobs,
     job_memory,
 )
-from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder, plan_paths
 from pytorch_winbuild.planning.venv_plan import VenvPlan
 
 
 def jobs_changes(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
-    cuda: CudaInstall | None,
-    compiler: CompilerChoice | None,
-    plan: PlanBuilder,
-    measured_jobs: MeasuredJobs | None,
+    context: PlanContext, cuda: CudaInstall | None, compiler: CompilerChoice | None, measured_jobs: MeasuredJobs | None
 ) -> None:
     """MAX_JOBS: --jobs wins; otherwise min(cores, available memory / memory per job), the memory per job measured
     by earlier builds of this configuration when `measured_jobs` has a figure, else the cited one."""
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     arch_list = next((c.value for c in reversed(plan.changes) if c.name == "TORCH_CUDA_ARCH_LIST"), None)
     archs = arch_count(arch_list)
     measured = Measured()
@@ -81,7 +75,8 @@ def own_cmake_jobs(tree_backend: str, plan: PlanBuilder) -> None:
         )
 
 
-def path_warnings(knowledge: Knowledge, facts: Facts, options: Options, plan: PlanBuilder) -> None:
+def path_warnings(context: PlanContext) -> None:
+    knowledge, facts, options, plan = context.knowledge, context.facts, context.options, context.plan
     limits = knowledge.path_limits
     source_dir = str(options.source_dir) if options.source_dir is not None else None
     checked = {"source folder": source_dir, "cache folder": str(options.cache_dir), "TEMP": facts.temp_dir}

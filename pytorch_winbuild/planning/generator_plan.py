@@ -11,6 +11,7 @@ from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CompilerCacheChoice, Generator
 from pytorch_winbuild.knowledge.model import Era, Knowledge
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder
 
@@ -47,10 +48,9 @@ def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Gener
     return Generator.VS
 
 
-def choose_compiler_cache(
-    knowledge: Knowledge, era: Era, facts: Facts, options: Options, generator: str, plan: PlanBuilder
-) -> str:
+def choose_compiler_cache(context: PlanContext, generator: str) -> str:
     """Explicit choices must work; auto takes the era's preferred cache that is installed and fits the generator."""
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     if options.compiler_cache is CompilerCacheChoice.NONE:
         return CompilerCacheChoice.NONE
     candidates = (
@@ -119,16 +119,11 @@ def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> st
 
 
 def generator_changes(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    generator: str,
-    compiler: CompilerChoice | None,
-    plan: PlanBuilder,
-    tree_backend: str | None = None,
+    context: PlanContext, generator: str, compiler: CompilerChoice | None, tree_backend: str | None = None
 ) -> None:
     """The generator, and for Visual Studio its platform and toolset, in the variables the tree's build reads:
     the era's (tools/setup_helpers) or, for a tree without setup.py (`tree_backend`), CMake's own."""
+    knowledge, era, facts, plan = context.knowledge, context.era, context.facts, context.plan
     if generator is Generator.NINJA:
         plan.set(
             "CMAKE_GENERATOR",
@@ -193,15 +188,8 @@ def generator_changes(
         )
 
 
-def compiler_cache_changes(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
-    cache_name: str,
-    cuda: CudaInstall | None,
-    plan: PlanBuilder,
-) -> None:
+def compiler_cache_changes(context: PlanContext, cache_name: str, cuda: CudaInstall | None) -> None:
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     if cache_name == CompilerCacheChoice.NONE:
         return
     separator = "\\" if facts.os == Platform.WINDOWS else "/"

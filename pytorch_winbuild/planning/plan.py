@@ -38,6 +38,7 @@ from pytorch_winbuild.planning.compiler_plan import (
     vcvars_call,
     windows_compiler_changes,
 )
+from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.cuda_plan import (
     arch_names,
     choose_cuda,
@@ -116,7 +117,9 @@ def _resolve_era(
             cuda.version
             for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True)
             if unusable_cuda_reason(
-                knowledge, era, facts, options, cuda, arch_names(knowledge, options, pinned or era.newest)
+                PlanContext(knowledge, facts, options, era, PlanBuilder()),
+                cuda,
+                arch_names(knowledge, options, pinned or era.newest),
             )
             is None
         ),
@@ -188,23 +191,21 @@ class _Tools:
 
 
 def _build_tools(
-    knowledge: Knowledge,
+    context: PlanContext,
     choice: EraChoice,
-    facts: Facts,
-    options: Options,
     build_python: BuildPython,
     cuda: CudaInstall | None,
     toolchain: _Toolchain,
     generator: Generator,
     tree_requires: tuple[str, ...],
-    plan: PlanBuilder,
 ) -> _Tools:
     """The build venv with the era's pins and the release's CMake, which the plan chooses once it knows the
     generator and CUDA whose bounds it must meet. With pip without build isolation, the tree's own build backend
     is imported from the venv: `tree_requires` go in too, markers evaluated for the build Python."""
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     if not options.build_venv:
         return _Tools()
-    era, release = choice.era, choice.pytorch_version
+    release = choice.pytorch_version
     unisolated = "--no-build-isolation" in build_arguments_for(era, options)
     tree_requires = tree_requirements(tree_requires, facts.os, build_python.version) if unisolated else ()
     pins = knowledge.build_requirements.requirements_for(era.name, build_python.minor)
@@ -220,11 +221,11 @@ def _build_tools(
         ),
         cuda=cuda.version if cuda else None,
     )
-    cmake, pin = plan_cmake(knowledge, era, facts, options.cmake, bounds, release, build_python.minor, plan)
+    cmake, pin = plan_cmake(context, options.cmake, bounds, release, build_python.minor)
     requirements = (*pins, pin) if pin is not None else pins
     if pin is None:  # --cmake PATH: no cmake package in the venv, where a tree's backend may prefer it to PATH's
         tree_requires = without_cmake(tree_requires)
-    venv = _build_venv(knowledge, era, facts, options, build_python, requirements, tree_requires, plan)
+    venv = _build_venv(context, build_python, requirements, tree_requires)
     scripts = plan_paths(facts.os)(venv.python).parent
     tools = _Tools(venv, placed(cmake, facts.os, scripts), plan_ninja(facts.os, scripts, pins))
     tool_decisions(facts, (tools.cmake, tools.ninja), plan)
@@ -232,16 +233,13 @@ def _build_tools(
 
 
 def _build_venv(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
+    context: PlanContext,
     build_python: BuildPython,
     requirements: tuple[Requirement, ...],
     tree_requires: tuple[str, ...],
-    plan: PlanBuilder,
 ) -> VenvPlan:
     """The build venv: the era's pins and the plan's CMake, in a folder keyed by them and the interpreter."""
+    era, facts, options, plan = context.era, context.facts, context.options, context.plan
     venv = plan_venv(
         facts.os,
         str(options.cache_dir),
@@ -268,13 +266,12 @@ def _refuse_visual_studio_flags(facts: Facts, options: Options) -> None:
         )
 
 
-def _windows_compilers(
-    knowledge: Knowledge, era: Era, facts: Facts, options: Options, cuda: CudaInstall | None, plan: PlanBuilder
-) -> _Toolchain:
+def _windows_compilers(context: PlanContext, cuda: CudaInstall | None) -> _Toolchain:
     """Windows: the toolset CUDA accepts, the one the build runs (the VS 2015 host case may differ) and the
     vcvars call that enters it."""
+    knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     msc_range, range_source = cuda_msc_range(cuda, knowledge.cuda_release(cuda.version)) if cuda else (None, "")
-    cuda_host = choose_compiler(knowledge, options, facts, era, cuda.version if cuda else None, msc_range)
+    cuda_host = choose_compiler(context, cuda.version if cuda else None, msc_range)
     compiler = build_compiler(era, facts, options, cuda_host)
     vcvars = vcvars_call(knowledge, compiler, era.vcvars_arch)
     plan.decisions.extend(compiler_decisions(compiler, cuda_host, cuda, msc_range, range_source))
@@ -291,43 +288,37 @@ def _linux_host(era: Era, facts: Facts, cuda: CudaInstall | None, plan: PlanBuil
 
 
 def _toolchain_changes(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
+    context: PlanContext,
     cuda: CudaInstall | None,
     toolchain: _Toolchain,
     generator: Generator,
     cache_name: str,
     names: NameTable,
     tree_backend: str | None,
-    plan: PlanBuilder,
 ) -> None:
     """The environment of the CUDA, the compilers, the generator and the compiler cache, in that order."""
-    cuda_changes(knowledge, era, facts, options, cuda, plan, names)
+    era, facts, plan = context.era, context.facts, context.plan
+    cuda_changes(context, cuda, names)
     nvcc_host_changes(cuda, toolchain.nvcc_host, plan)
-    generator_changes(knowledge, era, facts, generator, toolchain.compiler, plan, tree_backend)
+    generator_changes(context, generator, toolchain.compiler, tree_backend)
     if facts.os == Platform.WINDOWS:
         windows_compiler_changes(era, facts, cuda, generator, toolchain.compiler, toolchain.cuda_host, plan)
-    compiler_cache_changes(knowledge, era, facts, options, cache_name, cuda, plan)
+    compiler_cache_changes(context, cache_name, cuda)
 
 
 def _build_changes(
-    knowledge: Knowledge,
-    era: Era,
-    facts: Facts,
-    options: Options,
+    context: PlanContext,
     cuda: CudaInstall | None,
     compiler: CompilerChoice | None,
     archives: list[PlannedArchive],
     tools: _Tools,
     tree_backend: str | None,
     measured_jobs: MeasuredJobs | None,
-    plan: PlanBuilder,
 ) -> None:
     """The environment of the build as a whole: jobs, the era's Windows switches, the archives, the venv and
     the tools first on PATH."""
-    jobs_changes(knowledge, era, facts, options, cuda, compiler, plan, measured_jobs)
+    era, facts, plan = context.era, context.facts, context.plan
+    jobs_changes(context, cuda, compiler, measured_jobs)
     if tree_backend is not None:
         own_cmake_jobs(tree_backend, plan)
     if facts.os == Platform.WINDOWS:
@@ -336,7 +327,7 @@ def _build_changes(
     if tools.venv is not None:
         venv_changes(facts, tools.venv, plan)
     tool_path_changes(tools.cmake, plan)
-    path_warnings(knowledge, facts, options, plan)
+    path_warnings(context)
 
 
 def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
@@ -355,25 +346,20 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
     build_arguments = build_arguments_for(era, options)
     _refuse_visual_studio_flags(facts, options)
 
-    cuda = choose_cuda(knowledge, era, facts, options, plan, names)
+    context = PlanContext(knowledge, facts, options, era, plan)
+    cuda = choose_cuda(context, names)
     if facts.os == Platform.WINDOWS:
-        toolchain = _windows_compilers(knowledge, era, facts, options, cuda, plan)
+        toolchain = _windows_compilers(context, cuda)
     else:
         toolchain = _linux_host(era, facts, cuda, plan)
     generator = choose_generator(facts, options, plan)
-    tools = _build_tools(
-        knowledge, choice, facts, options, build_python, cuda, toolchain, generator, tree.requires, plan
-    )
+    tools = _build_tools(context, choice, build_python, cuda, toolchain, generator, tree.requires)
     venv = tools.venv
-    cache_name = choose_compiler_cache(knowledge, era, facts, options, generator, plan)
-    archives = plan_archives(knowledge, era, facts, options, cuda, locate_archive, plan)
+    cache_name = choose_compiler_cache(context, generator)
+    archives = plan_archives(context, cuda, locate_archive)
 
-    _toolchain_changes(
-        knowledge, era, facts, options, cuda, toolchain, generator, cache_name, names, tree.backend, plan
-    )
-    _build_changes(
-        knowledge, era, facts, options, cuda, toolchain.compiler, archives, tools, tree.backend, measured_jobs, plan
-    )
+    _toolchain_changes(context, cuda, toolchain, generator, cache_name, names, tree.backend)
+    _build_changes(context, cuda, toolchain.compiler, archives, tools, tree.backend, measured_jobs)
     return Plan(
         os=facts.os,
         pytorch_version=choice.pytorch_version,
@@ -396,9 +382,7 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
         compiler_cache=cache_name,
         archives=tuple(archives),
         changes=(*plan.changes, *request.entry_env),
-        commands=tuple(
-            plan_commands(era, options, toolchain.vcvars, cuda, archives, facts, build_arguments, build_python, venv)
-        ),
+        commands=tuple(plan_commands(context, toolchain.vcvars, cuda, archives, build_arguments, build_python, venv)),
         build_arguments=build_arguments,
         decisions=tuple(plan.decisions),
         warnings=(*tree.warnings, *plan.warnings),
