@@ -8,11 +8,12 @@ install. A summary that cannot be read costs the planner a rebuild, never a fail
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pytorch_winbuild.nightly.dashboard import Links, Night, load_nights
+from pytorch_winbuild.json_file import JsonObject
+from pytorch_winbuild.nightly.dashboard import Links, Night, entry_name, load_nights
 
 GOOD = ("success", "skipped")  # a skipped entry still stands on its last success's wheel
 
@@ -21,7 +22,7 @@ GOOD = ("success", "skipped")  # a skipped entry still stands on its last succes
 class LastGood:
     """An entry's newest good record whose wheel the channel still holds."""
 
-    record: dict[str, Any]  # the entry as the night's summary recorded it
+    record: JsonObject  # the entry as the night's summary recorded it
     night: Night
     wheel: Path  # where that wheel is now, inside the channel
 
@@ -47,12 +48,12 @@ class ChannelHistory:
     problems: list[str] = field(default_factory=list)
 
 
-def _text(data: dict[str, Any], key: str) -> str | None:
+def _text(data: Mapping[str, object], key: str) -> str | None:
     value = data.get(key)
     return value if isinstance(value, str) and value else None
 
 
-def _seconds(value: Any) -> float | None:
+def _seconds(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
         return None
     return float(value)
@@ -70,7 +71,7 @@ def read_channel(site: Path | None, *, leave_out: Path | None = None) -> Channel
     links = Links(site)
     for night in nights:  # oldest first: a newer record replaces an older one
         for record in night.entries:
-            name = record["name"]
+            name = entry_name(record)
             result = _text(record, "result")
             if result == "success" and (seconds := _seconds(record.get("seconds"))) is not None:
                 history.seconds[name] = seconds

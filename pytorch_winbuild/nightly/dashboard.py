@@ -16,15 +16,14 @@ import contextlib
 import html
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from pytorch_winbuild.builder.report import _duration
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonObject, JsonValue, read_json
 from pytorch_winbuild.nightly.index import ENTRY_INDEXES, INDEX_FOLDER, IndexResult, write_text_file
 from pytorch_winbuild.nightly.retention import date_folders
 from pytorch_winbuild.text.redact import redact_text
@@ -79,12 +78,12 @@ svg { display: block; margin: 6px 0; } .legend span { margin-right: 10px; white-
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     """Untrusted text as HTML text or attribute value."""
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _seconds(value: Any) -> str:
+def _seconds(value: object) -> str:
     number = _number(value)
     if number is None:
         return "–"
@@ -102,12 +101,12 @@ def _size(size: int | None) -> str:
     return f"{amount:.1f} GB"
 
 
-def _text(data: dict[str, Any], key: str) -> str | None:
+def _text(data: Mapping[str, object], key: str) -> str | None:
     value = data.get(key)
     return value if isinstance(value, str) and value else None
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A finite number, not negative (JSON allows NaN and Infinity; SVG does not, nor negative sizes); an integer
     beyond a float's range (10**400 seconds) is no number either."""
     if not isinstance(value, int | float) or isinstance(value, bool):
@@ -119,11 +118,16 @@ def _number(value: Any) -> float | None:
     return max(number, 0.0) if math.isfinite(number) else None
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def entry_name(entry: Mapping[str, object]) -> str:
+    """A summary's entry's name (each of Night.entries, and each record made to stand for one, has a string)."""
+    return name if isinstance(name := entry.get("name"), str) else ""
+
+
+def _dict(value: JsonValue) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
+def _dicts(value: JsonValue) -> list[JsonObject]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
@@ -140,7 +144,7 @@ class Night:
     stamp: str
     folder: Path  # the date folder that holds the summary now
     summary: Path
-    data: dict[str, Any]
+    data: JsonObject
 
     @property
     def label(self) -> str:
@@ -148,7 +152,7 @@ class Night:
         return f"{self.day} {started[11:16]}" if started and len(started) >= 16 else self.day
 
     @property
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[JsonObject]:
         return [entry for entry in _dicts(self.data.get("entries")) if _text(entry, "name")]
 
 
@@ -157,6 +161,7 @@ def load_nights(output_dir: Path) -> tuple[list[Night], list[str]]:
     nights, problems = [], []
     for day, folder in date_folders(output_dir):
         for path in sorted(folder.glob(SUMMARY_GLOB)):
+            data: JsonValue
             try:
                 data = read_json(path, allow_nonfinite=True)  # the numbers are checked where shown
             except (OSError, ValueError) as error:
@@ -176,7 +181,7 @@ class Links:
     def __init__(self, output_dir: Path) -> None:
         self.root = output_dir.resolve()
 
-    def local(self, value: Any, night: Night) -> Path | None:
+    def local(self, value: JsonValue, night: Night) -> Path | None:
         """The file a summary's recorded path names now: moved with its date folder, inside the output folder.
 
         A path in another date folder (a skipped entry's wheel, from the night that built it) moves with the
@@ -216,19 +221,19 @@ class Links:
 # --------------------------------------------------------------------------------------------
 
 
-def _result(entry: dict[str, Any]) -> str:
+def _result(entry: JsonObject) -> str:
     result = _text(entry, "result") or "not run"
     return result if result in RESULT_CLASS else "not run"
 
 
-def _badge(entry: dict[str, Any]) -> str:
+def _badge(entry: JsonObject) -> str:
     result = _result(entry)
     stage = _text(entry, "stage")
     text = result + (f" at {stage}" if result in FAILING and stage else "")
     return f'<span class="badge {RESULT_CLASS[result]}">{_e(text)}</span>'
 
 
-def _hit_rate(entry: dict[str, Any]) -> float | None:
+def _hit_rate(entry: JsonObject) -> float | None:
     rate = _number(entry.get("hit_rate"))
     if rate is not None:
         return rate
@@ -237,7 +242,7 @@ def _hit_rate(entry: dict[str, Any]) -> float | None:
     return hits / (hits + misses) if hits is not None and misses is not None and hits + misses else None
 
 
-def _cache_cell(entry: dict[str, Any]) -> str:
+def _cache_cell(entry: JsonObject) -> str:
     rate = _hit_rate(entry)
     cache = _dict(entry.get("compiler_cache"))
     if rate is None:
@@ -247,7 +252,7 @@ def _cache_cell(entry: dict[str, Any]) -> str:
     return f"{100 * rate:.0f}% <span class='muted'>({hits}/{hits + misses} {_e(engine)})</span>"
 
 
-def _stage_seconds(entry: dict[str, Any]) -> list[tuple[str, float]]:
+def _stage_seconds(entry: JsonObject) -> list[tuple[str, float]]:
     stages = _dict(entry.get("stages"))
     known = [(name, value) for name in STAGES if (value := _number(stages.get(name))) is not None]
     other = sum(
@@ -258,12 +263,12 @@ def _stage_seconds(entry: dict[str, Any]) -> list[tuple[str, float]]:
     return known + ([("other", other)] if other else [])
 
 
-def _phases_cell(entry: dict[str, Any]) -> str:
+def _phases_cell(entry: JsonObject) -> str:
     parts = [f"{_e(name)} {_seconds(value)}" for name, value in _stage_seconds(entry)]
     return " · ".join(parts) if parts else "–"
 
 
-def _failure(entry: dict[str, Any], night: Night, links: Links, open_: bool) -> str:
+def _failure(entry: JsonObject, night: Night, links: Links, open_: bool) -> str:
     """The error paragraph, the first error block and the diagnosis of a failed entry."""
     parts = [f'<p class="error">{_e(_text(entry, "error") or "(no message)")}</p>']
     first = _dict(entry.get("first_error"))
@@ -293,7 +298,7 @@ def _failure(entry: dict[str, Any], night: Night, links: Links, open_: bool) -> 
     return f"<details{' open' if open_ else ''}><summary>{summary_text}</summary>{''.join(parts)}</details>"
 
 
-def _row(entry: dict[str, Any], night: Night, links: Links, newest_failure: bool) -> str:
+def _row(entry: JsonObject, night: Night, links: Links, newest_failure: bool) -> str:
     result = _result(entry)
     wheel = links.local(entry.get("wheel"), night)
     wheel_name = Path(str(entry.get("wheel"))).name if _text(entry, "wheel") else None
@@ -332,7 +337,7 @@ def _row(entry: dict[str, Any], night: Night, links: Links, newest_failure: bool
     return row
 
 
-def _trend_chart(history: list[tuple[Night, dict[str, Any]]], title: str) -> str:
+def _trend_chart(history: list[tuple[Night, JsonObject]], title: str) -> str:
     """Stacked bars of phase durations per night, oldest left; a failure's bar outlined in red."""
     totals = [sum(value for _, value in _stage_seconds(entry)) for _, entry in history]
     top = max([*totals, 1e-9])
@@ -416,7 +421,7 @@ def _nights_chart(nights: list[Night]) -> str:
     return "".join(parts)
 
 
-def _failing_reason(entry: dict[str, Any]) -> str:
+def _failing_reason(entry: JsonObject) -> str:
     """The diagnosis' title, else the first error's line, else the error's first words."""
     diagnosis = _dicts(entry.get("diagnosis"))
     if diagnosis:
@@ -435,12 +440,12 @@ def _entry_names(nights: Iterable[Night]) -> list[str]:
     names: list[str] = []
     for night in reversed(list(nights)):
         for entry in night.entries:
-            if entry["name"] not in names:
-                names.append(entry["name"])
+            if entry_name(entry) not in names:
+                names.append(entry_name(entry))
     return names
 
 
-def _failing_section(failing: list[str], newest: dict[str, dict[str, Any]], ids: dict[str, str]) -> str:
+def _failing_section(failing: list[str], newest: dict[str, JsonObject], ids: dict[str, str]) -> str:
     """The list at the top of the page: each failing entry, linked to its section, with why it fails."""
     items = "".join(
         f'<li><a href="#{ids[name]}">{_e(name)}</a> {_badge(newest[name])}' + _failing_reason(newest[name]) + "</li>"
@@ -450,7 +455,7 @@ def _failing_section(failing: list[str], newest: dict[str, dict[str, Any]], ids:
 
 
 def _entry_section(
-    name: str, history: list[tuple[Night, dict[str, Any]]], anchor: str, links: Links, *, failing: bool, indexed: bool
+    name: str, history: list[tuple[Night, JsonObject]], anchor: str, links: Links, *, failing: bool, indexed: bool
 ) -> str:
     """One entry's section: its newest result, where it builds from, its trend chart and a row per night."""
     newest_night, newest = history[-1]

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.builder.memory_record import measured_jobs
 from pytorch_winbuild.builder.pipeline import BuildRequest, build_record, run_build
@@ -36,6 +35,7 @@ from pytorch_winbuild.child_processes import stop_cause
 from pytorch_winbuild.deps.cache import archive_locator
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.knowledge.model import Knowledge
 from pytorch_winbuild.nightly.disk import check_free_space
 from pytorch_winbuild.nightly.index import file_sha256
@@ -98,7 +98,7 @@ class EntryResult:
     revision: str | None = None
     config_hash: str | None = None
     python: str | None = None
-    compiler_cache: dict[str, Any] | None = None
+    compiler_cache: JsonObject | None = None
     stages: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     wheel: str | None = None
@@ -106,8 +106,8 @@ class EntryResult:
     report: str | None = None
     error: str | None = None
     exit_code: int | None = None
-    first_error: dict[str, Any] | None = None
-    diagnosis: list[dict[str, Any]] = field(default_factory=list)
+    first_error: JsonObject | None = None
+    diagnosis: list[JsonObject] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # The entry's table (Entry.table_hash): what a fleet's planner compares, as it cannot make a runner's plan.
     table_hash: str | None = None
@@ -132,22 +132,35 @@ class EntryResult:
         self.notes.append(text)
         print(terminal_line(f"-- [{self.name}] {text}"), flush=True)
 
-    def hit_rate(self) -> float | None:
+    def cache_counts(self) -> tuple[int | float, int | float] | None:
+        """The compiler cache's hits and misses, when it counted both (a count is None when the cache gave none)."""
         cache = self.compiler_cache or {}
         hits, misses = cache.get("hits"), cache.get("misses")
-        if hits is None or misses is None or hits + misses == 0:
+        if not isinstance(hits, int | float) or not isinstance(misses, int | float):
             return None
+        return hits, misses
+
+    def hit_rate(self) -> float | None:
+        counts = self.cache_counts()
+        if counts is None or counts[0] + counts[1] == 0:
+            return None
+        hits, misses = counts
         return hits / (hits + misses)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         rate = self.hit_rate()
         return {**vars(self), "hit_rate": None if rate is None else round(rate, 4)}
 
 
-def plan_identity(plan: Plan) -> dict[str, Any]:
-    data = plan_to_dict(plan)
+def plan_identity(plan: Plan) -> JsonObject:
+    data: JsonObject = plan_to_dict(plan)
     identity = {key: data[key] for key in PLAN_IDENTITY_KEYS}
-    identity["changes"] = [{k: change[k] for k in ("name", "value", "action")} for change in data["changes"]]
+    changes = data["changes"]  # plan_to_dict's list of changes, each a table
+    identity["changes"] = [
+        {k: change[k] for k in ("name", "value", "action")}
+        for change in (changes if isinstance(changes, list) else [])
+        if isinstance(change, dict)
+    ]
     return identity
 
 

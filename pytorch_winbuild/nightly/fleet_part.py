@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
-from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.nightly.dashboard import Night, load_nights
+from pytorch_winbuild.json_file import JsonObject, JsonValue
+from pytorch_winbuild.nightly.dashboard import Night, entry_name, load_nights
 from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.fleet_plan import MAX_JOBS
 from pytorch_winbuild.nightly.index import ENTRY_NAME
@@ -42,7 +42,7 @@ class Part:
         return str(self.folder)
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[JsonObject]:
         return self.night.entries
 
     @property
@@ -58,7 +58,7 @@ class Part:
     def seconds(self) -> float:
         return _number(self.night.data.get("seconds"))
 
-    def relative(self, value: Any) -> tuple[str, ...] | None:
+    def relative(self, value: JsonValue) -> tuple[str, ...] | None:
         """A recorded path as parts under the part's folder (<date>/<entry>/<file>), or None when it names
         nothing inside the part."""
         run_dir = self.night.data.get("run_dir")
@@ -76,7 +76,7 @@ class Part:
         return parts
 
 
-def _time(value: Any) -> datetime | None:
+def _time(value: object) -> datetime | None:
     try:
         moment = datetime.fromisoformat(str(value))
     except ValueError:
@@ -84,7 +84,7 @@ def _time(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _number(value: Any) -> float:
+def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         return 0.0
     return float(value)
@@ -126,7 +126,7 @@ def _check_night(part: Part) -> None:
     if len(part.records) > MAX_JOBS:
         raise _refused(part.folder, f"has {len(part.records)} entries; a night has at most {MAX_JOBS} (one per job)")
     for record in part.records:
-        name = record["name"]
+        name = entry_name(record)
         if not ENTRY_NAME.fullmatch(name) or len(name) > MAX_NAME or SUMMARY_NAME.fullmatch(name):
             raise _refused(part.folder, f"has an entry named {name[:60]!r}, which no matrix allows")
     started = part.night.data.get("started")
@@ -138,11 +138,11 @@ def _check_night(part: Part) -> None:
         raise _refused(part.folder, f"says its night took {str(seconds)[:40]} seconds, not 0 to {MAX_SECONDS} (a week)")
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _first_error(value: Any) -> dict[str, Any] | None:
+def _first_error(value: JsonValue) -> JsonObject | None:
     """The first error block, when it has the shape the summary's Markdown reads."""
     if not isinstance(value, dict):
         return None
@@ -154,15 +154,16 @@ def _first_error(value: Any) -> dict[str, Any] | None:
     return value
 
 
-def result_from_record(record: dict[str, Any], paths: dict[str, str | None]) -> EntryResult:
+def result_from_record(record: JsonObject, paths: dict[str, str | None]) -> EntryResult:
     """An EntryResult from a summary's record, each value of its type (or left out), paths as given."""
     known = {field.name for field in fields(EntryResult)}
-    result = EntryResult(record["name"], _text(record.get("repo")) or "?", _text(record.get("ref")), "?")
+    result = EntryResult(entry_name(record), _text(record.get("repo")) or "?", _text(record.get("ref")), "?")
     for name in _TEXT_FIELDS:
         if name in known:
             setattr(result, name, _text(record.get(name)))
     result.cuda = _text(record.get("cuda")) or "?"
-    result.result = record["result"] if record.get("result") in RESULTS else "not run"
+    recorded = record.get("result")
+    result.result = recorded if isinstance(recorded, str) and recorded in RESULTS else "not run"
     result.seconds = _number(record.get("seconds"))
     stages = record.get("stages")
     result.stages = (

@@ -26,12 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.builder.source import remote_commits
 from pytorch_winbuild.errors import ConfigurationError, WinbuildError
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonObject, JsonValue, read_json
 from pytorch_winbuild.nightly.channel_history import ChannelHistory, read_channel
 from pytorch_winbuild.nightly.matrix import MAX_KEEP_DAYS, Entry, Matrix
 from pytorch_winbuild.nightly.runner_labels import LabelRules, entry_labels
@@ -49,7 +48,7 @@ class PlannedEntry:
     reason: str
     seconds: float | None  # its last successful build's duration, from the channel
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "entry": self.name,
             "runs-on": list(self.runs_on),
@@ -75,11 +74,11 @@ class FleetPlan:
             key=lambda entry: (entry.seconds is not None, -(entry.seconds or 0.0), order[entry.name]),
         )
 
-    def matrix_json(self) -> dict[str, Any]:
+    def matrix_json(self) -> JsonObject:
         """`strategy.matrix` for GitHub Actions: include objects only (no other key, which would be a dimension)."""
         return {"include": [{"entry": entry.name, "runs-on": list(entry.runs_on)} for entry in self.builds()]}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "format": PLAN_FORMAT,
             "planned": self.planned,
@@ -199,35 +198,36 @@ def _bad(source: Path, problem: str) -> ConfigurationError:
     )
 
 
-def _planned_entry(item: Any, source: Path) -> PlannedEntry:
+def _planned_entry(item: JsonValue, source: Path) -> PlannedEntry:
     from pytorch_winbuild.nightly.index import ENTRY_NAME
 
-    if not isinstance(item, dict) or not isinstance(item.get("entry"), str) or not ENTRY_NAME.fullmatch(item["entry"]):
+    name = item.get("entry") if isinstance(item, dict) else None
+    if not isinstance(item, dict) or not isinstance(name, str) or not ENTRY_NAME.fullmatch(name):
         raise _bad(source, f"lists an entry that has no valid name ({str(item)[:80]})")
-    labels = item.get("runs-on")
-    seconds = item.get("seconds")
+    build, labels, reason, seconds = item.get("build"), item.get("runs-on"), item.get("reason"), item.get("seconds")
     if (
-        not isinstance(item.get("build"), bool)
+        not isinstance(build, bool)
         or not isinstance(labels, list)
         or not all(isinstance(label, str) for label in labels)
-        or not isinstance(item.get("reason"), str)
+        or not isinstance(reason, str)
         or (seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)))
     ):
-        raise _bad(source, f"has an entry '{item['entry']}' without build, runs-on, reason or seconds as written")
-    return PlannedEntry(
-        item["entry"], tuple(labels), item["build"], item["reason"], None if seconds is None else float(seconds)
-    )
+        raise _bad(source, f"has an entry '{name}' without build, runs-on, reason or seconds as written")
+    runs_on = tuple(label for label in labels if isinstance(label, str))  # every label, checked above
+    return PlannedEntry(name, runs_on, build, reason, None if seconds is None else float(seconds))
 
 
 def load_plan(source: Path) -> FleetPlan:
     """The plan file `plan_fleet` wrote, checked: a broken one is refused by name, not half used."""
+    data: JsonValue
     try:
         data = read_json(source)
     except OSError as error:
         raise _bad(source, f"cannot be read ({error.strerror or error})") from None
     except ValueError as error:
         raise _bad(source, f"is not a plan ({error})") from None
-    if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT or not isinstance(data.get("entries"), list):
+    items = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT or not isinstance(items, list):
         raise _bad(source, f"is not a plan of format {PLAN_FORMAT}")
     planned, keep_days = data.get("planned"), data.get("keep_days")
     try:
@@ -236,7 +236,7 @@ def load_plan(source: Path) -> FleetPlan:
         raise _bad(source, f"has no valid time 'planned' ({str(planned)[:40]})") from None
     if isinstance(keep_days, bool) or not isinstance(keep_days, int) or not 1 <= keep_days <= MAX_KEEP_DAYS:
         raise _bad(source, f"has no keep_days from 1 to {MAX_KEEP_DAYS}")
-    entries = tuple(_planned_entry(item, source) for item in data["entries"])
+    entries = tuple(_planned_entry(item, source) for item in items)
     names = [entry.name for entry in entries]
     if len(set(names)) != len(names):
         raise _bad(source, "lists an entry twice")

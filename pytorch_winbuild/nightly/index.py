@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -38,7 +37,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from pytorch_winbuild import atomic_file
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonObject, JsonValue, read_json
 from pytorch_winbuild.nightly.retention import date_folders
 
 INDEX_FOLDER = "simple"
@@ -125,7 +124,8 @@ def _requires_python(path: Path) -> str | None:
     return value
 
 
-def _load_hash_cache(path: Path) -> dict[str, dict[str, Any]]:
+def _load_hash_cache(path: Path) -> dict[str, JsonObject]:
+    data: JsonValue
     try:
         data = read_json(path)
     except (OSError, ValueError):
@@ -138,7 +138,7 @@ def collect_wheels(output_dir: Path) -> tuple[list[IndexedWheel], list[str]]:
     """Every wheel in the date folders (`<date>/<entry>/*.whl`), hashed; and the files left out, with why."""
     cache_path = output_dir / HASH_CACHE
     cache = _load_hash_cache(cache_path)
-    fresh: dict[str, dict[str, Any]] = {}
+    fresh: dict[str, JsonObject] = {}
     wheels: list[IndexedWheel] = []
     problems: list[str] = []
     for day, folder in date_folders(output_dir):
@@ -234,7 +234,7 @@ def _html_page(title: str, links: list[tuple[str, str, str | None]]) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
-def _json(data: dict[str, Any]) -> bytes:
+def _json(data: JsonObject) -> bytes:
     return (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -244,7 +244,7 @@ def render_index(wheels: list[IndexedWheel], folder: str) -> dict[str, bytes]:
     for wheel in wheels:
         projects.setdefault(wheel.project, []).append(wheel)
     files: dict[str, bytes] = {}
-    meta = {"api-version": REPOSITORY_VERSION}
+    meta: JsonObject = {"api-version": REPOSITORY_VERSION}
     for project, found in sorted(projects.items()):
         page_folder = f"{folder}/{project}"
         chosen = _newest_per_file(found)
@@ -253,9 +253,9 @@ def render_index(wheels: list[IndexedWheel], folder: str) -> dict[str, bytes]:
             for wheel in chosen
         ]
         files[f"{project}/index.html"] = _html_page(f"Links for {project}", links)
-        entries = []
+        entries: list[JsonValue] = []
         for wheel in chosen:
-            item: dict[str, Any] = {
+            item: JsonObject = {
                 "filename": wheel.filename,
                 "url": _href(wheel.link, page_folder),
                 "hashes": {"sha256": wheel.sha256},

@@ -11,12 +11,13 @@ import json
 import math
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.builder.source import check_ref, check_repo
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.knowledge.choices import CudaWord, Mode, cuda_release_of
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require
 from pytorch_winbuild.knowledge.model import Knowledge
@@ -39,7 +40,7 @@ def entry_python(text: str, label: str = "python") -> PythonRequest:
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Entry keys that are `invoke build` flags of the same name, with their type; the plan checks their values.
-PLAN_KEYS: dict[str, type[Any]] = {
+PLAN_KEYS: dict[str, type[str] | type[int]] = {
     "vs": str,
     "toolset": str,
     "generator": str,
@@ -75,7 +76,7 @@ class Entry:
     mode: str
     env: tuple[tuple[str, str], ...]
     min_free_gb: float
-    plan_options: tuple[tuple[str, Any], ...]  # (Options field, value) from PLAN_KEYS, as written (to_dict)
+    plan_options: tuple[tuple[str, str | int], ...]  # (Options field, value) from PLAN_KEYS, as written (to_dict)
     request: Options  # the entry's plan options, parsed once when the matrix was read
     # Where min_free_gb came from, as a user would change it: the entry's key, [settings] or --min-free-gb.
     min_free_gb_from: str = "min_free_gb"
@@ -87,7 +88,7 @@ class Entry:
         """The plan's options for this entry on this runner: its own values, with the runner's folders."""
         return replace(self.request, cache_dir=cache_dir, source_dir=source_dir)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "repo": redact_text(self.repo),
@@ -100,7 +101,7 @@ class Entry:
             **dict(self.plan_options),
         }
 
-    def config_hash(self, plan_identity: dict[str, Any]) -> str:
+    def config_hash(self, plan_identity: JsonObject) -> str:
         """What decides the wheel besides the source: the entry's table (but its disk threshold) and the plan
         made for it."""
         entry = {key: value for key, value in self.to_dict().items() if key != "min_free_gb"}
@@ -155,7 +156,7 @@ class Matrix:
         return replace(self, settings=settings, entries=entries)
 
 
-def _positive_days(value: Any, where: str) -> int:
+def _positive_days(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEEP_DAYS:
         shown = repr(value) if len(repr(value)) <= 24 else f"{repr(value)[:20]}…"
         raise ConfigurationError(
@@ -165,7 +166,7 @@ def _positive_days(value: Any, where: str) -> int:
     return value
 
 
-def _free_gb(value: Any, where: str) -> float:
+def _free_gb(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigurationError(f"{where}: expected a number of GB, 0 or more, got {value!r}.")
     try:
@@ -185,7 +186,7 @@ def _free_gb(value: Any, where: str) -> float:
     return number
 
 
-def _unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
+def _unknown_keys(table: Mapping[str, object], known: set[str], where: str) -> None:
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigurationError(
@@ -193,9 +194,9 @@ def _unknown_keys(table: dict[str, Any], known: set[str], where: str) -> None:
         )
 
 
-def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+def _variables(table: dict[str, object], key: str, where: str) -> tuple[tuple[str, str], ...]:
     """A table of environment variables; credentials are refused (they come from the runner's secrets)."""
-    variables = optional(table, key, dict, where, {})
+    variables: dict[str, object] = optional(table, key, dict, where, {})
     checked = []
     for name, value in variables.items():
         if not _VARIABLE.fullmatch(name):
@@ -218,13 +219,13 @@ def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, 
     return tuple(checked)
 
 
-def _plan_options(table: dict[str, Any], where: str) -> tuple[tuple[str, Any], ...]:
+def _plan_options(table: dict[str, object], where: str) -> tuple[tuple[str, str | int], ...]:
     """The entry's `invoke build` options as written, each of its TOML type (parse_options reads their values)."""
     return tuple((key, require(table, key, kind, where)) for key, kind in PLAN_KEYS.items() if key in table)
 
 
 def _request(
-    knowledge: Knowledge, cuda: str, python: PythonRequest, written: tuple[tuple[str, Any], ...], where: str
+    knowledge: Knowledge, cuda: str, python: PythonRequest, written: tuple[tuple[str, str | int], ...], where: str
 ) -> Options:
     """The entry's plan options, each value read once by the same parser as the command line's flags."""
     raw = {key: value for key, value in written if key != "jobs"}
@@ -248,7 +249,7 @@ def _request(
     return replace(request, mode=Mode.WHEEL)
 
 
-def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledge: Knowledge) -> Entry:
+def _entry(table: object, index: int, source: str, default_free_gb: float, knowledge: Knowledge) -> Entry:
     where = f"{source}: entry[{index}]"
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table ([[entry]]).")
@@ -298,7 +299,7 @@ def _entry(table: Any, index: int, source: str, default_free_gb: float, knowledg
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # a runner label GitHub accepts (letters, digits, . _ -)
 
 
-def _runs_on(table: dict[str, Any], where: str) -> tuple[str, ...]:
+def _runs_on(table: dict[str, object], where: str) -> tuple[str, ...]:
     """`runs_on`: the runner labels of the entry's job, a label or a list of them, instead of the ones made
     from what it needs (build_config/runner_labels.toml)."""
     if "runs_on" not in table:
@@ -310,14 +311,15 @@ def _runs_on(table: dict[str, Any], where: str) -> tuple[str, ...]:
             f"{where}.runs_on: expected a runner label or a list of them, got {value!r}.",
             fix='e.g. runs_on = ["self-hosted", "windows", "x64", "gpu-box"].',
         )
-    for label in labels:
+    names = [label for label in labels if isinstance(label, str)]  # every label, checked above
+    for label in names:
         if not _LABEL.fullmatch(label):
             raise ConfigurationError(
                 f"{where}.runs_on: {label!r} is not a runner label (letters, digits, '.', '_' and '-', at most "
                 "100 characters).",
                 fix="name the labels as the runners were registered with them (Settings > Actions > Runners).",
             )
-    return tuple(dict.fromkeys(labels))
+    return tuple(dict.fromkeys(names))
 
 
 def _arch_list_for_cuda(request: Options, ref: str | None, where: str, knowledge: Knowledge) -> Options:
@@ -334,9 +336,9 @@ def _arch_list_for_cuda(request: Options, ref: str | None, where: str, knowledge
     return request
 
 
-def parse_settings(data: dict[str, Any], source: str) -> Settings:
+def parse_settings(data: dict[str, object], source: str) -> Settings:
     """A matrix file's [settings], checked."""
-    settings_table = require(data, "settings", dict, source)
+    settings_table: dict[str, object] = require(data, "settings", dict, source)
     where = f"{source}: settings"
     _unknown_keys(settings_table, SETTINGS_KEYS, where)
     return Settings(
@@ -346,13 +348,13 @@ def parse_settings(data: dict[str, Any], source: str) -> Settings:
     )
 
 
-def parse_matrix(data: dict[str, Any], source: str, knowledge: Knowledge) -> Matrix:
+def parse_matrix(data: dict[str, object], source: str, knowledge: Knowledge) -> Matrix:
     """Check every key of a matrix file, naming the file, entry and key on any problem."""
     _unknown_keys(data, {"settings", "shared_cache", "entry"}, source)
     settings = parse_settings(data, source)
-    shared = optional(data, "shared_cache", dict, source, {})
+    shared: dict[str, object] = optional(data, "shared_cache", dict, source, {})
     _unknown_keys(shared, SHARED_CACHE_KEYS, f"{source}: shared_cache")
-    tables = require(data, "entry", list, source)
+    tables: list[object] = require(data, "entry", list, source)
     if not tables:
         raise ConfigurationError(
             f"{source}: the matrix has no [[entry]].", fix="add at least one [[entry]] with name, repo and cuda."

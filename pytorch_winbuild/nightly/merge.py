@@ -31,13 +31,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonObject, JsonValue, read_json
 from pytorch_winbuild.nightly.channel_history import ChannelHistory, LastGood, read_channel
-from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, write_dashboard
+from pytorch_winbuild.nightly.dashboard import DEFAULT_NIGHTS, entry_name, write_dashboard
 from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.fleet_part import PATH_FIELDS, Part, read_part, result_from_record
 from pytorch_winbuild.nightly.fleet_plan import FleetPlan, PlannedEntry, load_plan
@@ -117,15 +116,35 @@ def copy_channel(previous: Path, output_dir: Path) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class MergedPart:
+    """One part of the night, as the merged summary lists it."""
+
+    part: str  # its folder
+    host: str
+    started: str  # ISO time
+    seconds: float
+    entries: tuple[str, ...]
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "part": self.part,
+            "host": self.host,
+            "started": self.started,
+            "seconds": self.seconds,
+            "entries": list(self.entries),
+        }
+
+
 @dataclass
 class MergedSummary(NightlySummary):
     """A night's summary as one runner writes it, plus the parts it was made of."""
 
-    parts: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[MergedPart] = field(default_factory=list)
     plan: str | None = None  # the plan file's path
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "parts": self.parts, "plan": self.plan}
+    def to_dict(self) -> JsonObject:
+        return {**super().to_dict(), "parts": [part.to_dict() for part in self.parts], "plan": self.plan}
 
     def write_into(self, folder: Path) -> None:
         """Both files into `folder` (the night's folder of the staged channel), each through a temporary one
@@ -134,7 +153,7 @@ class MergedSummary(NightlySummary):
 
         folder.mkdir(parents=True, exist_ok=True)
         runners = "".join(
-            f"- `{part['host']}`: {', '.join(part['entries']) or '(no entry)'} — started {part['started']}\n"
+            f"- `{part.host}`: {', '.join(part.entries) or '(no entry)'} — started {part.started}\n"
             for part in self.parts
         )
         markdown = render_markdown(self) + (f"\nRunners:\n\n{runners}" if runners else "")
@@ -165,7 +184,7 @@ def _refuse_double_claims(parts: Sequence[Part]) -> dict[str, Part]:
     claims: dict[str, Part] = {}
     for part in parts:
         for record in part.records:
-            name = record["name"]
+            name = entry_name(record)
             if name in claims:
                 other = claims[name]
                 where = "twice in the part " + part.label if other is part else f"in {other.label} and {part.label}"
@@ -180,13 +199,13 @@ def _refuse_double_claims(parts: Sequence[Part]) -> dict[str, Part]:
 
 
 def _copy_part_files(
-    part: Part, record: dict[str, Any], stage: _Stage, run_dir: Path
+    part: Part, record: JsonObject, stage: _Stage, run_dir: Path
 ) -> tuple[dict[str, str | None], list[str]]:
     """The entry's own folder of the part's night into the channel, and the record's paths as they are there (None:
     it named nothing in that folder); with a note for each file the record named elsewhere. A part publishes only
     regular files of its own entries' folders for its own night, reached through no link: never another entry's
     (a part claiming B cannot replace A's wheel), another night's, or a file outside the part."""
-    name = record["name"]
+    name = entry_name(record)
     night_folder = part.night.folder
     for path in plain_files(night_folder / name):
         relative = path.relative_to(night_folder / name)
@@ -225,6 +244,7 @@ def _changed_since_built(wheel: Path, recorded: Path | None) -> str | None:
     """Why the wheel is not the one its runner built (the SHA-256 it recorded beside the wheel, entry.py), or None."""
     if recorded is None:
         return None
+    record: JsonValue
     try:
         record = read_json(recorded)
     except (OSError, ValueError) as error:
@@ -240,7 +260,7 @@ def _standing(
     last: LastGood | None, planned: PlannedEntry, result: str, note: str, error: str | None, stage: _Stage
 ) -> EntryResult:
     """An entry no part built tonight, shown on its last good build (its wheel stays in the index)."""
-    record = dict(last.record) if last else {"name": planned.name}
+    record: JsonObject = dict(last.record) if last else {"name": planned.name}
     record["name"] = planned.name
     entry = result_from_record(record, {"wheel": str(stage.final(last.wheel)) if last else None})
     entry.result, entry.stage, entry.error = result, None, error
@@ -407,7 +427,7 @@ def _merge_into(
     for part in loaded:
         for record in part.records:
             paths, notes = _copy_part_files(part, record, stage, stage.folder / day)
-            built[record["name"]] = result = result_from_record(record, paths)
+            built[entry_name(record)] = result = result_from_record(record, paths)
             result.notes += notes
     order = [planned.name for planned in plan.entries] if plan else []
     order += [name for name in claims if name not in order]
@@ -418,13 +438,13 @@ def _merge_into(
     ends = [part.started + timedelta(seconds=part.seconds) for part in loaded]
     summary.seconds = max([(end - started).total_seconds() for end in ends] + [0.0])
     summary.parts = [
-        {
-            "part": part.label,
-            "host": part.host,
-            "started": part.started.isoformat(timespec="seconds"),
-            "seconds": part.seconds,
-            "entries": [record["name"] for record in part.records],
-        }
+        MergedPart(
+            part=part.label,
+            host=part.host,
+            started=part.started.isoformat(timespec="seconds"),
+            seconds=part.seconds,
+            entries=tuple(entry_name(record) for record in part.records),
+        )
         for part in loaded
     ]
     retention = apply_retention(stage.folder, keep_days, started.date())

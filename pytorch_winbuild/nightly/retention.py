@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.deps.cache import remove_tree
+from pytorch_winbuild.json_file import JsonObject
 
 DATE_FOLDER = re.compile(r"\d{4}-\d{2}-\d{2}")
 WHEEL_RECORD_SUFFIX = ".nightly.json"  # written next to each collected wheel: where it came from
@@ -27,7 +27,7 @@ class RetentionResult:
     removed_folders: tuple[str, ...]  # date folders removed entirely
     kept_wheels: tuple[str, ...]  # wheels kept in expired folders as their entry's newest
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "keep_days": self.keep_days,
             "oldest_kept": self.oldest_kept,

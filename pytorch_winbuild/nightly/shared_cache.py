@@ -13,10 +13,10 @@ import functools
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
 from pytorch_winbuild.planning.plan_model import EnvChange
 from pytorch_winbuild.text.redact import redact_text
@@ -63,7 +63,7 @@ class SharedCache:
         )
         return where + (f"; {self.fallback}" if self.fallback else "")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "engine": self.engine,
             "backends": list(self.backends),
@@ -72,7 +72,7 @@ class SharedCache:
         }
 
 
-def _backend(name: str, table: Any, where: str) -> Backend:
+def _backend(name: str, table: object, where: str) -> Backend:
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table with select and requires.")
     groups = require(table, "requires", list, where)
@@ -89,13 +89,13 @@ def _backend(name: str, table: Any, where: str) -> Backend:
     return Backend(name, tuple(select), tuple(tuple(group) for group in groups), port or None)
 
 
-def parse_engines(data: dict[str, Any], source: str) -> dict[str, Engine]:
+def parse_engines(data: Mapping[str, object], source: str) -> dict[str, Engine]:
     engines = {}
     for name, table in data.items():
         where = f"{source}: {name}"
         if not isinstance(table, dict):
             raise ConfigurationError(f"{where}: expected a table.")
-        backends = optional(table, "backends", dict, where, {})
+        backends: dict[str, object] = optional(table, "backends", dict, where, {})
         source_folder = optional(table, "source_folder", str, where, "")
         engines[name] = Engine(
             name=name,

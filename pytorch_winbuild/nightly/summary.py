@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.builder.report import _duration
+from pytorch_winbuild.json_file import JsonObject, JsonValue
 from pytorch_winbuild.nightly.entry import EntryResult
 from pytorch_winbuild.nightly.retention import RetentionResult
 from pytorch_winbuild.text.redact import redact_text
@@ -48,8 +48,8 @@ class NightlySummary:
         return [entry for entry in self.entries if entry.result in FAILING]
 
     def cache_totals(self) -> tuple[int, int]:
-        hits = sum((entry.compiler_cache or {}).get("hits") or 0 for entry in self.entries)
-        misses = sum((entry.compiler_cache or {}).get("misses") or 0 for entry in self.entries)
+        hits = sum(_count(entry.compiler_cache, "hits") for entry in self.entries)
+        misses = sum(_count(entry.compiler_cache, "misses") for entry in self.entries)
         return hits, misses
 
     def hit_rate(self) -> float | None:
@@ -64,9 +64,12 @@ class NightlySummary:
                 parts.append(f"{self.count(result)} {result}")
         return ", ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         hits, misses = self.cache_totals()
         rate = self.hit_rate()
+        counts: JsonObject = {result: self.count(result) for result in COUNTED}
+        if self.count("missing"):
+            counts["missing"] = self.count("missing")
         return {
             "format": SUMMARY_FORMAT,
             "started": self.started,
@@ -77,8 +80,7 @@ class NightlySummary:
             "forced": self.forced,
             "seconds": round(self.seconds, 3),
             "result": "failed" if self.failed else "success",
-            "counts": {result: self.count(result) for result in COUNTED}
-            | ({"missing": self.count("missing")} if self.count("missing") else {}),
+            "counts": counts,
             "compiler_cache": {"hits": hits, "misses": misses, "hit_rate": None if rate is None else round(rate, 4)},
             "entries": [entry.to_dict() for entry in self.entries],
             "retention": self.retention.to_dict() if self.retention else None,
@@ -102,22 +104,43 @@ class NightlySummary:
             atomic_file.write_text(path, redact_text(text), mode=atomic_file.SHARED)
 
 
+def _count(cache: JsonObject | None, key: str) -> int:
+    """A compiler cache's count of hits or misses; 0 when it gave none (None, or no cache)."""
+    value = (cache or {}).get(key)
+    return value if isinstance(value, int) else 0
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _cache_cell(entry: EntryResult) -> str:
     cache = entry.compiler_cache or {}
-    rate = entry.hit_rate()
-    if rate is None:
+    rate, counts = entry.hit_rate(), entry.cache_counts()
+    if rate is None or counts is None:
         return "–"
-    where = "/".join(cache.get("backends") or []) or "local"
-    return f"{cache['hits']}/{cache['hits'] + cache['misses']} ({100 * rate:.0f}%, {cache['engine']} {where})"
+    hits, misses = counts
+    backends = cache.get("backends")
+    where = "/".join(name for name in backends if isinstance(name, str)) if isinstance(backends, list) else ""
+    return f"{hits}/{hits + misses} ({100 * rate:.0f}%, {cache['engine']} {where or 'local'})"
 
 
 def _result_cell(entry: EntryResult) -> str:
     text = f"{ICONS[entry.result]} {entry.result}"
     return text + (f" at {entry.stage}" if entry.result in FAILING and entry.stage else "")
+
+
+def _first_error_block(first: JsonObject) -> tuple[JsonValue, list[str]]:
+    """The line number of a first error block, and its first lines' text (the builder's triage wrote it, or the
+    merge checked its shape: fleet_part._first_error)."""
+    summary, lines = first.get("summary"), first.get("lines", [])
+    number = summary.get("number") if isinstance(summary, dict) else None
+    texts = [
+        text
+        for line in (lines if isinstance(lines, list) else [])
+        if isinstance(line, dict) and isinstance(text := line.get("text"), str)
+    ]
+    return number, texts[:FIRST_ERROR_LINES]
 
 
 def _failure_section(entry: EntryResult) -> list[str]:
@@ -129,8 +152,8 @@ def _failure_section(entry: EntryResult) -> list[str]:
     ]
     first = entry.first_error
     if first:
-        block = [line["text"] for line in first.get("lines", [])][:FIRST_ERROR_LINES]
-        lines += ["", f"First error (line {first['summary']['number']} of `{entry.log}`):", "", "```", *block, "```"]
+        number, block = _first_error_block(first)
+        lines += ["", f"First error (line {number} of `{entry.log}`):", "", "```", *block, "```"]
     for match in entry.diagnosis:
         lines += ["", f"**Diagnosis [{match['id']}] {match['title']}.** {match.get('fix', '')}"]
     if entry.report:
