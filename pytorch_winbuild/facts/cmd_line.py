@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PureWindowsPath
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 
@@ -116,9 +116,17 @@ def default_launcher() -> list[str]:
     return ["wine", "cmd"]
 
 
+class _Invocation(TypedDict):
+    """subprocess.run's keyword arguments that start cmd (see `_invocation`)."""
+
+    args: str | list[str]  # the whole command line on Windows, the launcher's argv elsewhere
+    executable: NotRequired[str]  # Windows: cmd.exe, which CreateProcess starts with `args` untouched
+    env: dict[str, str]
+
+
 def _invocation(
     interpreter_arguments: str, launcher: Sequence[str], env: Mapping[str, str], *, windows: bool
-) -> dict[str, Any]:
+) -> _Invocation:
     """The subprocess.run keyword arguments that give cmd exactly `cmd <interpreter_arguments>`.
 
     On Windows the string goes to CreateProcess untouched, with cmd.exe as the program to start.

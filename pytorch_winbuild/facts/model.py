@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Literal, TypeVar, overload
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.platform import Platform
-from pytorch_winbuild.json_file import BadJson, read_json
+from pytorch_winbuild.json_file import BadJson, JsonValue, read_json
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.text.redact import redact_text
@@ -177,7 +177,7 @@ class Facts:
         return redact_text(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A value as a message shows it: a number of 400 digits is cut, not printed whole."""
     text = repr(value)
     return text if len(text) <= 24 else f"{text[:20]}… ({len(text)} characters)"
@@ -192,9 +192,39 @@ def _fail(source: str, where: str, problem: str) -> ConfigurationError:
     )
 
 
+T = TypeVar("T")
+
+
+# A facts document is JSON: an object read is a dict[str, object], an array a list[object], what they hold narrowed
+# in turn by these readers.
+@overload
 def _get(
-    data: dict[str, Any], key: str, kind: type | tuple[type, ...], source: str, where: str, required: bool = True
-) -> Any:
+    data: Mapping[str, object],
+    key: str,
+    kind: type[dict[str, object]],
+    source: str,
+    where: str,
+    required: Literal[True] = True,
+) -> dict[str, object]: ...
+@overload
+def _get(
+    data: Mapping[str, object], key: str, kind: type[dict[str, object]], source: str, where: str, required: bool
+) -> dict[str, object] | None: ...
+@overload
+def _get(
+    data: Mapping[str, object], key: str, kind: type[list[object]], source: str, where: str, required: bool
+) -> list[object] | None: ...
+@overload
+def _get(
+    data: Mapping[str, object], key: str, kind: type[T], source: str, where: str, required: Literal[True] = True
+) -> T: ...
+@overload
+def _get(data: Mapping[str, object], key: str, kind: type[T], source: str, where: str, required: bool) -> T | None: ...
+
+
+def _get(
+    data: Mapping[str, object], key: str, kind: type | tuple[type, ...], source: str, where: str, required: bool = True
+) -> object:
     if key not in data or data[key] is None:
         if required:
             raise _fail(source, f"{where}.{key}" if where else key, "missing")
@@ -216,12 +246,12 @@ def _get(
 
 
 @overload
-def _path(data: dict[str, Any], key: str, source: str, where: str, required: Literal[True] = True) -> str: ...
+def _path(data: Mapping[str, object], key: str, source: str, where: str, required: Literal[True] = True) -> str: ...
 @overload
-def _path(data: dict[str, Any], key: str, source: str, where: str, required: bool) -> str | None: ...
+def _path(data: Mapping[str, object], key: str, source: str, where: str, required: bool) -> str | None: ...
 
 
-def _path(data: dict[str, Any], key: str, source: str, where: str, required: bool = True) -> str | None:
+def _path(data: Mapping[str, object], key: str, source: str, where: str, required: bool = True) -> str | None:
     """A path: text that is not empty (an empty path would mean "the current folder" to every tool)."""
     value = _get(data, key, str, source, where, required)
     if value is not None and not value.strip():
@@ -233,24 +263,26 @@ def _path(data: dict[str, Any], key: str, source: str, where: str, required: boo
     return value
 
 
-def _str_list(data: dict[str, Any], key: str, source: str, where: str) -> tuple[str, ...]:
+def _str_list(data: Mapping[str, object], key: str, source: str, where: str) -> tuple[str, ...]:
     values = _get(data, key, list, source, where, required=False) or []
-    if not all(isinstance(v, str) for v in values):
+    strings = tuple(v for v in values if isinstance(v, str))
+    if len(strings) != len(values):
         raise _fail(source, f"{where}.{key}", f"expected a list of strings, got {values!r}")
-    return tuple(values)
+    return strings
 
 
-def _str_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[str, str]:
+def _str_dict(data: Mapping[str, object], key: str, source: str, where: str) -> dict[str, str]:
     values = _get(data, key, dict, source, where, required=False) or {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+    strings = {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+    if len(strings) != len(values):
         raise _fail(source, f"{where}.{key}", f"expected an object of strings, got {values!r}")
-    for name, value in values.items():  # a lone surrogate in a name or a value is refused like any string's
+    for name, value in strings.items():  # a lone surrogate in a name or a value is refused like any string's
         _get({"name": name}, "name", str, source, f"{where}.{key}")
         _get({name: value}, name, str, source, f"{where}.{key}")
-    return dict(values)
+    return strings
 
 
-def _path_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[str, str]:
+def _path_dict(data: Mapping[str, object], key: str, source: str, where: str) -> dict[str, str]:
     values = _str_dict(data, key, source, where)
     for name, value in values.items():
         if not value.strip():
@@ -260,7 +292,7 @@ def _path_dict(data: dict[str, Any], key: str, source: str, where: str) -> dict[
     return values
 
 
-def _visual_studio(data: Any, source: str, where: str, product_lines: tuple[str, ...] | None) -> VisualStudio:
+def _visual_studio(data: object, source: str, where: str, product_lines: tuple[str, ...] | None) -> VisualStudio:
     if not isinstance(data, dict):
         raise _fail(source, where, f"expected an object, got {data!r}")
     line = _get(data, "product_line", str, source, where)
@@ -291,22 +323,22 @@ def _visual_studio(data: Any, source: str, where: str, product_lines: tuple[str,
     )
 
 
-def _cuda(data: Any, source: str, where: str) -> CudaInstall:
+def _cuda(data: object, source: str, where: str) -> CudaInstall:
     if not isinstance(data, dict):
         raise _fail(source, where, f"expected an object, got {data!r}")
     version = _get(data, "version", str, source, where)
     parts = version.split(".")
     if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         raise _fail(source, f"{where}.version", f"expected MAJOR.MINOR such as '9.0', got {version!r}")
-    msc_range = _get(data, "msc_range", list, source, where, required=False)
-    if msc_range is not None:
-        if (
-            len(msc_range) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in msc_range)
-            or msc_range[0] >= msc_range[1]
-        ):
-            raise _fail(source, f"{where}.msc_range", f"expected [low, high) as two integers, got {msc_range!r}")
-        msc_range = (msc_range[0], msc_range[1])
+    msc_list = _get(data, "msc_range", list, source, where, required=False)
+    msc_range = None
+    match msc_list:
+        case None:
+            pass
+        case [int() as low, int() as high] if not isinstance(low, bool) and not isinstance(high, bool) and low < high:
+            msc_range = (low, high)
+        case _:
+            raise _fail(source, f"{where}.msc_range", f"expected [low, high) as two integers, got {msc_list!r}")
     return CudaInstall(
         version=version,
         path=_path(data, "path", source, where),
@@ -322,7 +354,7 @@ def _cuda(data: Any, source: str, where: str) -> CudaInstall:
     )
 
 
-def _python(data: Any, source: str, where: str) -> PythonInfo:
+def _python(data: object, source: str, where: str) -> PythonInfo:
     if not isinstance(data, dict):
         raise _fail(source, where, "expected an object with 'version', 'bits' and 'executable'")
     bits = _get(data, "bits", int, source, where)
@@ -342,14 +374,14 @@ def _python(data: Any, source: str, where: str) -> PythonInfo:
     )
 
 
-def _major(data: dict[str, Any], key: str, source: str, where: str) -> int | None:
+def _major(data: Mapping[str, object], key: str, source: str, where: str) -> int | None:
     value = _get(data, key, int, source, where, required=False)
     if value is not None and (isinstance(value, bool) or not 1 <= value <= 999):
         raise _fail(source, f"{where}.{key}", f"expected a compiler major version such as 13, got {value!r}")
     return value
 
 
-def _host_compiler(data: Any, source: str, where: str) -> HostCompiler:
+def _host_compiler(data: object, source: str, where: str) -> HostCompiler:
     if not isinstance(data, dict):
         raise _fail(source, where, f"expected an object, got {data!r}")
     family = _get(data, "family", str, source, where)
@@ -366,14 +398,14 @@ def _host_compiler(data: Any, source: str, where: str) -> HostCompiler:
     )
 
 
-def _major_minor(data: dict[str, Any], key: str, source: str, where: str) -> str | None:
+def _major_minor(data: Mapping[str, object], key: str, source: str, where: str) -> str | None:
     value = _get(data, key, str, source, where, required=False)
     if value is not None and not re.fullmatch(r"\d{1,2}\.\d{1,2}", value):
         raise _fail(source, f"{where}.{key}" if where else key, f"expected MAJOR.MINOR such as '9.0', got {value!r}")
     return value
 
 
-def _driver_version(data: dict[str, Any], source: str) -> str | None:
+def _driver_version(data: Mapping[str, object], source: str) -> str | None:
     value = _get(data, "driver_version", str, source, "", required=False)
     if value is not None and not re.fullmatch(r"\d{2,4}(?:\.\d{1,3}){1,2}", value):
         raise _fail(
@@ -384,7 +416,7 @@ def _driver_version(data: dict[str, Any], source: str) -> str | None:
     return value
 
 
-def _gpu(data: Any, source: str, where: str) -> Gpu:
+def _gpu(data: object, source: str, where: str) -> Gpu:
     if not isinstance(data, dict):
         raise _fail(source, where, f"expected an object, got {data!r}")
     index = _get(data, "index", int, source, where)
@@ -403,14 +435,14 @@ def _gpu(data: Any, source: str, where: str) -> Gpu:
     )
 
 
-def _mib(data: dict[str, Any], key: str, source: str) -> int | None:
+def _mib(data: Mapping[str, object], key: str, source: str) -> int | None:
     value = _get(data, key, int, source, "", required=False)
     if value is not None and (isinstance(value, bool) or not 0 <= value <= MAX_MIB):
         raise _fail(source, key, f"expected a number of MiB from 0 to {MAX_MIB}, got {_shown(value)}")
     return value
 
 
-def _cpu_count(data: dict[str, Any], source: str) -> int | None:
+def _cpu_count(data: Mapping[str, object], source: str) -> int | None:
     """Logical processors: a machine has at least one (the job count is derived from it)."""
     value = _get(data, "cpu_count", int, source, "", required=False)
     if value is not None and not 1 <= value <= MAX_CPU_COUNT:
@@ -422,7 +454,7 @@ def _cpu_count(data: dict[str, Any], source: str) -> int | None:
     return value
 
 
-def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[str] | None = None) -> Facts:
+def facts_from_dict(data: object, source: str = "<facts>", product_lines: Iterable[str] | None = None) -> Facts:
     """Validate a parsed facts document; every problem names the key path.
 
     `product_lines`: the Visual Studio product lines the knowledge files describe; an instance of
@@ -445,8 +477,7 @@ def facts_from_dict(data: Any, source: str = "<facts>", product_lines: Iterable[
     tools_data = _get(data, "tools", dict, source, "", required=False) or {}
     tools: dict[str, Tool] = {}
     for name, tool in tools_data.items():
-        tool = tool if isinstance(tool, dict) else None
-        if tool is None:
+        if not isinstance(tool, dict):
             raise _fail(source, f"tools.{name}", "expected an object with 'path' and 'version'")
         tools[name] = Tool(
             path=_path(tool, "path", source, f"tools.{name}"),
@@ -494,7 +525,7 @@ def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> 
     `product_lines`, by default the knowledge files' (build_config/visual_studio.toml)."""
     path = Path(path)
     try:
-        data = read_json(path)
+        data: JsonValue = read_json(path)
     except FileNotFoundError:
         raise ConfigurationError(
             f"facts file {path} does not exist.",

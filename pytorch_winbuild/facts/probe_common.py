@@ -23,7 +23,7 @@ from pathlib import Path
 from pytorch_winbuild import child_processes
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, Tool
-from pytorch_winbuild.json_file import parse_json
+from pytorch_winbuild.json_file import JsonValue, parse_json
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import echoed
 
@@ -113,7 +113,7 @@ def cuda_major_minor(full_version: str) -> str | None:
 def parse_cuda_version_json(text: str) -> str | None:
     """CUDA ≥ 11.1 `version.json`: {"cuda": {"name": "CUDA SDK", "version": "11.8.0"}, ...} → '11.8.0'."""
     try:
-        data = parse_json(text)
+        data: JsonValue = parse_json(text)
     except ValueError:
         return None
     cuda = data.get("cuda") if isinstance(data, dict) else None

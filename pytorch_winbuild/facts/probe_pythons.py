@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from pytorch_winbuild.facts.model import PythonInfo
 from pytorch_winbuild.facts.probe_common import Commands, clean_env_path, is_file, python_info
-from pytorch_winbuild.json_file import parse_json
+from pytorch_winbuild.json_file import JsonValue, parse_json
 
 # A cold interpreter on a slow disk imports venv and pip from source and writes their bytecode first.
 QUERY_TIMEOUT = 10.0
@@ -92,25 +92,29 @@ def parse_answer(stdout: str, found_by: str) -> Answer | None:
     """QUERY_SCRIPT's JSON line (the last line: a sitecustomize may print before it); None when it is not one."""
     lines = stdout.strip().splitlines()
     try:
-        data = parse_json(lines[-1]) if lines else None
+        data: JsonValue = parse_json(lines[-1]) if lines else None
     except ValueError:
         return None
     if not isinstance(data, dict):
         return None
     version, bits, executable = data.get("version"), data.get("bits"), data.get("executable")
     prefix, implementation, paths = data.get("prefix"), data.get("implementation"), data.get("paths")
+    venv, pip = data.get("venv"), data.get("pip")
+    folders = tuple(path for path in paths if isinstance(path, str)) if isinstance(paths, list) else None
     if not (
         isinstance(version, str)
         and _PYTHON_VERSION.fullmatch(version)
+        and isinstance(bits, int | float)
         and bits in (32, 64)
         and isinstance(executable, str)
         and executable.strip()
         and isinstance(prefix, str)
         and isinstance(implementation, str)
-        and isinstance(data.get("venv"), bool)
-        and isinstance(data.get("pip"), bool)
+        and isinstance(venv, bool)
+        and isinstance(pip, bool)
         and isinstance(paths, list)
-        and all(isinstance(path, str) for path in paths)
+        and folders is not None
+        and len(folders) == len(paths)
     ):
         return None
     info = PythonInfo(
@@ -119,10 +123,10 @@ def parse_answer(stdout: str, found_by: str) -> Answer | None:
         executable=executable,
         implementation=implementation,
         found_by=found_by,
-        venv=data["venv"],
-        pip=data["pip"],
+        venv=venv,
+        pip=pip,
     )
-    return Answer(info, prefix, tuple(paths))
+    return Answer(info, prefix, folders)
 
 
 def _real(path: str) -> str:
@@ -191,11 +195,11 @@ def parse_py_launcher_list(text: str) -> list[tuple[str, str]]:
 def parse_conda_envs(text: str) -> list[str]:
     """`conda env list --json` → the environments' folders: {"envs": ["/opt/conda", "/opt/conda/envs/py36"]}.
     ValueError when the output is not that shape."""
-    data = parse_json(text)
+    data: JsonValue = parse_json(text)
     envs = data.get("envs") if isinstance(data, dict) else None
     if not isinstance(envs, list) or not all(isinstance(env, str) for env in envs):
         raise ValueError('no "envs" list of folders')
-    return envs
+    return [env for env in envs if isinstance(env, str)]
 
 
 # ---------------------------------------------------------------- Windows registry (PEP 514)

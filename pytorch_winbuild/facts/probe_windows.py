@@ -45,7 +45,7 @@ from pytorch_winbuild.facts.probe_common import (
 )
 from pytorch_winbuild.facts.probe_gpu import GpuProbe, NvmlReader
 from pytorch_winbuild.facts.probe_pythons import PythonRegistry, PythonSearch, search_windows
-from pytorch_winbuild.json_file import parse_json
+from pytorch_winbuild.json_file import JsonValue, parse_json
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.text.redact import redact_text
 
@@ -113,7 +113,7 @@ def parse_vswhere(text: str) -> list[VswhereInstance]:
     start = re.search(r"^\s*\[", text.lstrip("\ufeff"), re.MULTILINE)  # after a logo, if vswhere printed one
     if start is None:
         raise ValueError("no JSON list in vswhere's output")
-    data = parse_json(text.lstrip("\ufeff")[start.start() :])
+    data: JsonValue = parse_json(text.lstrip("\ufeff")[start.start() :])
     if not isinstance(data, list):
         raise ValueError("vswhere's JSON is not a list")
     instances = []

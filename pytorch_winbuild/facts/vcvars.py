@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
-from typing import Any
+from typing import TypedDict
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
@@ -51,7 +51,7 @@ from pytorch_winbuild.facts.cmd_line import (
     wine_prefix,
     without_carriers,
 )
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonValue, read_json
 from pytorch_winbuild.text.quoting import refuse_control_characters
 from pytorch_winbuild.text.redact import redact_text
 
@@ -346,27 +346,47 @@ def _inputs(base: Mapping[str, str], names: Sequence[str]) -> dict[str, str | No
     return {name: env_get(base, name) for name in ["PATH", *names]}
 
 
+class _Entry(TypedDict):
+    """A capture as the cache keeps it (with its `identity` beside it in the file)."""
+
+    inputs: dict[str, str | None]  # the starting values of the variables the script touched, PATH first
+    changes: dict[str, str]
+    removed: list[str]
+    cl: str
+    output: str
+    command_line: str
+
+
 def _read_cache(
-    file: Path, identity: dict[str, Any], base: Mapping[str, str], prefix: Path | None
-) -> dict[str, Any] | None:
+    file: Path, identity: Mapping[str, object], base: Mapping[str, str], prefix: Path | None
+) -> _Entry | None:
     """A cache entry still valid for this run, or None (missing, stale or corrupt: all the same)."""
     try:
-        entry = read_json(file)
+        entry: JsonValue = read_json(file)
         if not isinstance(entry, dict) or entry.get("identity") != identity:
             return None
         inputs, changes, removed = entry["inputs"], entry["changes"], entry["removed"]
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in changes.items()) or not all(
-            isinstance(name, str) for name in removed
-        ):
+        if not isinstance(inputs, dict) or not isinstance(changes, dict) or not isinstance(removed, list):
+            raise ValueError("its inputs, changes or removed are not an object, an object and a list")
+        changed = {name: value for name, value in changes.items() if isinstance(value, str)}
+        removed_names = [name for name in removed if isinstance(name, str)]
+        if len(changed) != len(changes) or len(removed_names) != len(removed):
             return None
-        if any(env_get(base, name) != value for name, value in inputs.items()):
+        started = {name: value for name, value in inputs.items() if value is None or isinstance(value, str)}
+        if len(started) != len(inputs) or any(env_get(base, name) != value for name, value in started.items()):
             return None
-        cl_path = local_path(entry["cl"], prefix)
+        cl = entry["cl"]
+        if not isinstance(cl, str):
+            raise ValueError(f"its cl is {cl!r}, not a path")
+        cl_path = local_path(cl, prefix)
         if cl_path is None or not cl_path.is_file():
             return None  # the toolset was removed since: capture again and report it
-        if not isinstance(entry["output"], str) or not isinstance(entry["command_line"], str):
+        output, command_line = entry["output"], entry["command_line"]
+        if not isinstance(output, str) or not isinstance(command_line, str):
             return None
-        return entry
+        return _Entry(
+            inputs=started, changes=changed, removed=removed_names, cl=cl, output=output, command_line=command_line
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -374,7 +394,7 @@ def _read_cache(
         return None
 
 
-def _write_cache(file: Path, entry: dict[str, Any]) -> None:
+def _write_cache(file: Path, entry: Mapping[str, object]) -> None:
     """Write through a temporary file and a rename, so a reader never sees half an entry."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -427,7 +447,7 @@ def capture_vcvars(
         )
 
     start_path = env_get(base, "PATH") or ""
-    identity = {
+    identity: dict[str, object] = {
         "format": CACHE_FORMAT,
         "script": script,
         "args": list(args),
@@ -443,7 +463,7 @@ def capture_vcvars(
     if entry is None:
         entry = _capture(script, args, command_line, base, launcher, prefix)
         if file is not None:
-            _write_cache(file, entry | {"identity": identity})
+            _write_cache(file, {**entry, "identity": identity})
 
     changes = dict(entry["changes"])
     removed = tuple(entry["removed"])
@@ -464,7 +484,7 @@ def capture_vcvars(
 
 def _capture(
     script: str, args: Sequence[str], command_line: str, base: dict[str, str], launcher: list[str], prefix: Path | None
-) -> dict[str, Any]:
+) -> _Entry:
     """Run the script for real; the result in the cache entry's shape, or ToolchainError."""
     completed = run_command_line(_interpreter_arguments(script, args), env=base, launcher=launcher)
     sections = _split_sections(completed.stdout)
@@ -493,11 +513,11 @@ def _capture(
             "development with C++' (for Build Tools: 'C++ build tools'), which includes 'MSVC … C++ x64/x86 "
             "build tools' (Microsoft.VisualStudio.Component.VC.Tools.x86.x64); or pick another instance.",
         )
-    return {
-        "inputs": _inputs(base, [*changes, *removed]),
-        "changes": changes,
-        "removed": list(removed),
-        "cl": cl,
-        "output": redact_text(decode_output(script_bytes).strip()),
-        "command_line": command_line,
-    }
+    return _Entry(
+        inputs=_inputs(base, [*changes, *removed]),
+        changes=changes,
+        removed=list(removed),
+        cl=cl,
+        output=redact_text(decode_output(script_bytes).strip()),
+        command_line=command_line,
+    )

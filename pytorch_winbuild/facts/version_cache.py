@@ -22,7 +22,7 @@ from pathlib import Path
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.facts.probe_common import CommandResult, Runner, run_command
 from pytorch_winbuild.facts.probe_pythons import PYTHON_QUERY, answer_folders
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonValue, read_json
 
 VERSION_FLAGS = frozenset({"--version", "-version", "version", "-V"})
 FORMAT = 1
@@ -66,11 +66,12 @@ class VersionCache:
         self._run = run
         self._lock = threading.Lock()
         self._changed = False
-        self._answers: dict[str, dict[str, object]] = {}
+        self._answers: dict[str, object] = {}  # each a dict[str, object] when this process wrote it, else checked
         try:
-            data = read_json(path)
-            if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("answers"), dict):
-                self._answers = data["answers"]
+            data: JsonValue = read_json(path)
+            answers = data.get("answers") if isinstance(data, dict) and data.get("format") == FORMAT else None
+            if isinstance(answers, dict):
+                self._answers = dict(answers)
         except (OSError, ValueError):
             pass
 

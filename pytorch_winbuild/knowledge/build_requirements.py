@@ -10,13 +10,13 @@ Every era × Python of eras.toml is resolved on load: a gap is a ConfigurationEr
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
+from pytorch_winbuild.knowledge.config_files import array, load_toml, optional, require, string_list
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -98,12 +98,14 @@ def _minor(text: str, where: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
-def _minor_range(value: list[str], where: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    if len(value) != 2 or not all(isinstance(item, str) for item in value):
-        raise ConfigurationError(f"{where}: expected [min, end) as two Python minors, got {value!r}.")
-    low, end = _minor(value[0], where), _minor(value[1], where)
+def _minor_range(value: Sequence[object], where: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    match value:
+        case [str() as first, str() as last]:
+            low, end = _minor(first, where), _minor(last, where)
+        case _:
+            raise ConfigurationError(f"{where}: expected [min, end) as two Python minors, got {value!r}.")
     if low[0] != end[0] or low >= end:
-        raise ConfigurationError(f"{where}: [{value[0]}, {value[1]}) holds no Python 3 minor.")
+        raise ConfigurationError(f"{where}: [{first}, {last}) holds no Python 3 minor.")
     return low, end
 
 
@@ -117,20 +119,20 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _name(table: dict[str, Any], where: str) -> str:
+def _name(table: Mapping[str, object], where: str) -> str:
     name = require(table, "name", str, where)
     if _normalized(name) != name:
         raise ConfigurationError(f"{where}.name: write {name!r} as pip normalises it: {_normalized(name)!r}.")
     return name
 
 
-def _releases(packages: dict[str, Any], where: str) -> dict[str, tuple[_Release, ...]]:
+def _releases(packages: Mapping[str, object], where: str) -> dict[str, tuple[_Release, ...]]:
     from packaging.version import InvalidVersion, Version
 
     releases = {}
     for name in packages:
         here = f"{where}.{name}"
-        entries = require(require(packages, name, dict, where), "releases", list, here)
+        entries = array(require(packages, name, dict, where), "releases", here)
         found = []
         for index, entry in enumerate(entries):
             at = f"{here}.releases[{index}]"
@@ -146,16 +148,16 @@ def _releases(packages: dict[str, Any], where: str) -> dict[str, tuple[_Release,
             source = require(entry, "source", str, at)
             if not source.strip():
                 raise ConfigurationError(f"{at}.source: every release names where it comes from.")
-            found.append(_Release(version, _minor_range(require(entry, "python", list, at), f"{at}.python"), source))
+            found.append(_Release(version, _minor_range(array(entry, "python", at), f"{at}.python"), source))
         releases[name] = tuple(found)
     return releases
 
 
-def _needs(entry: dict[str, Any], where: str) -> tuple[_Need, ...]:
+def _needs(entry: Mapping[str, object], where: str) -> tuple[_Need, ...]:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     needs = []
-    for index, item in enumerate(require(entry, "packages", list, where)):
+    for index, item in enumerate(array(entry, "packages", where)):
         at = f"{where}.packages[{index}]"
         if not isinstance(item, dict):
             raise ConfigurationError(f'{at}: expected a table such as {{ name = "numpy" }}, got {item!r}.')
@@ -164,7 +166,7 @@ def _needs(entry: dict[str, Any], where: str) -> tuple[_Need, ...]:
             spec = SpecifierSet(text)
         except InvalidSpecifier:
             raise ConfigurationError(f'{at}.spec: {text!r} is not a PEP 440 specifier such as "<2".') from None
-        python = _minor_range(require(item, "python", list, at), f"{at}.python") if "python" in item else None
+        python = _minor_range(array(item, "python", at), f"{at}.python") if "python" in item else None
         reason = optional(item, "reason", str, at, "")
         if (text or python) and not reason.strip():
             raise ConfigurationError(f"{at}.reason: a spec or a python range says why.")
@@ -196,7 +198,7 @@ def load_build_requirements(path: Path, era_pythons: dict[str, tuple[str, str]])
     """Read and resolve the file for the eras of eras.toml (era name → its python [min, end))."""
     data = load_toml(path)
     releases = _releases(require(data, "package", dict, path.name), f"{path.name}: package")
-    eras = require(data, "era", list, path.name)
+    eras = array(data, "era", path.name)
     pins: dict[tuple[str, str], tuple[Requirement, ...]] = {}
     seen = []
     for index, entry in enumerate(eras):

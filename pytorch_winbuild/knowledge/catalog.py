@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
@@ -105,15 +106,16 @@ class Catalog:
     download: DownloadLimits = DownloadLimits()
 
 
-def _variables(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
-    value = optional(table, key, dict, where, {})
-    for name, sub_path in value.items():
+def _variables(table: Mapping[str, object], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    variables = []
+    for name, sub_path in optional(table, key, dict, where, {}).items():
         if not isinstance(sub_path, str):
             raise ConfigurationError(f"{where}.{key}.{name}: expected a sub-path string, got {sub_path!r}.")
-    return tuple(value.items())
+        variables.append((name, sub_path))
+    return tuple(variables)
 
 
-def _known(table: dict[str, Any], file_name: str, where: str) -> tuple[str | None, int | None]:
+def _known(table: Mapping[str, object], file_name: str, where: str) -> tuple[str | None, int | None]:
     entry = table.get(file_name)
     if entry is None:
         return None, None
@@ -133,7 +135,7 @@ def _known(table: dict[str, Any], file_name: str, where: str) -> tuple[str | Non
 FILE_PLACEHOLDERS = {"mkl": {"version"}, "magma": {"version", "cuda_prefix", "variant"}, "python": {"version"}}
 
 
-def _file_pattern(table: dict[str, Any], kind: str, where: str, key: str = "file") -> str:
+def _file_pattern(table: Mapping[str, object], kind: str, where: str, key: str = "file") -> str:
     """`key` (`file`, or Python's `base_url`) with only the placeholders parse_catalog fills; a typo is an
     error naming the key, not a crash."""
     pattern = require(table, key, str, where)
@@ -162,21 +164,34 @@ def _file_pattern(table: dict[str, Any], kind: str, where: str, key: str = "file
     return pattern
 
 
-def _kind(data: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Kind:
+    """What every archive of a kind ([mkl], [magma], [python]) shares, and its table for the rest."""
+
+    label: str
+    file: str
+    layout: tuple[str, ...]
+    set_vars: tuple[tuple[str, str], ...]
+    prepend_vars: tuple[tuple[str, str], ...]
+    table: dict[str, object]
+    where: str
+
+
+def _kind(data: Mapping[str, object], kind: str, where: str) -> _Kind:
     table = require(data, kind, dict, where)
     kind_where = f"{where}.{kind}"
-    return {
-        "label": require(table, "label", str, kind_where),
-        "file": _file_pattern(table, kind, kind_where),
-        "layout": tuple(string_list(table, "layout", kind_where)),
-        "set_vars": _variables(table, "set", kind_where),
-        "prepend_vars": _variables(table, "prepend", kind_where),
-        "table": table,
-        "where": kind_where,
-    }
+    return _Kind(
+        label=require(table, "label", str, kind_where),
+        file=_file_pattern(table, kind, kind_where),
+        layout=tuple(string_list(table, "layout", kind_where)),
+        set_vars=_variables(table, "set", kind_where),
+        prepend_vars=_variables(table, "prepend", kind_where),
+        table=table,
+        where=kind_where,
+    )
 
 
-def _download_limits(data: dict[str, Any], where: str) -> DownloadLimits:
+def _download_limits(data: Mapping[str, object], where: str) -> DownloadLimits:
     table = optional(data, "download", dict, where, {})
     table_where = f"{where}.download"
     defaults = DownloadLimits()
@@ -185,23 +200,31 @@ def _download_limits(data: dict[str, Any], where: str) -> DownloadLimits:
         raise ConfigurationError(
             f"{table_where}: unknown keys {unknown}; expected max_size, speed_limit, speed_time, deadline."
         )
-    values: dict[str, Any] = {}
-    for key, kind in (
-        ("max_size", int),
-        ("speed_limit", int),
-        ("speed_time", (int, float)),
-        ("deadline", (int, float)),
-    ):
-        value = table.get(key, getattr(defaults, key))
-        if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-            raise ConfigurationError(f"{table_where}.{key}: expected a positive number, got {value!r}.")
-        try:
-            values[key] = value if kind is int else float(value)
-        except OverflowError:
-            raise ConfigurationError(
-                f"{table_where}.{key}: {str(value)[:20]}… is too large.", fix="write a number of seconds, e.g. 30."
-            ) from None
-    return DownloadLimits(**values)
+    return DownloadLimits(
+        max_size=_positive_int(table, "max_size", defaults.max_size, table_where),
+        speed_limit=_positive_int(table, "speed_limit", defaults.speed_limit, table_where),
+        speed_time=_positive_seconds(table, "speed_time", defaults.speed_time, table_where),
+        deadline=_positive_seconds(table, "deadline", defaults.deadline, table_where),
+    )
+
+
+def _positive_int(table: Mapping[str, object], key: str, default: int, where: str) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigurationError(f"{where}.{key}: expected a positive number, got {value!r}.")
+    return value
+
+
+def _positive_seconds(table: Mapping[str, object], key: str, default: float, where: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigurationError(f"{where}.{key}: expected a positive number, got {value!r}.")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ConfigurationError(
+            f"{where}.{key}: {str(value)[:20]}… is too large.", fix="write a number of seconds, e.g. 30."
+        ) from None
 
 
 def _release(text: str, where: str) -> tuple[int, int, int]:
@@ -213,17 +236,17 @@ def _release(text: str, where: str) -> tuple[int, int, int]:
     return major, minor, micro
 
 
-def _python_archives(data: dict[str, Any], known: dict[str, Any], where: str) -> dict[str, Archive]:
+def _python_archives(data: Mapping[str, object], known: Mapping[str, object], where: str) -> dict[str, Archive]:
     """[python]: one NuGet package per minor version, with the layout its release must have."""
     spec = _kind(data, "python", where)
-    table, kind_where = spec["table"], spec["where"]
+    table, kind_where = spec.table, spec.where
     base_url = _file_pattern(table, "python", kind_where, key="base_url")
     if not base_url.startswith("https://"):
         raise ConfigurationError(f"{kind_where}.base_url: expected an https:// URL, got {base_url!r}.")
     since_where = f"{kind_where}.layout_since"
+    layouts = optional(table, "layout_since", dict, kind_where, {})
     layout_since = [
-        (_release(version, since_where), tuple(string_list(table["layout_since"], version, since_where)))
-        for version in optional(table, "layout_since", dict, kind_where, {})
+        (_release(version, since_where), tuple(string_list(layouts, version, since_where))) for version in layouts
     ]
     archives: dict[str, Archive] = {}
     for version in string_list(table, "versions", kind_where):
@@ -234,54 +257,54 @@ def _python_archives(data: dict[str, Any], known: dict[str, Any], where: str) ->
                 f"{kind_where}.versions: {archives[minor].version} and {version} are both Python {minor}.",
                 fix="keep one release per minor version (the newest NuGet has).",
             )
-        file_name = spec["file"].format(version=version)
+        file_name = spec.file.format(version=version)
         sha256, size = _known(known, file_name, where)
         extra = tuple(path for since, paths in layout_since if release >= since for path in paths)
         archives[minor] = Archive(
             name="python",
-            label=spec["label"],
+            label=spec.label,
             version=version,
             file_name=file_name,
             base_url=base_url.format(version=version).rstrip("/") + "/",
             sha256=sha256,
             size=size,
-            layout=spec["layout"] + extra,
-            set_vars=spec["set_vars"],
-            prepend_vars=spec["prepend_vars"],
+            layout=spec.layout + extra,
+            set_vars=spec.set_vars,
+            prepend_vars=spec.prepend_vars,
         )
     return archives
 
 
 def _mkl_archives(
-    data: dict[str, Any], known: dict[str, Any], base_url: str, where: str
+    data: Mapping[str, object], known: Mapping[str, object], base_url: str, where: str
 ) -> tuple[dict[str, Archive], str]:
     """[mkl]: one archive per version in the public bucket, and the version a build gets by default."""
     spec = _kind(data, "mkl", where)
     archives: dict[str, Archive] = {}
-    for version in string_list(spec["table"], "versions", spec["where"]):
-        file_name = spec["file"].format(version=version)
+    for version in string_list(spec.table, "versions", spec.where):
+        file_name = spec.file.format(version=version)
         sha256, size = _known(known, file_name, where)
         archives[version] = Archive(
             name="mkl",
-            label=spec["label"],
+            label=spec.label,
             version=version,
             file_name=file_name,
             base_url=base_url,
             sha256=sha256,
             size=size,
-            layout=spec["layout"],
-            set_vars=spec["set_vars"],
-            prepend_vars=spec["prepend_vars"],
+            layout=spec.layout,
+            set_vars=spec.set_vars,
+            prepend_vars=spec.prepend_vars,
         )
-    default = require(spec["table"], "default_version", str, spec["where"])
+    default = require(spec.table, "default_version", str, spec.where)
     if default not in archives:
         raise ConfigurationError(
-            f"{spec['where']}.default_version: '{default}' is not one of versions {sorted(archives)}."
+            f"{spec.where}.default_version: '{default}' is not one of versions {sorted(archives)}."
         )
     return archives, default
 
 
-def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
+def parse_catalog(data: Mapping[str, object], source: Path) -> Catalog:
     """Validate a parsed deps.toml; every problem names the file and key."""
     where = str(source)
     base_url = require(data, "base_url", str, where)
@@ -293,9 +316,9 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
 
     magma_spec = _kind(data, "magma", where)
     magma: dict[tuple[str, str, str], Archive] = {}
-    versions = require(magma_spec["table"], "versions", dict, magma_spec["where"])
+    versions = require(magma_spec.table, "versions", dict, magma_spec.where)
     for version, entry in versions.items():
-        entry_where = f"{magma_spec['where']}.versions.{version}"
+        entry_where = f"{magma_spec.where}.versions.{version}"
         if not isinstance(entry, dict):
             raise ConfigurationError(f"{entry_where}: expected a table with cuda_prefixes and variants.")
         variants = string_list(entry, "variants", entry_where)
@@ -306,26 +329,26 @@ def parse_catalog(data: dict[str, Any], source: Path) -> Catalog:
             if not re.fullmatch(r"cuda\d+", prefix):
                 raise ConfigurationError(f"{entry_where}.cuda_prefixes: expected names like 'cuda90', got {prefix!r}.")
             for variant in variants:
-                file_name = magma_spec["file"].format(version=version, cuda_prefix=prefix, variant=variant)
+                file_name = magma_spec.file.format(version=version, cuda_prefix=prefix, variant=variant)
                 sha256, size = _known(known, file_name, where)
                 magma[(version, prefix, variant)] = Archive(
                     name="magma",
-                    label=magma_spec["label"],
+                    label=magma_spec.label,
                     version=version,
                     file_name=file_name,
                     base_url=base_url,
                     sha256=sha256,
                     size=size,
-                    layout=magma_spec["layout"],
-                    set_vars=magma_spec["set_vars"],
-                    prepend_vars=magma_spec["prepend_vars"],
+                    layout=magma_spec.layout,
+                    set_vars=magma_spec.set_vars,
+                    prepend_vars=magma_spec.prepend_vars,
                     cuda_prefix=prefix,
                     variant=variant,
                 )
-    preference = tuple(string_list(magma_spec["table"], "preference", magma_spec["where"]))
+    preference = tuple(string_list(magma_spec.table, "preference", magma_spec.where))
     unknown = [v for v in preference if v not in versions]
     if unknown:
-        raise ConfigurationError(f"{magma_spec['where']}.preference: versions {unknown} are not under magma.versions.")
+        raise ConfigurationError(f"{magma_spec.where}.preference: versions {unknown} are not under magma.versions.")
 
     extract_table = require(data, "extract", dict, where)
     extract_where = f"{where}.extract"

@@ -10,6 +10,7 @@ compile CUDA with CMake's own CUDA language, the CUDA release set further floors
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -175,7 +176,7 @@ class CmakeKnowledge:
         return CmakeRange(tuple(bounds))
 
 
-def _since(table: dict, where: str) -> _Since:
+def _since(table: Mapping[str, object], where: str) -> _Since:
     version = require(table, "since", str, where)
     below = optional(table, "below", str, where, "") or None
     for bound in (version, below or "0"):
@@ -199,15 +200,15 @@ def load_cmake_knowledge(path: Path) -> CmakeKnowledge:
         minimum=require(policy, "minimum", str, where),
         source=" ".join(string_list(policy, "sources", where)),
     )
+    generator = require(data, "generator", dict, path.name)
     generators = {
-        name: _since(
-            require(data["generator"], name, dict, f"{path.name}: generator"), f"{path.name}: generator.{name}"
-        )
-        for name in require(data, "generator", dict, path.name)
+        name: _since(require(generator, name, dict, f"{path.name}: generator"), f"{path.name}: generator.{name}")
+        for name in generator
     }
+    cuda_table = require(data, "cuda", dict, path.name)
     cuda = {
-        version: _since(require(data["cuda"], version, dict, f"{path.name}: cuda"), f'{path.name}: cuda."{version}"')
-        for version in require(data, "cuda", dict, path.name)
+        version: _since(require(cuda_table, version, dict, f"{path.name}: cuda"), f'{path.name}: cuda."{version}"')
+        for version in cuda_table
     }
     return CmakeKnowledge(
         policy=loaded_policy,

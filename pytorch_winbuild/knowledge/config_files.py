@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import TypeVar, overload
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.json_file import open_regular, parse_json, read_json
+from pytorch_winbuild.json_file import JsonValue, open_regular, parse_json, read_json
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _REPO_CONFIG = _PACKAGE.parent / "build_config"
@@ -46,30 +47,33 @@ class ParsedConfig:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._entries: dict[str, Any] | None = None
+        self._entries: dict[str, JsonValue] | None = None
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, JsonValue]:
         if self._entries is None:
             self._entries = {}
             with contextlib.suppress(OSError, ValueError):
-                data = read_json(self.path)
+                data: JsonValue = read_json(self.path)
                 if isinstance(data, dict) and data.get("format") == PARSED_FORMAT:
                     files = data.get("files")
                     self._entries = files if isinstance(files, dict) else {}
         return self._entries
 
-    def get(self, name: str, key: str) -> dict[str, Any] | None:
+    def get(self, name: str, key: str) -> dict[str, object] | None:
         """A fresh copy of the kept data (callers may change what they get, as with tomllib's)."""
         entry = self._read().get(name)
-        if not (isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("json"), str)):
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        text = entry.get("json")
+        if not isinstance(text, str):
             return None
         try:
-            data = parse_json(entry["json"], allow_nonfinite=True)  # TOML has nan and inf
+            data: JsonValue = parse_json(text, allow_nonfinite=True)  # TOML has nan and inf
         except ValueError:
             return None
-        return data if isinstance(data, dict) else None
+        return dict(data) if isinstance(data, dict) else None
 
-    def put(self, name: str, key: str, data: dict[str, Any]) -> None:
+    def put(self, name: str, key: str, data: Mapping[str, object]) -> None:
         """Keep `data`, whole or not at all (a temporary file renamed over the cache)."""
         if sys.dont_write_bytecode:
             return
@@ -101,7 +105,7 @@ def _parsed_config() -> ParsedConfig:
     return _parsed
 
 
-def _parse(path: Path) -> dict[str, Any]:
+def _parse(path: Path) -> dict[str, object]:
     """tomllib's reading, imported only when no parsed copy answers (a few ms a command)."""
     import tomllib
 
@@ -114,7 +118,7 @@ def _parse(path: Path) -> dict[str, Any]:
         ) from None
 
 
-def load_toml(path: Path | str) -> dict[str, Any]:
+def load_toml(path: Path | str) -> dict[str, object]:
     """Parse a TOML file; a relative name is looked up in build_config/."""
     path = Path(path)
     if not path.is_absolute() and not path.exists():
@@ -159,17 +163,22 @@ def load_toml(path: Path | str) -> dict[str, Any]:
 
 
 @overload
-def require(table: dict[str, Any], key: str, kind: type[T], where: str) -> T: ...
+def require(table: Mapping[str, object], key: str, kind: type[dict[str, object]], where: str) -> dict[str, object]: ...
 @overload
-def require(table: dict[str, Any], key: str, kind: tuple[type[T], type[U]], where: str) -> T | U: ...
+def require(table: Mapping[str, object], key: str, kind: type[T], where: str) -> T: ...
+@overload
+def require(table: Mapping[str, object], key: str, kind: tuple[type[T], type[U]], where: str) -> T | U: ...
 
 
-def require(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    """Return table[key] if it has the expected type, else a ConfigurationError naming `where.key`."""
+def require(table: Mapping[str, object], key: str, kind: type | tuple[type, ...], where: str) -> object:
+    """Return table[key] if it has the expected type, else a ConfigurationError naming `where.key`.
+
+    A TOML table comes back as a dict[str, object], what it holds narrowed in turn (an array's items too: see
+    `array` and `tables`)."""
     return _checked(table, key, kind, where)
 
 
-def _checked(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _checked(table: Mapping[str, object], key: str, kind: type | tuple[type, ...], where: str) -> object:
     if key not in table:
         raise ConfigurationError(f"{where}: missing required key '{key}'.")
     value = table[key]
@@ -184,37 +193,65 @@ def _checked(table: dict[str, Any], key: str, kind: type | tuple[type, ...], whe
 
 
 @overload
-def optional(table: dict[str, Any], key: str, kind: type[T], where: str, default: T) -> T: ...
+def optional(
+    table: Mapping[str, object], key: str, kind: type[dict[str, object]], where: str, default: dict[str, object]
+) -> dict[str, object]: ...
 @overload
-def optional(table: dict[str, Any], key: str, kind: tuple[type[T], type[U]], where: str, default: T | U) -> T | U: ...
+def optional(table: Mapping[str, object], key: str, kind: type[T], where: str, default: T) -> T: ...
+@overload
+def optional(
+    table: Mapping[str, object], key: str, kind: tuple[type[T], type[U]], where: str, default: T | U
+) -> T | U: ...
 
 
-def optional(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any) -> Any:
+def optional(
+    table: Mapping[str, object], key: str, kind: type | tuple[type, ...], where: str, default: object
+) -> object:
     """Like `require`, but a missing key gives `default`."""
     if key not in table:
         return default
     return _checked(table, key, kind, where)
 
 
-def require_int_pair(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
+def array(table: Mapping[str, object], key: str, where: str) -> list[object]:
+    """table[key], a TOML array: `require(table, key, list, where)` with its items still to narrow."""
+    value: list[object] = require(table, key, list, where)
+    return value
+
+
+def as_table(value: object, where: str) -> dict[str, object]:
+    """`value` (an array's item, a table's value) when it is a TOML table, else a ConfigurationError naming `where`."""
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"{where}: expected a table.")
+    table: dict[str, object] = value
+    return table
+
+
+def require_int_pair(table: Mapping[str, object], key: str, where: str) -> tuple[int, int]:
     """A [low, high] list of two integers with low < high."""
-    value = require(table, key, list, where)
-    if (
-        len(value) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-        or value[0] >= value[1]
-    ):
-        raise ConfigurationError(
-            f"{where}.{key}: expected [low, high] with two integers and low < high, got {value!r}."
-        )
-    return value[0], value[1]
+    value = array(table, key, where)
+    match value:
+        case [int() as low, int() as high] if not isinstance(low, bool) and not isinstance(high, bool) and low < high:
+            return low, high
+    raise ConfigurationError(f"{where}.{key}: expected [low, high] with two integers and low < high, got {value!r}.")
 
 
-def string_list(table: dict[str, Any], key: str, where: str, default: list[str] | None = None) -> list[str]:
+def string_list(table: Mapping[str, object], key: str, where: str, default: list[str] | None = None) -> list[str]:
     """A list of strings (missing key → default, or an error when no default is given)."""
     if key not in table and default is not None:
         return list(default)
-    value = require(table, key, list, where)
-    if not all(isinstance(item, str) for item in value):
+    value = array(table, key, where)
+    strings = [item for item in value if isinstance(item, str)]
+    if len(strings) != len(value):
         raise ConfigurationError(f"{where}.{key}: expected a list of strings, got {value!r}.")
-    return list(value)
+    return strings
+
+
+def string_values(table: Mapping[str, object], where: str) -> dict[str, str]:
+    """`table` when every value is a string, else a ConfigurationError naming the first that is not."""
+    strings: dict[str, str] = {}
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise ConfigurationError(f"{where}.{name}: expected a string, got {value!r}.")
+        strings[name] = value
+    return strings

@@ -8,15 +8,24 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.arch_list import NameTable, split_entries
 from pytorch_winbuild.knowledge.build_requirements import BuildRequirements, load_build_requirements
 from pytorch_winbuild.knowledge.cmake_range import CmakeKnowledge, load_cmake_knowledge
-from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, require_int_pair, string_list
+from pytorch_winbuild.knowledge.config_files import (
+    array,
+    as_table,
+    load_toml,
+    optional,
+    require,
+    require_int_pair,
+    string_list,
+    string_values,
+)
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.python_releases import PythonReleases, load_python_releases
 from pytorch_winbuild.knowledge.resources import Resources, load_resources
@@ -250,17 +259,16 @@ def _cuda_install(path: Path) -> dict[str, str]:
     table = require(load_toml(path), "install", dict, path.name)
     for os_name in ("windows", "linux"):
         require(table, os_name, str, f"{path.name}: install")
-    return dict(table)
+    return string_values(table, f"{path.name}: install")
 
 
 def _cuda_table(path: Path) -> dict[str, CudaRelease]:
     data = load_toml(path)
     table = require(data, "cuda", dict, path.name)
     releases: dict[str, CudaRelease] = {}
-    for version, entry in table.items():
+    for version, value in table.items():
         where = f'{path.name}: cuda."{version}"'
-        if not isinstance(entry, dict):
-            raise ConfigurationError(f"{where}: expected a table.")
+        entry = as_table(value, where)
         version_tuple(version)
         releases[version] = CudaRelease(
             version=version,
@@ -275,7 +283,7 @@ def _cuda_table(path: Path) -> dict[str, CudaRelease]:
     return releases
 
 
-def _capabilities(entry: dict[str, Any], key: str, where: str, required: bool = True) -> tuple[str, ...]:
+def _capabilities(entry: Mapping[str, object], key: str, where: str, required: bool = True) -> tuple[str, ...]:
     values = string_list(entry, key, where, default=None if required else [])
     for value in values:
         if not _CAPABILITY.fullmatch(value):
@@ -283,7 +291,7 @@ def _capabilities(entry: dict[str, Any], key: str, where: str, required: bool = 
     return tuple(values)
 
 
-def _drivers(table: dict[str, Any], where: str) -> dict[str, str]:
+def _drivers(table: Mapping[str, object], where: str) -> dict[str, str]:
     drivers = {}
     for os_name in ("linux", "windows"):
         value = require(table, os_name, str, where)
@@ -300,11 +308,12 @@ def driver_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def _entries_table(table: dict[str, Any], key: str, where: str) -> dict[str, str]:
+def _entries_table(table: Mapping[str, object], key: str, where: str) -> dict[str, str]:
     value = optional(table, key, dict, where, {})
-    if not all(isinstance(item, str) for item in value.values()):
+    entries = {name: item for name, item in value.items() if isinstance(item, str)}
+    if len(entries) != len(value):
         raise ConfigurationError(f"{where}.{key}: every value must be a string of entries.")
-    return dict(value)
+    return entries
 
 
 def _with_ptx(entries: str, ptx: str | None) -> str:
@@ -313,11 +322,12 @@ def _with_ptx(entries: str, ptx: str | None) -> str:
     return ";".join(f"{entry}+PTX" if entry in marked else entry for entry in split_entries(entries))
 
 
-def _arch_names(data: dict[str, Any], name: str) -> tuple[ArchNames, ...]:
+def _arch_names(data: Mapping[str, object], name: str) -> tuple[ArchNames, ...]:
     """The [[arch_names]] tables; each reader's must follow one another with no gap."""
     tables: list[ArchNames] = []
-    for number, table in enumerate(require(data, "arch_names", list, name)):
+    for number, item in enumerate(array(data, "arch_names", name)):
         where = f"{name}: arch_names[{number}]"
+        table = as_table(item, where)
         reader = require(table, "reader", str, where)
         if reader not in ARCH_READERS:
             raise ConfigurationError(f"{where}.reader: '{reader}' is not one of {', '.join(ARCH_READERS)}.")
@@ -351,8 +361,9 @@ def _arch_names(data: dict[str, Any], name: str) -> tuple[ArchNames, ...]:
 
 def _gpu_table(path: Path) -> GpuKnowledge:
     data = load_toml(path)
+    where = f"{path.name}: minor_version_compatibility"
     minor = {
-        major: _drivers(table, f"{path.name}: minor_version_compatibility.{major}")
+        major: _drivers(as_table(table, f"{where}.{major}"), f"{where}.{major}")
         for major, table in require(data, "minor_version_compatibility", dict, path.name).items()
     }
     return GpuKnowledge(arch_names=_arch_names(data, path.name), minor_compatible=minor)
@@ -361,8 +372,9 @@ def _gpu_table(path: Path) -> GpuKnowledge:
 def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, str], tuple[ToolsetInfo, ...]]:
     data = load_toml(path)
     products: dict[str, ProductLine] = {}
-    for line, entry in require(data, "product", dict, path.name).items():
+    for line, value in require(data, "product", dict, path.name).items():
         where = f'{path.name}: product."{line}"'
+        entry = as_table(value, where)
         products[line] = ProductLine(
             line=line,
             major=require(entry, "major", int, where),
@@ -370,12 +382,13 @@ def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, 
             generator_platform=optional(entry, "generator_platform", str, where, ""),
             vcvars_dir=require(entry, "vcvars_dir", str, where),
             installer=require(entry, "installer", str, where),
-            arch_alias=dict(optional(entry, "arch_alias", dict, where, {})),
+            arch_alias=string_values(optional(entry, "arch_alias", dict, where, {}), f"{where}.arch_alias"),
         )
-    arch_scripts = require(data, "arch_scripts", dict, path.name)
+    arch_scripts = string_values(require(data, "arch_scripts", dict, path.name), f"{path.name}: arch_scripts")
     toolsets = []
-    for index, entry in enumerate(require(data, "toolset", list, path.name)):
+    for index, item in enumerate(array(data, "toolset", path.name)):
         where = f"{path.name}: toolset[{index}]"
+        entry = as_table(item, where)
         info = ToolsetInfo(
             version=require(entry, "version", str, where),
             product_line=require(entry, "product_line", str, where),
@@ -385,10 +398,10 @@ def _visual_studio_table(path: Path) -> tuple[dict[str, ProductLine], dict[str, 
             raise ConfigurationError(f"{where}.product_line: '{info.product_line}' is not a [product.*] table.")
         toolset_msc_ver(info.version)  # validates the version's shape
         toolsets.append(info)
-    return products, dict(arch_scripts), tuple(sorted(toolsets, key=lambda t: t.msc_ver))
+    return products, arch_scripts, tuple(sorted(toolsets, key=lambda t: t.msc_ver))
 
 
-def _commands(entry: dict, where: str) -> dict[str, tuple[str, ...]]:
+def _commands(entry: Mapping[str, object], where: str) -> dict[str, tuple[str, ...]]:
     table = require(entry, "commands", dict, where)
     for mode in ("install", "develop", "wheel"):
         string_list(table, mode, f"{where}.commands")
@@ -398,22 +411,18 @@ def _commands(entry: dict, where: str) -> dict[str, tuple[str, ...]]:
     return {mode: tuple(string_list(table, mode, f"{where}.commands")) for mode in table}
 
 
-def _string_table(entry: dict, key: str, where: str) -> dict[str, str]:
-    table = require(entry, key, dict, where)
-    for name, value in table.items():
-        if not isinstance(value, str):
-            raise ConfigurationError(f"{where}.{key}.{name}: expected a string, got {value!r}.")
-    return dict(table)
+def _string_table(entry: Mapping[str, object], key: str, where: str) -> dict[str, str]:
+    return string_values(require(entry, key, dict, where), f"{where}.{key}")
 
 
-def _one_of(entry: dict, key: str, allowed: tuple[str, ...], where: str) -> str:
+def _one_of(entry: Mapping[str, object], key: str, allowed: tuple[str, ...], where: str) -> str:
     value = require(entry, key, str, where)
     if value not in allowed:
         raise ConfigurationError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {value!r}.")
     return value
 
 
-def _min_cmake_from(entry: dict, where: str) -> tuple[tuple[str, str], ...]:
+def _min_cmake_from(entry: Mapping[str, object], where: str) -> tuple[tuple[str, str], ...]:
     table = _string_table(entry, "min_cmake_from", where) if "min_cmake_from" in entry else {}
     for first, cmake in table.items():
         version_tuple(first)
@@ -424,7 +433,7 @@ def _min_cmake_from(entry: dict, where: str) -> tuple[tuple[str, str], ...]:
 _CUDNN_VARIABLES = ("CUDNN_INCLUDE_DIR", "CUDNN_LIB_DIR", "CUDNN_ROOT_DIR")
 
 
-def _cudnn_env(entry: dict, where: str) -> dict[str, str]:
+def _cudnn_env(entry: Mapping[str, object], where: str) -> dict[str, str]:
     table = _string_table(entry, "cudnn_env", where)
     unknown = [name for name in table if name not in _CUDNN_VARIABLES]
     if unknown:
@@ -435,8 +444,9 @@ def _cudnn_env(entry: dict, where: str) -> dict[str, str]:
 def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductLine]) -> tuple[Era, ...]:
     data = load_toml(path)
     eras = []
-    for index, entry in enumerate(require(data, "era", list, path.name)):
+    for index, value in enumerate(array(data, "era", path.name)):
         where = f"{path.name}: era[{index}]"
+        entry = as_table(value, where)
         pytorch = string_list(entry, "pytorch", where)
         python = string_list(entry, "python", where)
         if len(pytorch) != 2 or len(python) != 2:
@@ -447,11 +457,13 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
                 raise ConfigurationError(f"{where}.cuda: '{version}' is not in cuda.toml.")
         windows_off = tuple(
             WindowsOff(
-                name=require(item, "name", str, f"{where}.windows_off[{i}]"),
-                value=require(item, "value", str, f"{where}.windows_off[{i}]"),
-                reason=require(item, "reason", str, f"{where}.windows_off[{i}]"),
+                name=require(item, "name", str, at),
+                value=require(item, "value", str, at),
+                reason=require(item, "reason", str, at),
             )
-            for i, item in enumerate(require(entry, "windows_off", list, where))
+            for i, off in enumerate(array(entry, "windows_off", where))
+            for at in (f"{where}.windows_off[{i}]",)
+            for item in (as_table(off, at),)
         )
         eras.append(
             Era(
@@ -515,17 +527,20 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
 def _compiler_caches(path: Path) -> dict[str, CompilerCache]:
     data = load_toml(path)
     caches = {}
-    for name, entry in require(data, "cache", dict, path.name).items():
+    for name, value in require(data, "cache", dict, path.name).items():
         where = f"{path.name}: cache.{name}"
+        entry = as_table(value, where)
         env = tuple(
             CacheEnvEntry(
-                name=require(item, "name", str, f"{where}.env[{i}]"),
-                value=require(item, "value", str, f"{where}.env[{i}]"),
-                reason=require(item, "reason", str, f"{where}.env[{i}]"),
-                cuda_only=optional(item, "cuda_only", bool, f"{where}.env[{i}]", False),
-                launcher=optional(item, "launcher", str, f"{where}.env[{i}]", ""),
+                name=require(item, "name", str, at),
+                value=require(item, "value", str, at),
+                reason=require(item, "reason", str, at),
+                cuda_only=optional(item, "cuda_only", bool, at, False),
+                launcher=optional(item, "launcher", str, at, ""),
             )
-            for i, item in enumerate(require(entry, "env", list, where))
+            for i, env_entry in enumerate(array(entry, "env", where))
+            for at in (f"{where}.env[{i}]",)
+            for item in (as_table(env_entry, at),)
         )
         caches[name] = CompilerCache(
             name=name,

@@ -9,12 +9,12 @@ each other without gaps over every era and that each era's range is exactly the 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.knowledge.config_files import load_toml, require, string_list
+from pytorch_winbuild.knowledge.config_files import array, as_table, load_toml, require, string_list
 from pytorch_winbuild.knowledge.versions import (
     ReleaseRange,
     python_accepts,
@@ -71,7 +71,7 @@ class PythonReleases:
         ]
 
 
-def _pair(entry: dict, key: str, where: str) -> tuple[str, str]:
+def _pair(entry: Mapping[str, object], key: str, where: str) -> tuple[str, str]:
     value = string_list(entry, key, where)
     if len(value) != 2:
         raise ConfigurationError(f"{where}.{key}: expected [first, end).")
@@ -83,8 +83,9 @@ def _pair(entry: dict, key: str, where: str) -> tuple[str, str]:
 def load_python_releases(path: Path, eras: Iterable[tuple[str, tuple[str, str], tuple[str, str]]]) -> PythonReleases:
     """Read the file and check it against the eras (name, pytorch [first, end), python [min, end))."""
     ranges = []
-    for index, entry in enumerate(require(load_toml(path), "release", list, path.name)):
+    for index, item in enumerate(array(load_toml(path), "release", path.name)):
         where = f"{path.name}: release[{index}]"
+        entry = as_table(item, where)
         sources = tuple(s for s in string_list(entry, "sources", where) if s.strip())
         if not sources:
             raise ConfigurationError(f"{where}.sources: name where the range was read.")

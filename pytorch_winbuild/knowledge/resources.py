@@ -4,9 +4,9 @@ runner watches memory while a build runs ([watch])."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
@@ -49,7 +49,7 @@ class Resources:
     watch: WatchSettings
 
 
-def _figure(table: dict[str, Any], key: str, where: str) -> Figure:
+def _figure(table: Mapping[str, object], key: str, where: str) -> Figure:
     entry = require(table, key, dict, where)
     where = f"{where}.{key}"
     gib = require(entry, "gib", (float, int), where)
@@ -61,14 +61,14 @@ def _figure(table: dict[str, Any], key: str, where: str) -> Figure:
     return Figure(float(gib), source, optional(entry, "estimate", bool, where, True))
 
 
-def _fraction(table: dict[str, Any], key: str, where: str) -> float:
+def _fraction(table: Mapping[str, object], key: str, where: str) -> float:
     value = require(table, key, (float, int), where)
     if isinstance(value, bool) or not 0 < value <= 1:
         raise ConfigurationError(f"{where}.{key}: expected a fraction of the machine's memory (0 to 1), got {value!r}.")
     return float(value)
 
 
-def _names(table: dict[str, Any], key: str, where: str) -> frozenset[str]:
+def _names(table: Mapping[str, object], key: str, where: str) -> frozenset[str]:
     names = string_list(table, key, where)
     if not names or any(name != name.strip().lower() or not name.strip() for name in names):
         raise ConfigurationError(f"{where}.{key}: expected process names in lower case, without spaces around them.")
@@ -76,7 +76,7 @@ def _names(table: dict[str, Any], key: str, where: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def _watch(table: dict[str, Any], where: str) -> WatchSettings:
+def _watch(table: Mapping[str, object], where: str) -> WatchSettings:
     interval = require(table, "interval_seconds", (float, int), where)
     if isinstance(interval, bool) or interval <= 0:
         raise ConfigurationError(f"{where}.interval_seconds: expected a number of seconds over 0, got {interval!r}.")
