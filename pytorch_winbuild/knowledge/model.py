@@ -441,6 +441,21 @@ def _cudnn_env(entry: Mapping[str, object], where: str) -> dict[str, str]:
     return table
 
 
+def _windows_off(entry: Mapping[str, object], where: str) -> tuple[WindowsOff, ...]:
+    switches = []
+    for index, value in enumerate(array(entry, "windows_off", where)):
+        at = f"{where}.windows_off[{index}]"
+        item = as_table(value, at)
+        switches.append(
+            WindowsOff(
+                name=require(item, "name", str, at),
+                value=require(item, "value", str, at),
+                reason=require(item, "reason", str, at),
+            )
+        )
+    return tuple(switches)
+
+
 def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductLine]) -> tuple[Era, ...]:
     data = load_toml(path)
     eras = []
@@ -455,16 +470,7 @@ def _eras(path: Path, cuda: dict[str, CudaRelease], products: dict[str, ProductL
         for version in era_cuda:
             if version not in cuda:
                 raise ConfigurationError(f"{where}.cuda: '{version}' is not in cuda.toml.")
-        windows_off = tuple(
-            WindowsOff(
-                name=require(item, "name", str, at),
-                value=require(item, "value", str, at),
-                reason=require(item, "reason", str, at),
-            )
-            for i, off in enumerate(array(entry, "windows_off", where))
-            for at in (f"{where}.windows_off[{i}]",)
-            for item in (as_table(off, at),)
-        )
+        windows_off = _windows_off(entry, where)
         eras.append(
             Era(
                 name=require(entry, "name", str, where),
