@@ -36,7 +36,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import ParamSpec, TypeGuard
 
 from invoke import Program, Task
 from invoke.exceptions import Exit, ParseError
@@ -47,14 +47,14 @@ from pytorch_winbuild.errors import ConfigurationError, InternalError, Interrupt
 from pytorch_winbuild.faces import process_exit
 from pytorch_winbuild.faces.flags import WINBUILD_DEFAULTS
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
 
 
-def reports_errors(task_body: F) -> F:
+def reports_errors(task_body: Callable[P, None]) -> Callable[P, None]:
     """Wrap a task body: WinbuildError → its paragraph + exit code; anything else → InternalError."""
 
     @functools.wraps(task_body)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             with stop_signals():  # SIGTERM, SIGHUP, SIGBREAK stop the child tree as Ctrl-C does
                 return task_body(*args, **kwargs)
@@ -79,7 +79,7 @@ def reports_errors(task_body: F) -> F:
             )
             raise Exit(error.paragraph(), code=error.exit_code) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 # ------------------------------------------------------------------ tasks and their short flags
@@ -94,7 +94,7 @@ class WinbuildTask(Task):
     `--cache-dir` became `-h` on fetch-deps, and `invoke doctor -h` read the next word as a facts
     file instead of showing the help. With `h` reserved, `-h` after a task name is always help."""
 
-    def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, object]:  # Task's own types
         return super().arg_opts(name, default, set(taken_names) | {"h"})
 
 
@@ -114,7 +114,7 @@ def _binary(program: Program) -> str:
     return "invoke" if name.endswith(".py") else name
 
 
-def _long_flags(context: Any) -> list[str]:
+def _long_flags(context: ParserContext | None) -> list[str]:
     if context is None:
         return []
     return sorted(flag for flag in (*context.flags, *context.inverse_flags) if flag.startswith("--"))
@@ -218,8 +218,9 @@ def _explain_parse_error(program: Program, exc: ParseError) -> Exit:
     return _fail(program, f"the command line cannot be read: {text}", f"{task_help}.")
 
 
-def _empty_values(contexts: Iterable[Any]) -> tuple[str, str] | None:
-    """(task, flag) of the first flag or argument given as an empty string; '' is never a value."""
+def _empty_values(contexts: Iterable[ParserContext]) -> tuple[str | None, str] | None:
+    """(task, flag) of the first flag or argument given as an empty string; '' is never a value (a task's context
+    has its name; Invoke's type allows None)."""
     for context in contexts:
         for argument in context.args.values():
             value = argument.value
@@ -230,7 +231,7 @@ def _empty_values(contexts: Iterable[Any]) -> tuple[str, str] | None:
     return None
 
 
-def _help_given_as_argument(contexts: Iterable[Any]) -> str | None:
+def _help_given_as_argument(contexts: Iterable[ParserContext]) -> str | None:
     """The task whose PATH/LOGFILE took `--help` or `-h`: Invoke fills a missing positional argument
     before it looks for its own --help, so `invoke build-ext --help` read "--help" as the folder."""
     for context in contexts:

@@ -12,24 +12,30 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from invoke import Context
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.faces.flags import (
+    FlagValue,
     cache_choice,
     flag_label,
     output_file,
     path_flag,
     python_flag,
-    setting,
+    text_setting,
     writable_folder,
     write_output,
 )
 from pytorch_winbuild.faces.plan_request import facts_for, plan_from_flags
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
+
+if TYPE_CHECKING:
+    from pytorch_winbuild.builder.source import SourceCheckout
+    from pytorch_winbuild.facts.model import Facts
+    from pytorch_winbuild.planning.plan_model import Plan
 
 
 def tag_cache(folder: Path) -> None:
@@ -98,7 +104,7 @@ def _plan_command(host: str | None) -> str:
     return f"{program} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
 
 
-def _plan_problem(c: Context, host: str | None, facts: Any) -> str | None:
+def _plan_problem(c: Context, host: str | None, facts: Facts) -> str | None:
     """Why the plan doctor suggests would fail (doctor makes it, with the same facts), or None."""
     from pytorch_winbuild.errors import WinbuildError
 
@@ -138,14 +144,21 @@ def doctor(c: Context, *, host: str | None, json: bool) -> None:
 
 
 def env(
-    c: Context, *, source: str | None, host: str | None, format: str, output: str | None, **plan_flags: Any
+    c: Context,
+    *,
+    source: str | None,
+    host: str | None,
+    format: str,
+    output: str | None,
+    cache_dir: str | None,
+    **plan_flags: FlagValue,
 ) -> None:
-    """The `env` task; `plan_flags` are the PLAN_FLAGS, by name."""
+    """The `env` task; `cache_dir` and `plan_flags` are the PLAN_FLAGS, by name."""
     from pytorch_winbuild.faces.render import render
 
     target = output_file(output)
-    cache = cache_choice(c, plan_flags["cache_dir"])
-    plan = plan_from_flags(c, host=host, source=source, cache=cache, arguments=plan_flags)
+    cache = cache_choice(c, cache_dir)
+    plan = plan_from_flags(c, host=host, source=source, cache=cache, arguments={**plan_flags, "cache_dir": cache_dir})
     write_output(render(plan, format, output), target)
 
 
@@ -181,7 +194,7 @@ def _check_build_flags(
 
 def _cloned_source(
     repo: str, ref: str | None, source: str | None, cache: Path, *, dry_run: bool
-) -> tuple[Any, str | None, tuple[str, str | None] | None]:
+) -> tuple[SourceCheckout | None, str | None, tuple[str, str | None] | None]:
     """--repo: (the checkout, cloned now unless this is a dry run; the source folder to plan, when there is one;
     (repo, ref) when the plan must be made before the clone exists)."""
     from pytorch_winbuild.builder.source import acquire_source, clone_destination
@@ -216,15 +229,16 @@ def build(
     no_verify: bool,
     find_links: str | None,
     index_url: str | None,
-    **plan_flags: Any,
+    cache_dir: str | None,
+    **plan_flags: FlagValue,
 ) -> None:
-    """The `build` task; `plan_flags` are the PLAN_FLAGS, by name."""
+    """The `build` task; `cache_dir` and `plan_flags` are the PLAN_FLAGS, by name."""
     from pytorch_winbuild.faces.render import render
     from pytorch_winbuild.knowledge.choices import parse_mode
 
     _check_build_flags(source=source, host=host, dry_run=dry_run, repo=repo, ref=ref, log_dir=log_dir)
     chosen_mode = parse_mode(mode)
-    cache = cache_choice(c, plan_flags["cache_dir"])
+    cache = cache_choice(c, cache_dir)
     folder = cache.folder
     mirror = None if dry_run else checked_mirror(c, None)  # before the clone: where missing MKL/MAGMA come from
     if not dry_run:
@@ -243,7 +257,7 @@ def build(
         cache=cache,
         mode=chosen_mode,
         libtorch=libtorch,
-        arguments=plan_flags,
+        arguments={**plan_flags, "cache_dir": cache_dir},
         measured_for="build",
         not_cloned=not_cloned,
     )
@@ -256,8 +270,8 @@ def build(
     if checkout is None:
         source_dir = Path(source) if source else default_build_source()
         checkout = existing_checkout(source_dir)
-    wheels = path_flag(setting(c, "find_links", find_links), flag_label("find_links", find_links))
-    index = path_flag(setting(c, "index_url", index_url), flag_label("index_url", index_url))
+    wheels = path_flag(text_setting(c, "find_links", find_links), flag_label("find_links", find_links))
+    index = path_flag(text_setting(c, "index_url", index_url), flag_label("index_url", index_url))
     _refuse_urls_offline(plan, wheels, index, flag_label("find_links", find_links))
     request = BuildRequest(
         checkout=checkout,
@@ -278,7 +292,7 @@ def build(
         remember_last_venv(folder, plan.venv.python)
 
 
-def _refuse_urls_offline(plan: Any, find_links: str | None, index_url: str | None, label: str) -> None:
+def _refuse_urls_offline(plan: Plan, find_links: str | None, index_url: str | None, label: str) -> None:
     """A wheel folder without an index means an offline machine: a tree requirement pip would fetch from its own
     URL (name @ https://...) would go online all the same, so it is refused before anything starts."""
     if find_links is None or index_url is not None or plan.venv is None:
@@ -299,13 +313,25 @@ def checked_mirror(c: Context, flag: str | None) -> str | None:
     """--mirror, else winbuild.mirror, checked now, so an unusable one is named by where it came from."""
     from pytorch_winbuild.deps.records import resolve_source
 
-    mirror = setting(c, "mirror", flag)
+    mirror = text_setting(c, "mirror", flag)
     resolve_source(mirror, None, flag_label("mirror", flag))
     return mirror
 
 
-def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | None, **plan_flags: Any) -> None:
-    """The `build-ext` task; `plan_flags` are those of PLAN_FLAGS that build-ext has, by name."""
+def build_ext(
+    c: Context,
+    *,
+    path: str,
+    mode: str,
+    clean: bool,
+    log_dir: str | None,
+    cache_dir: str | None,
+    python: str | None,
+    pytorch_version: str | None,
+    **plan_flags: FlagValue,
+) -> None:
+    """The `build-ext` task; `cache_dir`, `python`, `pytorch_version` and `plan_flags` are those of PLAN_FLAGS that
+    build-ext has, by name."""
     from pytorch_winbuild.builder.pipeline import ExtensionRequest, default_log_dir, run_build_ext
 
     folder = Path(path_flag(path, "PATH") or "")
@@ -316,22 +342,27 @@ def build_ext(c: Context, *, path: str, mode: str, clean: bool, log_dir: str | N
     modes = load_settings().extension_commands  # build_config/build_runner.toml: what each --mode runs
     if mode not in modes:
         raise ConfigurationError(f"--mode {mode!r} is not one of {', '.join(modes)}.")
-    choice = cache_choice(c, plan_flags["cache_dir"])
+    choice = cache_choice(c, cache_dir)
     choice.check_writable()
     cache = choice.folder
     tag_cache(cache)
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
-    interpreter = named_python(c, plan_flags["python"])  # None (auto): the Python running this task, with its torch
-    version = setting(c, "pytorch_version", plan_flags["pytorch_version"]) or installed_torch_version(interpreter)
+    interpreter = named_python(c, python)  # None (auto): the Python running this task, with its torch
+    version = text_setting(c, "pytorch_version", pytorch_version) or installed_torch_version(interpreter)
     plan = plan_from_flags(
         c,
         host=None,
         source=str(folder),
         cache=choice,
         source_is_pytorch=False,
-        arguments={**plan_flags, "pytorch_version": version, "python": interpreter or sys.executable},
+        arguments={
+            **plan_flags,
+            "cache_dir": cache_dir,
+            "pytorch_version": version,
+            "python": interpreter or sys.executable,
+        },
         measured_for="build-ext",
         build_venv=False,
     )
@@ -363,7 +394,7 @@ def named_python(c: Context, flag: str | None) -> str | None:
     from pytorch_winbuild.planning.python_choice import PythonRequest
 
     label = flag_label("python", flag)
-    request = PythonRequest.parse(setting(c, "python", flag), label)
+    request = PythonRequest.parse(text_setting(c, "python", flag), label)
     if request.kind == "path":
         return python_flag(request.value)
     if request.kind == "auto":
@@ -413,7 +444,15 @@ def diagnose(c: Context, *, logfile: str, json: bool, rules: str | None) -> None
     print(text)
 
 
-def this_machines_gpus() -> dict[str, Any]:
+class MachineGpus(TypedDict):
+    """What `diagnose` says of this machine's GPUs (this_machines_gpus)."""
+
+    gpus: list[dict[str, object]]  # index, name, compute_capability of each
+    arch_list: NotRequired[str]  # the --arch-list that builds for them; absent when none was seen
+    advice: str
+
+
+def this_machines_gpus() -> MachineGpus:
     """For a diagnosis whose fix depends on the GPU (no kernel image): the GPUs the probe sees here, and the
     --arch-list that builds for them (their compute capabilities), or that none was seen."""
     from pytorch_winbuild.facts.probe import probe

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from invoke.vendor import yaml
 
@@ -37,7 +36,7 @@ def invoke_config_files(project_dir: Path | None, home: Path) -> list[Path]:
 # 9.0 or 10.10 is a float, 10.1 once read, so versions must be quoted).
 
 
-def _parse(path: Path) -> Any:
+def _parse(path: Path) -> object:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -87,14 +86,14 @@ def _parse(path: Path) -> Any:
 MAX_CONFIG_VALUES = 100_000
 
 
-def _expanded_values(path: Path, data: Any) -> int:
+def _expanded_values(path: Path, data: object) -> int:
     """How many values `data` holds once every alias is copied: counted over the loaded graph, each shared node
     once with its count remembered, so the count itself stays cheap however large the expansion. An alias that
     contains itself would make Invoke's copy endless: refused."""
     counted: dict[int, int] = {}
     open_nodes: set[int] = set()
 
-    def count(node: Any) -> int:
+    def count(node: object) -> int:
         if not isinstance(node, (dict, list)):
             return 1
         if id(node) in counted:
@@ -117,7 +116,7 @@ def _expanded_values(path: Path, data: Any) -> int:
         ) from None
 
 
-def _refuse_expansion(path: Path, data: Any) -> None:
+def _refuse_expansion(path: Path, data: object) -> None:
     values = _expanded_values(path, data)
     if values > MAX_CONFIG_VALUES:
         raise ConfigurationError(
@@ -175,13 +174,13 @@ def check_environment(environ: Mapping[str, str], known_keys: Iterable[str]) -> 
         )
 
 
-def check_setting(name: str, value: Any, where: str) -> None:
-    """Raise ConfigurationError unless `value` is a usable `winbuild.<name>`: text, or a whole number
-    for jobs and vs; None (YAML null) means "not set"."""
+def check_setting(name: str, value: object, where: str) -> str | int | None:
+    """`value` when it is a usable `winbuild.<name>`: text, or a whole number for jobs and vs; None (YAML null)
+    means "not set". Anything else is a ConfigurationError."""
     if value is None or isinstance(value, str):
-        return
+        return value
     if name in NUMBER_SETTINGS and isinstance(value, int) and not isinstance(value, bool):
-        return
+        return value
     if isinstance(value, bool):
         got = f"the YAML boolean {str(value).lower()}"
     elif isinstance(value, (int, float)):

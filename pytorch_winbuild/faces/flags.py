@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from invoke import Context
 
@@ -25,19 +25,23 @@ from pytorch_winbuild.paths import default_cache_dir
 from pytorch_winbuild.planning.flag_table import SETTINGS
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
-WINBUILD_DEFAULTS: dict[str, Any] = dict(SETTINGS)  # planning/flag_table.py: the flags with a setting
+# What Invoke hands a task for a flag: its text, a switch's True or False, or None when it was not given.
+FlagValue: TypeAlias = "str | bool | None"
+
+WINBUILD_DEFAULTS: dict[str, object] = dict(SETTINGS)  # planning/flag_table.py: the flags with a setting
 
 
-def setting(c: Context, name: str, flag: Any) -> Any:
+def setting(c: Context, name: str, flag: object) -> object:
     """A flag's value, else the `winbuild.<name>` configuration value (checked: a `-f` file or an
     INVOKE_WINBUILD_* variable reaches here without config_check); null means the default."""
     if flag is not None:
         return flag
     from pytorch_winbuild.faces.config_check import check_setting
 
-    value = c.config.winbuild.get(name)
-    check_setting(
-        name, value, f"configuration value winbuild.{name} (invoke.yaml, -f FILE or INVOKE_WINBUILD_{name.upper()})"
+    value = check_setting(
+        name,
+        c.config.winbuild.get(name),
+        f"configuration value winbuild.{name} (invoke.yaml, -f FILE or INVOKE_WINBUILD_{name.upper()})",
     )
     if value is None or (
         isinstance(value, str) and not value.strip()
@@ -46,7 +50,14 @@ def setting(c: Context, name: str, flag: Any) -> Any:
     return value
 
 
-def flag_label(name: str, flag: Any) -> str:
+def text_setting(c: Context, name: str, flag: object) -> str | None:
+    """`setting` of a flag read as text (a path, a URL, --python): what the flag, the configuration (which
+    config_check lets hold only text for these) or the default says; None when none says anything."""
+    value = setting(c, name, flag)
+    return None if value is None else str(value)
+
+
+def flag_label(name: str, flag: object) -> str:
     """How an error names a value: the flag when it was given, else the configuration key."""
     return f"--{name.replace('_', '-')}" if flag is not None else f"winbuild.{name}"
 
@@ -59,7 +70,9 @@ def example(label: str, value: str) -> str:
     return f"`{name}: {value}` in invoke.yaml (or INVOKE_WINBUILD_{name.upper()}={value})"
 
 
-def whole_number(value: Any, label: str, *, minimum: int = 1, maximum: int | None = None, unit: str = "") -> int | None:
+def whole_number(
+    value: object, label: str, *, minimum: int = 1, maximum: int | None = None, unit: str = ""
+) -> int | None:
     """A whole-number flag or configuration value (text from the command line), from `minimum` to `maximum`
     (None: no upper bound); None when absent."""
     if value is None:
@@ -83,7 +96,7 @@ def whole_number(value: Any, label: str, *, minimum: int = 1, maximum: int | Non
     return number
 
 
-def finite_number(value: Any, label: str, *, minimum: float = 0.0) -> float | None:
+def finite_number(value: str | float | None, label: str, *, minimum: float = 0.0) -> float | None:
     """A decimal flag (text from the command line): finite, `minimum` or more; None when absent."""
     if value is None:
         return None
@@ -168,7 +181,7 @@ def cache_choice(c: Context, flag: str | None) -> CacheChoice:
     if path_flag(flag, "--cache-dir") is not None:
         assert flag is not None
         return CacheChoice(Path(flag), flag, "--cache-dir", "pass another one as --cache-dir")
-    value = setting(c, "cache_dir", None)
+    value = text_setting(c, "cache_dir", None)
     if value:
         return CacheChoice(
             Path(value),

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 from invoke import Context
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.faces.flags import CacheChoice, example, flag_label, path_flag, setting, whole_number
+from pytorch_winbuild.faces.flags import (
+    CacheChoice,
+    example,
+    flag_label,
+    path_flag,
+    setting,
+    text_setting,
+    whole_number,
+)
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.flag_table import PLAN_FLAGS, TEXT_FLAGS
@@ -90,7 +98,7 @@ def python_request(c: Context, flag: object, label: str) -> PythonRequest:
     """--python (or winbuild.python) parsed once; a path is checked as a path (build_request asks it what it is)."""
     from pytorch_winbuild.planning.python_choice import PythonRequest
 
-    request = PythonRequest.parse(setting(c, "python", flag), label)
+    request = PythonRequest.parse(text_setting(c, "python", flag), label)
     if request.kind == "path":
         path_flag(request.value, label)
     return request

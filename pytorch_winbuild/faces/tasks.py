@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from invoke import Collection, Context
 from invoke import task as invoke_task
@@ -62,14 +62,11 @@ def _check_config_files_or_exit() -> None:
         raise SystemExit(error.exit_code) from None
 
 
-def task(*args: Any, **kwargs: Any) -> Any:
+def task(
+    *, help: dict[str, str], auto_shortflags: bool = True, iterable: list[str] | None = None
+) -> Callable[[Callable[..., None]], WinbuildTask]:
     """Invoke's @task, making WinbuildTask tasks (no automatic short flag takes -h)."""
-    return invoke_task(*args, klass=WinbuildTask, **kwargs)
-
-
-def given(arguments: dict[str, Any]) -> dict[str, Any]:
-    """A task's flags by name (its `locals()` without the Context)."""
-    return {name: value for name, value in arguments.items() if name != "c"}
+    return invoke_task(help=help, auto_shortflags=auto_shortflags, iterable=iterable, klass=WinbuildTask)
 
 
 _check_config_files_or_exit()
@@ -82,7 +79,7 @@ namespace.configure({"winbuild": WINBUILD_DEFAULTS})
 @reports_errors
 def doctor(c: Context, host: str | None = None, json: bool = False) -> None:
     """Show what is installed and what is missing for building PyTorch, with the fix for each."""
-    commands.doctor(c, **given(locals()))
+    commands.doctor(c, host=host, json=json)
 
 
 @task(help=ENV_HELP, auto_shortflags=False)
@@ -110,7 +107,28 @@ def env(
     no_magma: bool = False,
 ) -> None:
     """Print the build environment the plan composes: every variable with its reason, or as a script."""
-    commands.env(c, **given(locals()))
+    commands.env(
+        c,
+        cuda=cuda,
+        vs=vs,
+        toolset=toolset,
+        generator=generator,
+        compiler_cache=compiler_cache,
+        arch_list=arch_list,
+        jobs=jobs,
+        pytorch_version=pytorch_version,
+        python=python,
+        cmake=cmake,
+        source=source,
+        cache_dir=cache_dir,
+        host=host,
+        format=format,
+        output=output,
+        mkl_version=mkl_version,
+        magma_version=magma_version,
+        magma_debug=magma_debug,
+        no_magma=no_magma,
+    )
 
 
 @task(help=BUILD_HELP, auto_shortflags=False)
@@ -147,7 +165,37 @@ def build(
     no_magma: bool = False,
 ) -> None:
     """Build PyTorch from source in the planned environment (--dry-run: show the plan only)."""
-    commands.build(c, **given(locals()))
+    commands.build(
+        c,
+        cuda=cuda,
+        vs=vs,
+        toolset=toolset,
+        generator=generator,
+        compiler_cache=compiler_cache,
+        arch_list=arch_list,
+        jobs=jobs,
+        pytorch_version=pytorch_version,
+        python=python,
+        cmake=cmake,
+        source=source,
+        cache_dir=cache_dir,
+        host=host,
+        mode=mode,
+        dry_run=dry_run,
+        format=format,
+        clean=clean,
+        repo=repo,
+        ref=ref,
+        libtorch=libtorch,
+        log_dir=log_dir,
+        no_verify=no_verify,
+        find_links=find_links,
+        index_url=index_url,
+        mkl_version=mkl_version,
+        magma_version=magma_version,
+        magma_debug=magma_debug,
+        no_magma=no_magma,
+    )
 
 
 @task(
@@ -182,14 +230,31 @@ def fetch_deps(
     """Download, verify and extract MKL (and the MAGMA for --cuda, the Python for --python) into the cache.
 
     Prints where they are and the variables a build needs."""
-    deps_commands.fetch_deps(c, **given(locals()))
+    deps_commands.fetch_deps(
+        c,
+        cuda=cuda,
+        mkl_version=mkl_version,
+        magma_version=magma_version,
+        magma_debug=magma_debug,
+        no_magma=no_magma,
+        mirror=mirror,
+        from_dir=from_dir,
+        update_lock=update_lock,
+        cache_dir=cache_dir,
+        jobs=jobs,
+        lock_file=lock_file,
+        pytorch_version=pytorch_version,
+        source=source,
+        python=python,
+        dry_run=dry_run,
+    )
 
 
 @task(help=CLEAN_HELP)
 @reports_errors
 def clean(c: Context, deps: bool = False, downloads: bool = False, cache_dir: str | None = None) -> None:
     """Remove what the flags say from the cache (waits briefly for a run that is using it)."""
-    deps_commands.clean(c, **given(locals()))
+    deps_commands.clean(c, deps=deps, downloads=downloads, cache_dir=cache_dir)
 
 
 @task(help=BUILD_EXT_HELP)
@@ -211,14 +276,29 @@ def build_ext(
     log_dir: str | None = None,
 ) -> None:
     """Build a PyTorch C++/CUDA extension's setup.py in the planned environment (vcvars, CUDA, compiler cache)."""
-    commands.build_ext(c, **given(locals()))
+    commands.build_ext(
+        c,
+        path=path,
+        mode=mode,
+        clean=clean,
+        cuda=cuda,
+        vs=vs,
+        toolset=toolset,
+        compiler_cache=compiler_cache,
+        arch_list=arch_list,
+        jobs=jobs,
+        pytorch_version=pytorch_version,
+        python=python,
+        cache_dir=cache_dir,
+        log_dir=log_dir,
+    )
 
 
 @task(help=VERIFY_HELP)
 @reports_errors
 def verify(c: Context, python: str | None = None, cache_dir: str | None = None) -> None:
     """Import torch in a fresh Python outside the source tree and print what it has, as JSON (exit 6 on failure)."""
-    commands.verify(c, **given(locals()))
+    commands.verify(c, python=python, cache_dir=cache_dir)
 
 
 @task(help=DIAGNOSE_HELP)
@@ -227,7 +307,7 @@ def diagnose(c: Context, logfile: str, json: bool = False, rules: str | None = N
     """Show the first real error in LOGFILE and what each matching diagnosis rule says to do.
 
     Exits 0 when the log could be read, whatever it holds."""
-    commands.diagnose(c, **given(locals()))
+    commands.diagnose(c, logfile=logfile, json=json, rules=rules)
 
 
 @task(help=NIGHTLY_HELP, iterable=["only"], auto_shortflags=False)
@@ -251,7 +331,21 @@ def nightly(
 
     One run at a time (a lock in the cache); exits 5 when an entry failed. --matrix-json plans a fleet's night
     instead (GitHub Actions' matrix), --runner-labels names this machine's runner labels."""
-    nightly_commands.nightly(c, **given(locals()))
+    nightly_commands.nightly(
+        c,
+        matrix=matrix,
+        only=only,
+        force=force,
+        output_dir=output_dir,
+        keep_days=keep_days,
+        min_free_gb=min_free_gb,
+        cache_dir=cache_dir,
+        mirror=mirror,
+        matrix_json=matrix_json,
+        plan_file=plan_file,
+        previous=previous,
+        runner_labels=runner_labels,
+    )
 
 
 @task(help=NIGHTLY_MERGE_HELP, iterable=["part"], auto_shortflags=False)
@@ -267,7 +361,9 @@ def nightly_merge(
     """Join a fleet's nightly parts and the last published channel into one channel (index, dashboard, summary).
 
     Exits 2, changing nothing, when two parts claim one entry."""
-    nightly_commands.nightly_merge(c, **given(locals()))
+    nightly_commands.nightly_merge(
+        c, part=part, output_dir=output_dir, previous=previous, plan=plan, keep_days=keep_days
+    )
 
 
 @task(help=NIGHTLY_SITE_HELP, auto_shortflags=False)
@@ -278,7 +374,7 @@ def nightly_site(
     """Make the nightly's pip index (simple/) and dashboard (index.html) again from OUTPUT_DIR.
 
     --stage also makes a copy to publish, in a new or empty folder."""
-    nightly_commands.nightly_site(c, **given(locals()))
+    nightly_commands.nightly_site(c, output_dir=output_dir, nights=nights, stage=stage, wheels=wheels)
 
 
 for _task in (doctor, env, build, fetch_deps, clean, build_ext, verify, diagnose, nightly, nightly_merge, nightly_site):
