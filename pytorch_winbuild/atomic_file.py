@@ -21,7 +21,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 PRIVATE = 0o600
 SHARED = 0o666
@@ -79,9 +78,10 @@ def write_text(
 
 
 def write_json(
-    path: Path, data: Any, *, ensure_ascii: bool = False, newline: str | None = None, mode: int = PRIVATE
+    path: Path, data: object, *, ensure_ascii: bool = False, newline: str | None = None, mode: int = PRIVATE
 ) -> None:
-    """Replace `path` with `data` as JSON indented by 2, and a last newline (`newline` as for write_text)."""
+    """Replace `path` with `data` (what json.dumps takes: TypeError for anything else) as JSON indented by 2, and a
+    last newline (`newline` as for write_text)."""
     write_text(path, json.dumps(data, indent=2, ensure_ascii=ensure_ascii) + "\n", newline=newline, mode=mode)
 
 

@@ -35,8 +35,9 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import FrameType
+from typing import IO, Literal, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
 import psutil
 
@@ -129,7 +130,7 @@ def stop_signals() -> Iterator[None]:
         yield
         return
     outermost = _STATE.depth == 0
-    previous: dict[int, Any] = {}
+    previous: dict[int, Callable[[int, FrameType | None], object] | int] = {}
     if outermost:
         _STATE.signum = None
         for signum in STOP_SIGNALS:
@@ -151,15 +152,54 @@ def stop_signals() -> Iterator[None]:
 
 # ------------------------------------------------------------------ starting children
 
-_OWN_GROUP: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()  # children that lead their own group
+# A child: its pipes carry bytes, or text when it was started with text=True.
+Child: TypeAlias = "subprocess.Popen[bytes] | subprocess.Popen[str]"
+_Output = TypeVar("_Output", bytes, str)  # what a child's pipes carry
+_Stream: TypeAlias = "int | IO[bytes] | IO[str] | None"  # subprocess.PIPE, DEVNULL, STDOUT, a file, or inherited
 
 
-def popen(command: Sequence[str], *, terminal: bool = False, **options: Any) -> subprocess.Popen[Any]:
+class ChildOptions(TypedDict, total=False):
+    """What a caller may pass on to subprocess.Popen (popen, started, run, run_bounded)."""
+
+    cwd: str | os.PathLike[str] | None
+    env: Mapping[str, str] | None
+    stdin: _Stream
+    stdout: _Stream
+    stderr: _Stream
+    creationflags: int
+    start_new_session: bool
+
+
+_OWN_GROUP: weakref.WeakSet[Child] = weakref.WeakSet()  # children that lead their own group
+
+
+@overload
+def popen(
+    command: Sequence[str], *, terminal: bool = False, text: Literal[False] = False, **options: Unpack[ChildOptions]
+) -> subprocess.Popen[bytes]: ...
+@overload
+def popen(
+    command: Sequence[str],
+    *,
+    terminal: bool = False,
+    text: Literal[True],
+    errors: str | None = None,
+    **options: Unpack[ChildOptions],
+) -> subprocess.Popen[str]: ...
+def popen(
+    command: Sequence[str],
+    *,
+    terminal: bool = False,
+    text: bool = False,
+    errors: str | None = None,
+    **options: Unpack[ChildOptions],
+) -> Child:
     """subprocess.Popen, with the child in the tool's tree (see the module's docstring).
 
     `terminal=True`: the child may prompt on the user's terminal (git's credential and ssh passphrase
     prompts), so on POSIX it stays in the tool's process group; it is still stopped with the tool.
-    Once a stop signal has arrived, no child starts: the stop is raised instead."""
+    `text=True` (with `errors`, as Popen's): pipes of text. Once a stop signal has arrived, no child starts: the
+    stop is raised instead."""
     signum = stop_requested()
     if signum is not None:
         raise _stop_exception(signum)
@@ -168,7 +208,11 @@ def popen(command: Sequence[str], *, terminal: bool = False, **options: Any) -> 
             options["creationflags"] = options.get("creationflags", 0) | subprocess.CREATE_NEW_PROCESS_GROUP
         else:
             options["start_new_session"] = True
-    process: subprocess.Popen[Any] = subprocess.Popen(list(command), **options)
+    process: Child
+    if text:
+        process = subprocess.Popen(list(command), text=True, errors=errors, **options)
+    else:
+        process = subprocess.Popen(list(command), **options)
     if not terminal:
         _OWN_GROUP.add(process)
     if sys.platform == "win32":
@@ -177,19 +221,33 @@ def popen(command: Sequence[str], *, terminal: bool = False, **options: Any) -> 
 
 
 @contextlib.contextmanager
-def started(
-    command: Sequence[str], *, grace_seconds: float = DEFAULT_GRACE_SECONDS, terminal: bool = False, **options: Any
-) -> Iterator[subprocess.Popen[Any]]:
-    """`with started(command, ...) as process:` the child, whose tree is stopped (`stop_tree`) when the block
-    ends with an exception: a stop signal (the same signal is sent on), or any other (SIGTERM)."""
-    with popen(command, terminal=terminal, **options) as process:
+def _stopped_on_error(process: Child, grace_seconds: float) -> Iterator[None]:
+    """`with process`, whose tree is stopped (`stop_tree`) when the block ends with an exception: a stop signal
+    (the same signal is sent on), or any other (SIGTERM)."""
+    with process:
         try:
-            yield process
+            yield
         except BaseException as exc:
             stop_tree(process, grace_seconds, stop_signal_number(exc))
             raise
 
 
+@contextlib.contextmanager
+def started(
+    command: Sequence[str],
+    *,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    terminal: bool = False,
+    **options: Unpack[ChildOptions],
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`with started(command, ...) as process:` the child, whose tree is stopped (`stop_tree`) when the block
+    ends with an exception: a stop signal (the same signal is sent on), or any other (SIGTERM)."""
+    process = popen(command, terminal=terminal, **options)
+    with _stopped_on_error(process, grace_seconds):
+        yield process
+
+
+@overload
 def run(
     command: Sequence[str],
     *,
@@ -197,15 +255,50 @@ def run(
     timeout: float | None = None,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     terminal: bool = False,
-    **options: Any,
-) -> subprocess.CompletedProcess[Any]:
+    text: Literal[False] = False,
+    **options: Unpack[ChildOptions],
+) -> subprocess.CompletedProcess[bytes]: ...
+@overload
+def run(
+    command: Sequence[str],
+    *,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    terminal: bool = False,
+    text: Literal[True],
+    errors: str | None = None,
+    **options: Unpack[ChildOptions],
+) -> subprocess.CompletedProcess[str]: ...
+def run(
+    command: Sequence[str],
+    *,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    terminal: bool = False,
+    text: bool = False,
+    errors: str | None = None,
+    **options: Unpack[ChildOptions],
+) -> subprocess.CompletedProcess[bytes] | subprocess.CompletedProcess[str]:
     """subprocess.run (check=False), with the child in the tool's tree: a stop signal stops its tree even when
     this runs outside the main thread (7-Zip in an extraction pool), and raises it there too. On `timeout` the
-    tree is stopped and subprocess.TimeoutExpired raised, as subprocess.run does."""
+    tree is stopped and subprocess.TimeoutExpired raised, as subprocess.run does. `text`, `errors`: as popen's."""
     if capture_output:
         options["stdout"] = options["stderr"] = subprocess.PIPE
     deadline = None if timeout is None else time.monotonic() + timeout
-    with started(command, grace_seconds=grace_seconds, terminal=terminal, **options) as process:
+    if text:
+        process = popen(command, terminal=terminal, text=True, errors=errors, **options)
+        return _waited(process, timeout, deadline, grace_seconds)
+    return _waited(popen(command, terminal=terminal, **options), timeout, deadline, grace_seconds)
+
+
+def _waited(
+    process: subprocess.Popen[_Output], timeout: float | None, deadline: float | None, grace_seconds: float
+) -> subprocess.CompletedProcess[_Output]:
+    """run's wait for `process`, `timeout` seconds (until `deadline`, by time.monotonic), its tree stopped when the
+    wait ends with an exception."""
+    with _stopped_on_error(process, grace_seconds):
         while True:
             wait = POLL_SECONDS if deadline is None else max(0.0, min(POLL_SECONDS, deadline - time.monotonic()))
             try:
@@ -228,7 +321,7 @@ class _BoundedStream:
     """One pipe read to its end in a thread, keeping its first and last `limit` bytes and counting the rest, so a
     child that floods its output costs at most 2 x limit of memory."""
 
-    def __init__(self, pipe: Any, limit: int) -> None:
+    def __init__(self, pipe: IO[bytes], limit: int) -> None:
         self.head = bytearray()
         self.tail = bytearray()
         self.dropped = 0
@@ -236,7 +329,7 @@ class _BoundedStream:
         self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
         self._thread.start()
 
-    def _read(self, pipe: Any) -> None:
+    def _read(self, pipe: IO[bytes]) -> None:
         with contextlib.suppress(OSError, ValueError):
             while chunk := pipe.read1(_CHUNK) if hasattr(pipe, "read1") else pipe.read(_CHUNK):
                 room = self._limit - len(self.head)
@@ -262,7 +355,7 @@ def run_bounded(
     limit: int = OUTPUT_LIMIT,
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     merge_stderr: bool = False,
-    **options: Any,
+    **options: Unpack[ChildOptions],
 ) -> subprocess.CompletedProcess[str]:
     """Run something untrusted (an interpreter asked what it is, a tool's --version, pip, cuobjdump) in the tool's
     tree with stdin closed: each stream's first and last `limit` bytes are kept (the rest counted, never held);
@@ -270,15 +363,13 @@ def run_bounded(
     still holds the pipes) is stopped with its group; on `timeout` the whole tree is stopped and
     subprocess.TimeoutExpired raised; a stop signal stops the tree and is raised. Output is text (UTF-8, bad
     bytes replaced); `merge_stderr`: stderr goes into stdout, as a log shows them (stderr is then "")."""
-    options.update(
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-    )
+    options["stdin"] = subprocess.DEVNULL
+    options["stdout"] = subprocess.PIPE
+    options["stderr"] = subprocess.STDOUT if merge_stderr else subprocess.PIPE
     deadline = time.monotonic() + timeout
     with started(command, grace_seconds=grace_seconds, **options) as process:
         pipes = [process.stdout] if merge_stderr else [process.stdout, process.stderr]
-        streams = [_BoundedStream(pipe, limit) for pipe in pipes]
+        streams = [_BoundedStream(pipe, limit) for pipe in pipes if pipe is not None]  # each is a pipe
         while process.poll() is None:
             signum = stop_requested()
             if signum is not None:
@@ -296,7 +387,7 @@ def run_bounded(
 # ------------------------------------------------------------------ stopping a tree
 
 
-def _signal_tree(process: subprocess.Popen[Any], tree: list[psutil.Process], signum: int) -> bool:
+def _signal_tree(process: Child, tree: list[psutil.Process], signum: int) -> bool:
     """Send the stop to the tree; whether it went to a whole process group (else the caller kills at once)."""
     grouped = process in _OWN_GROUP
     if sys.platform == "win32":
@@ -336,7 +427,7 @@ def _wait_gone(members: list[psutil.Process], seconds: float) -> list[psutil.Pro
         time.sleep(0.01)
 
 
-def stop_tree(process: subprocess.Popen[Any], grace_seconds: float, signum: int | None = None) -> tuple[int, int]:
+def stop_tree(process: Child, grace_seconds: float, signum: int | None = None) -> tuple[int, int]:
     """Stop `process` and all its descendants; (how many there were, how many had to be killed).
 
     POSIX: `signum` (SIGTERM when None) to the child's process group and to every descendant outside it,
@@ -353,7 +444,7 @@ def stop_tree(process: subprocess.Popen[Any], grace_seconds: float, signum: int 
             _STATE.stopping -= 1
 
 
-def _stop_tree(process: subprocess.Popen[Any], grace_seconds: float, signum: int) -> tuple[int, int]:
+def _stop_tree(process: Child, grace_seconds: float, signum: int) -> tuple[int, int]:
     tree: list[psutil.Process] = []
     if process.returncode is None:  # not yet reaped, so its pid is still its own
         try:

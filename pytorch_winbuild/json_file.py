@@ -20,11 +20,11 @@ import stat
 import sys
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, BinaryIO, TypeAlias
+from typing import Any, BinaryIO, NoReturn, TypeAlias
 
 # What a JSON document holds, as a type: a reader narrows it (isinstance) before it uses a value, so a document of
 # another shape is refused where it is read, never a TypeError later.
-JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 # Deeper than any document the tool writes or reads (a facts file or a summary is 3 to 5 deep), and
@@ -62,7 +62,7 @@ def _too_large(max_bytes: int) -> BadJson:
     return BadJson(f"larger than {size}, more than such a file ever holds")
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise BadJson(f"{name} is not a number this file may hold")
 
 

@@ -175,6 +175,15 @@ def test_a_tiny_recorded_job_still_plans(tmp_path: Path) -> None:
     assert plan.final_env()["MAX_JOBS"] == str(facts.cpu_count)  # bound by the cores, not the memory
 
 
+def test_a_summary_is_written_with_every_field_in_order_and_json_values_only() -> None:
+    episode = LowMemory("2025-01-02T03:04:05+00:00", 12.5, 900, 3)
+    data = _summary(1000, low_memory=(episode,)).to_dict()
+    assert list(data) == [field.name for field in dataclasses.fields(MemorySummary)]
+    assert json.loads(json.dumps(data)) == data  # lists, never tuples: what the report reads back is the same
+    assert data["peak_job"] == ["g++", "cc1plus"] and data["peak_process"] == {"name": "cc1plus", "rss_mib": 990}
+    assert data["low_memory"] == [dataclasses.asdict(episode)]
+
+
 def test_the_figure_is_the_largest_of_the_last_runs_of_that_machine_and_configuration(tmp_path: Path) -> None:
     facts = _facts()
     plan = _plan(facts)

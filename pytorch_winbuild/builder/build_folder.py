@@ -18,7 +18,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.json_file import read_json
 
@@ -41,7 +40,7 @@ def build_folder(source_dir: Path) -> Path:
     return source_dir / BUILD_FOLDER
 
 
-def _make_writable_and_retry(function: Callable[[str], Any], path: str, _: Any) -> None:
+def _make_writable_and_retry(function: Callable[[str], object], path: str, _: object) -> None:
     """Windows refuses to delete read-only files (git marks some so); clear the flag and retry."""
     os.chmod(path, stat.S_IWRITE)
     function(path)

@@ -17,12 +17,11 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytorch_winbuild.builder.settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.platform import Platform
-from pytorch_winbuild.json_file import parse_json
+from pytorch_winbuild.json_file import JsonObject, JsonValue, parse_json
 from pytorch_winbuild.text import quoting_sh
 from pytorch_winbuild.text.redact import redact_text
 
@@ -36,10 +35,10 @@ class CacheStats:
     hits: int | None
     misses: int | None
     command: str | None
-    raw: Any  # the parsed JSON, the key/value table or the text the tool printed
+    raw: JsonValue  # the parsed JSON, the key/value table or the text the tool printed
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "hits": self.hits,
@@ -59,7 +58,7 @@ class CacheStats:
         return f"{self.name}: {self.hits} hits, {self.misses} misses{rate}"
 
 
-def _json_count(data: Any, path: str) -> int | None:
+def _json_count(data: JsonValue, path: str) -> int | None:
     for part in path.split("."):
         if not isinstance(data, dict) or part not in data:
             return None
@@ -74,10 +73,10 @@ def _sum(values: list[int | None]) -> int | None:
     return sum(found) if found else None
 
 
-def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, Any]:
+def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, JsonValue]:
     """(hits, misses, raw) from what a stats command printed, in the spec's format."""
     if spec.format == "json":
-        data = parse_json(text)
+        data: JsonValue = parse_json(text)
         return _sum([_json_count(data, p) for p in spec.hits]), _sum([_json_count(data, p) for p in spec.misses]), data
     if spec.format == "tsv":
         table: dict[str, int] = {}
@@ -85,7 +84,8 @@ def parse_stats(text: str, spec: StatsCommand) -> tuple[int | None, int | None, 
             key, _, value = line.partition("\t")
             if value.strip().isascii() and value.strip().isdigit():
                 table[key.strip()] = int(value)
-        return _sum([table.get(k) for k in spec.hits]), _sum([table.get(k) for k in spec.misses]), table
+        raw: JsonObject = dict(table)
+        return _sum([table.get(k) for k in spec.hits]), _sum([table.get(k) for k in spec.misses]), raw
 
     def count(patterns: tuple[str, ...]) -> int | None:
         matches = [re.search(p, text, re.MULTILINE) for p in patterns]

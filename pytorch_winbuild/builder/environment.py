@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pytorch_winbuild.builder.settings import RunEnv
 from pytorch_winbuild.facts.platform import Platform
@@ -21,10 +21,20 @@ from pytorch_winbuild.text.quoting import refuse_control_characters
 VCVARS_CACHE_FOLDER = "vcvars"
 
 
+class VcvarsEntry(TypedDict):
+    """How vcvars was entered, as the build report writes it."""
+
+    command_line: str
+    cl: str
+    from_cache: bool
+    seconds: float
+    changed: list[str]  # the variables it added or changed
+
+
 @dataclass(frozen=True)
 class BuildEnvironment:
     env: dict[str, str]
-    vcvars: dict[str, Any] | None  # how vcvars was entered: command line, from cache, seconds
+    vcvars: VcvarsEntry | None  # how vcvars was entered: command line, from cache, seconds
     added: tuple[RunEnv, ...]  # what the runner itself added, with reasons
 
 
@@ -62,7 +72,7 @@ def build_environment(
         refuse_control_characters(value, name)
     env = dict(os.environ if base is None else base)
     windows = plan.os == Platform.WINDOWS
-    vcvars = None
+    vcvars: VcvarsEntry | None = None
     if plan.vcvars is not None:
         from pytorch_winbuild.facts.vcvars import capture_vcvars
 

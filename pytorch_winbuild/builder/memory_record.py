@@ -26,11 +26,11 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.facts.model import MAX_MIB, Facts
-from pytorch_winbuild.json_file import read_json
+from pytorch_winbuild.json_file import JsonObject, read_json
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
 from pytorch_winbuild.planning.jobs import JobConfiguration, Measured, MeasuredJobs, arch_count
@@ -76,7 +76,15 @@ def configuration_key(plan: Plan, kind: str) -> str:
     return job_configuration(plan).key(kind)
 
 
-def _valid_run(run: Any) -> bool:
+class _Record(TypedDict):
+    """peaks.json as this version writes it: machine → configuration → its kept runs, oldest first (a run as
+    `remember` writes it, read back as it is)."""
+
+    format: int
+    machines: dict[str, dict[str, list[JsonObject]]]
+
+
+def _valid_run(run: object) -> bool:
     """A run whose peak is a number of MiB a machine can have (10**400 made MAX_JOBS's arithmetic overflow)."""
     return (
         isinstance(run, dict)
@@ -84,6 +92,34 @@ def _valid_run(run: Any) -> bool:
         and not isinstance(run.get("peak_job_mib"), bool)
         and 0 < run["peak_job_mib"] <= MAX_MIB
     )
+
+
+def _is_record(data: dict[str, object]) -> TypeGuard[_Record]:
+    """Whether `data` (an object read from JSON) is a record in the form this version writes, every run valid."""
+    machines = data.get("machines")
+    return (
+        isinstance(data.get("format"), int)
+        and isinstance(machines, dict)
+        and all(
+            isinstance(configurations, dict)
+            and all(isinstance(runs, list) and all(_valid_run(run) for run in runs) for runs in configurations.values())
+            for configurations in machines.values()
+        )
+    )
+
+
+def _peak(run: JsonObject) -> int:
+    """A kept run's peak_job_mib (an int: _valid_run checked it)."""
+    peak = run["peak_job_mib"]
+    return peak if isinstance(peak, int) else 0
+
+
+def _job_names(run: JsonObject) -> str:
+    """The processes of a run's largest job, " + "-joined; "a compiler" when it names none."""
+    job = run.get("peak_job") or []
+    if isinstance(job, (int, float)):  # a number put there by hand: not iterable
+        raise TypeError(f"'{type(job).__name__}' object is not iterable")
+    return " + ".join(str(name) for name in job) or "a compiler"
 
 
 @dataclass(frozen=True)
@@ -95,27 +131,22 @@ class PeakBook:
     configuration: str
     settings: WatchSettings
 
-    def _read(self) -> tuple[dict[str, Any], str | None, bool]:
-        """(the whole file, why it was ignored, whether a new record may replace it): an empty record
-        when the file is absent; a corrupt file may be replaced, another version's may not."""
+    def _read(self) -> tuple[_Record | None, str | None, bool]:
+        """(the whole file, None when it was ignored; why it was ignored; whether a new record may replace it):
+        an empty record when the file is absent; a corrupt file may be replaced, another version's may not."""
         try:
-            data = read_json(self.file)
+            data: object = read_json(self.file)
         except FileNotFoundError:
             return {"format": RECORD_FORMAT, "machines": {}}, None, True
         except (OSError, UnicodeDecodeError, ValueError) as error:
-            return {}, self._ignored(f"it cannot be read as JSON ({error})"), True
+            return None, self._ignored(f"it cannot be read as JSON ({error})"), True
         if not isinstance(data, dict) or not isinstance(data.get("format"), int):
-            return {}, self._ignored("it is not a record of measured peaks"), True
+            return None, self._ignored("it is not a record of measured peaks"), True
         if data["format"] != RECORD_FORMAT:
             why = f"it has format {data['format']}, and this version reads {RECORD_FORMAT}"
-            return {}, self._ignored(why, replaced=False), False
-        machines = data.get("machines")
-        if not isinstance(machines, dict) or not all(
-            isinstance(configurations, dict)
-            and all(isinstance(runs, list) and all(_valid_run(run) for run in runs) for runs in configurations.values())
-            for configurations in machines.values()
-        ):
-            return {}, self._ignored("its machines and runs are not in the form this version writes"), True
+            return None, self._ignored(why, replaced=False), False
+        if not _is_record(data):
+            return None, self._ignored("its machines and runs are not in the form this version writes"), True
         return data, None, True
 
     def _ignored(self, why: str, *, replaced: bool = True) -> str:
@@ -129,26 +160,28 @@ class PeakBook:
             f"figures of build_config/resources.toml; {then}."
         )
 
-    def runs(self) -> tuple[list[dict[str, Any]], str | None]:
+    def runs(self) -> tuple[list[JsonObject], str | None]:
         """This machine and configuration's kept runs, oldest first, and a warning when the file was ignored."""
         if self.machine is None:
             return [], None
         data, warning, _ = self._read()
-        return list(data.get("machines", {}).get(self.machine, {}).get(self.configuration, [])), warning
+        if data is None:
+            return [], warning
+        return list(data["machines"].get(self.machine, {}).get(self.configuration, [])), warning
 
     def figure(self) -> Measured:
         """The memory per compile job for the next plan: the largest kept job plus the margin."""
         runs, warning = self.runs()
         if not runs:
             return Measured(warning=warning)
-        largest = max(runs, key=lambda run: run["peak_job_mib"])
-        gib = largest["peak_job_mib"] * (1 + self.settings.margin) / MIB_PER_GIB
-        names = " + ".join(str(name) for name in largest.get("peak_job") or []) or "a compiler"
+        largest = max(runs, key=_peak)
+        gib = _peak(largest) * (1 + self.settings.margin) / MIB_PER_GIB
+        names = _job_names(largest)
         note = (
             f"Memory per compile job: {gib:.2f} GiB, measured on this machine: the largest job of "
             f"{f'the last {len(runs)} runs' if len(runs) > 1 else 'the last run'} of this configuration "
             f"({self.configuration}) took "
-            f"{largest['peak_job_mib'] / MIB_PER_GIB:.2f} GiB ({names}, {largest.get('when', 'date unknown')}), "
+            f"{_peak(largest) / MIB_PER_GIB:.2f} GiB ({names}, {largest.get('when', 'date unknown')}), "
             f"+ {self.settings.margin:.0%} margin (build_config/resources.toml [watch]); recorded in {self.file}."
         )
         return Measured(gib=kept_job_gib(gib), note=note, warning=warning)
@@ -158,7 +191,7 @@ class PeakBook:
         record could not be written."""
         if self.machine is None or summary.peak_job_mib <= 0:
             return None
-        run = {
+        run: JsonObject = {
             "when": datetime.now(UTC).isoformat(timespec="seconds"),
             "result": result,
             "max_jobs": max_jobs,
@@ -170,7 +203,7 @@ class PeakBook:
             "available_start_mib": summary.available_start_mib,
             "available_min_mib": summary.available_min_mib,
             "low_memory": len(summary.low_memory),
-            "compilers": summary.compilers,
+            "compilers": dict(summary.compilers),
         }
         from filelock import FileLock, Timeout  # only a build writes; a plan only reads (bench_cli.py)
 
@@ -180,7 +213,8 @@ class PeakBook:
                 data, ignored, replaceable = self._read()
                 if not replaceable:
                     return ignored
-                data = data or {"format": RECORD_FORMAT, "machines": {}}
+                if data is None:
+                    data = {"format": RECORD_FORMAT, "machines": {}}
                 kept = data["machines"].setdefault(self.machine, {}).setdefault(self.configuration, [])
                 kept.append(run)
                 del kept[: -self.settings.keep_runs]
@@ -189,7 +223,7 @@ class PeakBook:
             return f"The measured compiler memory could not be recorded in {self.file} ({error})."
         return None
 
-    def _write(self, data: dict[str, Any]) -> None:
+    def _write(self, data: _Record) -> None:
         atomic_file.write_text(self.file, json.dumps(data, indent=2, ensure_ascii=False) + "\n", newline="\n")
 
 

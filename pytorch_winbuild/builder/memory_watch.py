@@ -33,13 +33,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.knowledge.resources import WatchSettings
 
 MIB = 1024 * 1024
@@ -182,6 +182,15 @@ class LowMemory:
     jobs: int  # compile jobs running when available memory was lowest
     seconds: float | None = None  # how long it lasted; None: still low when the command ended
 
+    def to_dict(self) -> JsonObject:
+        return {
+            "started": self.started,
+            "after_seconds": self.after_seconds,
+            "lowest_mib": self.lowest_mib,
+            "jobs": self.jobs,
+            "seconds": self.seconds,
+        }
+
 
 @dataclass(frozen=True)
 class MemorySummary:
@@ -202,12 +211,26 @@ class MemorySummary:
     oom_kills: int | None = None  # processes the Linux kernel killed for memory meanwhile; None: unknown
     error: str | None = None  # why sampling stopped early
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)  # the episodes too, as dictionaries
-        data["peak_process"] = (
-            {"name": self.peak_process[0], "rss_mib": self.peak_process[1]} if self.peak_process else None
-        )
-        return data
+    def to_dict(self) -> JsonObject:
+        """Every field in its order, the largest process as {name, rss_mib}."""
+        return {
+            "samples": self.samples,
+            "total_mib": self.total_mib,
+            "floor_mib": self.floor_mib,
+            "available_start_mib": self.available_start_mib,
+            "available_min_mib": self.available_min_mib,
+            "peak_job_mib": self.peak_job_mib,
+            "peak_job": list(self.peak_job),
+            "peak_process": (
+                {"name": self.peak_process[0], "rss_mib": self.peak_process[1]} if self.peak_process else None
+            ),
+            "peak_jobs": self.peak_jobs,
+            "peak_tree_mib": self.peak_tree_mib,
+            "compilers": dict(self.compilers),
+            "low_memory": [episode.to_dict() for episode in self.low_memory],
+            "oom_kills": self.oom_kills,
+            "error": self.error,
+        }
 
     def describe(self) -> str:
         """One line for the end-of-run summary."""

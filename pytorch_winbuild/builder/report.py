@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.builder.compiler_cache import CacheStats
 from pytorch_winbuild.builder.memory_watch import MemorySummary
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.text.redact import redact_env, redact_text
 from pytorch_winbuild.text.terminal_text import terminal_line, terminal_lines
 
 if TYPE_CHECKING:  # the diagnosis loads its rule engine only when a run fails
+    from pytorch_winbuild.builder.environment import VcvarsEntry
     from pytorch_winbuild.diagnosis.triage import TriageResult
 
 REPORT_FORMAT = 1
@@ -60,9 +62,9 @@ class GpuDevice:
     ok: bool
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """As the script writes a device: `error` only for one that failed."""
-        data: dict[str, Any] = {
+        data: JsonObject = {
             "index": self.index,
             "device": self.device,
             "name": self.name,
@@ -90,9 +92,9 @@ class GpuCheck:
     reason: str | None = None  # why no device was checked (no CUDA in torch, none visible)
     warnings: tuple[str, ...] = ()  # what torch warned while the devices were checked
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """As the script writes the section: the optional keys only when it set them."""
-        data: dict[str, Any] = {
+        data: JsonObject = {
             "checked": self.checked,
             "arch_list": None if self.arch_list is None else list(self.arch_list),
             "device_count": self.device_count,
@@ -117,7 +119,7 @@ class DataLoaderCheck:
     batches: int
     ok: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "num_workers": self.num_workers,
             "start_method": self.start_method,
@@ -177,10 +179,10 @@ class Verification:
     # a fact the check never reached because it stopped earlier.
     answered_none: frozenset[str] = frozenset()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The report's form: the check's facts as it printed them (without its tracebacks), who ran it and,
         after a failure, the reason and the diagnosis; the checked wheel last."""
-        data: dict[str, Any] = {"ok": self.ok}
+        data: JsonObject = {"ok": self.ok}
         for name in CHECK_FACTS:
             value = getattr(self, name)
             if value is not None or name in self.answered_none:
@@ -188,7 +190,7 @@ class Verification:
         data["interpreter"], data["exit_code"] = self.interpreter, self.exit_code
         if not self.ok:
             data["error_summary"] = self.error_summary
-            data["diagnosis"] = diagnosis_dicts(self.triage)
+            data["diagnosis"] = list(diagnosis_dicts(self.triage))  # as list[JsonValue] (lists are invariant)
             data["first_error"] = first_error_dict(self.triage)
         if self.wheel is not None:
             data["wheel"] = self.wheel
@@ -201,16 +203,16 @@ class VerificationSkipped:
 
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"skipped": self.reason}
 
 
-def first_error_dict(triage: TriageResult | None) -> dict[str, Any] | None:
+def first_error_dict(triage: TriageResult | None) -> JsonObject | None:
     """A triage's first error block as the report and the nightly summary write it."""
     return triage.first_error.to_dict() if triage and triage.first_error else None
 
 
-def diagnosis_dicts(triage: TriageResult | None) -> list[dict[str, Any]]:
+def diagnosis_dicts(triage: TriageResult | None) -> list[JsonObject]:
     """A triage's matching rules as the report and the nightly summary write them, with the fixes for the
     machine the triaged text comes from."""
     return [match.to_dict(triage.posix) for match in triage.matches] if triage else []
@@ -230,9 +232,38 @@ class CacheRecord:
         location = stats.raw.get("cache_location") if isinstance(stats.raw, dict) else None
         return cls(stats, location if isinstance(location, str) else None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The report's form: the numbers and the tool's output as read, and the line the summary prints."""
         return {**self.stats.to_dict(), "summary": self.stats.describe()}
+
+
+class BuildReport(TypedDict):
+    """The report as it is written (REPORT_FORMAT): BuildRecord.to_dict."""
+
+    format: int
+    kind: str
+    started: str
+    seconds: float
+    result: str
+    exit_code: int | None
+    error: str | None
+    source: Mapping[str, object] | None
+    command: list[str]
+    cwd: str | None
+    log: str
+    report: str
+    phases: dict[str, float]
+    progress: dict[str, int] | None
+    cache: JsonObject | None
+    memory: JsonObject | None
+    first_error: JsonObject | None
+    diagnosis: list[JsonObject]
+    verification: JsonObject | None
+    notes: list[str]
+    plan: Mapping[str, object] | None
+    vcvars: VcvarsEntry | None
+    runner_env: list[dict[str, str]]
+    environment: dict[str, str]
 
 
 @dataclass
@@ -243,12 +274,12 @@ class BuildRecord:
     log: Path
     report: Path
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
-    source: dict[str, Any] | None = None
+    source: Mapping[str, object] | None = None  # where the source came from: path, origin, commit, ...
     command: list[str] = field(default_factory=list)
     cwd: str | None = None
-    plan: dict[str, Any] | None = None
+    plan: Mapping[str, object] | None = None
     environment: dict[str, str] = field(default_factory=dict)
-    vcvars: dict[str, Any] | None = None
+    vcvars: VcvarsEntry | None = None
     runner_env: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
@@ -289,7 +320,7 @@ class BuildRecord:
         holds; a run stopped before its phases began (its settings unreadable) wrote no report."""
         return self.result != "running"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BuildReport:
         return {
             "format": REPORT_FORMAT,
             "kind": self.kind,
@@ -411,11 +442,12 @@ def summary(record: BuildRecord) -> str:
     lines = [f"== pytorch-winbuild {record.kind} {title} in {_duration(record.total_seconds())} =="]
     rows: list[tuple[str, str]] = []
     if record.source:
+        commit = record.source.get("commit")
         rows.append(
             (
                 "source",
                 f"{record.source['path']} ({record.source['origin']}"
-                + (f", {record.source['commit'][:12]}" if record.source.get("commit") else "")
+                + (f", {commit[:12]}" if isinstance(commit, str) and commit else "")
                 + ")",
             )
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.knowledge.config_files import load_toml, require, string_list
@@ -79,7 +78,7 @@ class RunnerSettings:
     extension_cache: ExtensionCache
 
 
-def _number(table: dict[str, Any], key: str, where: str) -> float:
+def _number(table: dict[str, object], key: str, where: str) -> float:
     value = require(table, key, (int, float), where)
     if value <= 0:
         raise ConfigurationError(f"{where}.{key}: expected a positive number, got {value!r}.")
@@ -93,14 +92,14 @@ def _pattern(text: str, where: str) -> re.Pattern[str]:
         raise ConfigurationError(f"{where}: invalid regular expression {text!r} ({exc}).") from None
 
 
-def _argument_lists(table: dict[str, Any], key: str, where: str) -> tuple[tuple[str, ...], ...]:
+def _argument_lists(table: dict[str, object], key: str, where: str) -> tuple[tuple[str, ...], ...]:
     value = require(table, key, list, where)
     if not all(isinstance(item, list) and item and all(isinstance(arg, str) for arg in item) for item in value):
         raise ConfigurationError(f'{where}.{key}: expected a list of argument lists such as [["-z"]], got {value!r}.')
     return tuple(tuple(item) for item in value)
 
 
-def _stats(table: Any, where: str) -> StatsCommand:
+def _stats(table: object, where: str) -> StatsCommand:
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table with args, format, hits and misses.")
     form = require(table, "format", str, where)
@@ -116,7 +115,7 @@ def _stats(table: Any, where: str) -> StatsCommand:
     return StatsCommand(tuple(string_list(table, "args", where)), form, hits, misses)
 
 
-def _cache(name: str, table: Any, where: str) -> CacheCommands:
+def _cache(name: str, table: object, where: str) -> CacheCommands:
     if not isinstance(table, dict):
         raise ConfigurationError(f"{where}: expected a table.")
     fallback = table.get("stats_fallback")
@@ -130,7 +129,7 @@ def _cache(name: str, table: Any, where: str) -> CacheCommands:
     )
 
 
-def _nvcc_route(table: dict[str, Any], where: str) -> NvccRoute:
+def _nvcc_route(table: dict[str, object], where: str) -> NvccRoute:
     return NvccRoute(
         require(table, "variable", str, where),
         tuple(string_list(table, "homes", where)),
@@ -139,7 +138,7 @@ def _nvcc_route(table: dict[str, Any], where: str) -> NvccRoute:
     )
 
 
-def _extension_cache(table: dict[str, Any], where: str) -> ExtensionCache:
+def _extension_cache(table: dict[str, object], where: str) -> ExtensionCache:
     compilers = require(table, "compilers", dict, where)
     nvcc = _nvcc_route(require(table, "nvcc", dict, where), f"{where}.nvcc")
     methods: dict[str, dict[str, str]] = {}
@@ -157,7 +156,7 @@ def _extension_cache(table: dict[str, Any], where: str) -> ExtensionCache:
     )
 
 
-def parse_settings(data: dict[str, Any], source: str) -> RunnerSettings:
+def parse_settings(data: dict[str, object], source: str) -> RunnerSettings:
     """Check every key of the runner's settings, naming the file and key on any problem."""
     progress = require(data, "progress", dict, source)
     run = require(data, "run", dict, source)

@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytorch_winbuild.builder.report import CHECK_FACTS, DataLoaderCheck, GpuCheck, GpuDevice, Verification
 from pytorch_winbuild.errors import VerificationError
@@ -316,7 +316,7 @@ VERIFY_SCRIPT = _SCRIPT.replace("@MARKER@", repr(MARKER)).replace("# @COVERAGE@"
 _T = TypeVar("_T")
 
 
-def _typed(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T | None:
+def _typed(data: Mapping[str, object], key: str, kind: type[_T]) -> _T | None:
     """`data[key]` when it is what the script writes there (None when absent or null); else ValueError."""
     value = data.get(key)
     if value is None:
@@ -326,14 +326,14 @@ def _typed(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T | None:
     return value
 
 
-def _required(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T:
+def _required(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
     value = _typed(data, key, kind)
     if value is None:
         raise ValueError(f"the check reported no {key!r}")
     return value
 
 
-def _texts(data: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+def _texts(data: Mapping[str, object], key: str) -> tuple[str, ...] | None:
     values = _typed(data, key, list)
     if values is None:
         return None
@@ -342,13 +342,13 @@ def _texts(data: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
     return tuple(values)
 
 
-def _object(value: Any, what: str) -> Mapping[str, Any]:
+def _object(value: object, what: str) -> Mapping[str, object]:
     if not isinstance(value, dict):
         raise ValueError(f"the check's {what} is not an object")
     return value
 
 
-def _device(data: Mapping[str, Any]) -> GpuDevice:
+def _device(data: Mapping[str, object]) -> GpuDevice:
     return GpuDevice(
         index=_required(data, "index", int),
         device=_required(data, "device", str),
@@ -362,7 +362,7 @@ def _device(data: Mapping[str, Any]) -> GpuDevice:
     )
 
 
-def _gpu(data: Mapping[str, Any]) -> GpuCheck:
+def _gpu(data: Mapping[str, object]) -> GpuCheck:
     return GpuCheck(
         checked=_required(data, "checked", bool),
         arch_list=_texts(data, "arch_list"),
@@ -375,7 +375,7 @@ def _gpu(data: Mapping[str, Any]) -> GpuCheck:
     )
 
 
-def _dataloader(data: Mapping[str, Any]) -> DataLoaderCheck:
+def _dataloader(data: Mapping[str, object]) -> DataLoaderCheck:
     return DataLoaderCheck(
         num_workers=_required(data, "num_workers", int),
         start_method=_required(data, "start_method", str),
@@ -384,7 +384,7 @@ def _dataloader(data: Mapping[str, Any]) -> DataLoaderCheck:
     )
 
 
-def _verification(data: Mapping[str, Any], python: str, exit_code: int) -> Verification:
+def _verification(data: Mapping[str, object], python: str, exit_code: int) -> Verification:
     """The check's JSON object typed; ValueError when a value is not of the type the script writes."""
     gpu, dataloader = data.get("gpu"), data.get("dataloader")
     return Verification(
@@ -522,11 +522,13 @@ def _diagnosed(result: Verification, trace: str, output: str) -> Verification:
     )
 
 
-def take_tracebacks(output: Mapping[str, Any]) -> str:
+def take_tracebacks(output: Mapping[str, object]) -> str:
     """The check's traceback and each GPU's, redacted, for the diagnosis; read from its output (of the shape
     `_verification` accepts), as the typed result keeps none."""
+    gpu = output.get("gpu")
+    devices = gpu.get("devices") if isinstance(gpu, dict) else None
     traces = [output.get("traceback")]
-    traces += [device.get("traceback") for device in (output.get("gpu") or {}).get("devices") or []]
+    traces += [device.get("traceback") for device in devices or [] if isinstance(device, dict)]
     return "\n".join(redact_text(str(trace)) for trace in traces if trace)
 
 

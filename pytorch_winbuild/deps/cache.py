@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytorch_winbuild import atomic_file
 from pytorch_winbuild.errors import BusyError, ConfigurationError, DependencyError
@@ -84,7 +84,7 @@ def partial_path(cache_dir: Path, archive: Archive) -> Path:
 def read_marker(folder: Path) -> Marker | None:
     """The folder's marker, or None when it is missing or unreadable."""
     try:
-        data: Any = read_json(folder / MARKER_NAME)
+        data: object = read_json(folder / MARKER_NAME)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema") != MARKER_SCHEMA:
@@ -154,7 +154,7 @@ def installed_path(cache_dir: Path, archive: Archive, expected_sha256: str | Non
     return folder
 
 
-def _make_writable_and_retry(function: Callable[..., Any], path: str, _exc: Any) -> None:
+def _make_writable_and_retry(function: Callable[[str], object], path: str, _exc: object) -> None:
     """Windows refuses to delete read-only files (7-Zip keeps the archive's attributes)."""
     os.chmod(path, stat.S_IWRITE | stat.S_IREAD | stat.S_IEXEC)
     function(path)

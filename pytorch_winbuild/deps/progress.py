@@ -5,10 +5,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from pytorch_winbuild.text.redact import redact_text
 from pytorch_winbuild.text.terminal_text import terminal_line
+
+if TYPE_CHECKING:  # tqdm is imported only when a bar is drawn
+    from tqdm import tqdm
 
 
 def human_size(size: float) -> str:
@@ -77,7 +80,7 @@ class BarProgress:
     def __init__(self, name: str, row: int) -> None:
         self.name = name
         self.row = row
-        self.bar: Any = None
+        self.bar: tqdm[NoReturn] | None = None  # a bar of counts, over no iterable
 
     def start(self, total: int | None, done: int) -> None:
         from tqdm import tqdm

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Literal, overload
 
 from pytorch_winbuild import child_processes
 from pytorch_winbuild.deps.archive_checks import BadArchive, Entry, damaged, stays_inside
@@ -61,15 +61,24 @@ def find_native_7zip(settings: ExtractSettings) -> str | None:
 def native_entries(program: str, archive_file: Path) -> list[Entry] | None:
     """The entries `7z l -slt` lists, or None when it fails or prints anything parse_listing refuses."""
     try:
-        listed = _run_7zip(program, ["l", "-slt", "-sccUTF-8"], archive_file, capture_output=True)
+        listed = _run_7zip(program, ["l", "-slt", "-sccUTF-8"], archive_file)
     except OSError:
         return None
     # bytes, decoded here: text mode would turn a carriage return inside a name into a line break
     return parse_listing(listed.stdout.decode("utf-8", "replace")) if listed.returncode == 0 else None
 
 
-def _run_7zip(program: str, options: list[str], archive_file: Path, **run: Any) -> subprocess.CompletedProcess[Any]:
-    """7-Zip run in the archive's folder, naming the archive by its file name and folders relative to it.
+@overload
+def _run_7zip(program: str, options: list[str], archive_file: Path) -> subprocess.CompletedProcess[bytes]: ...
+@overload
+def _run_7zip(
+    program: str, options: list[str], archive_file: Path, *, text: Literal[True]
+) -> subprocess.CompletedProcess[str]: ...
+def _run_7zip(
+    program: str, options: list[str], archive_file: Path, *, text: bool = False
+) -> subprocess.CompletedProcess[bytes] | subprocess.CompletedProcess[str]:
+    """7-Zip run in the archive's folder, naming the archive by its file name and folders relative to it; its
+    output captured as bytes, or with `text` as text (what cannot be decoded replaced).
 
     7-Zip reads `*` and `?` in an archive's path as wildcards and a `*` in -o as the archive's name
     (7-Zip's -o switch help), and a POSIX cache folder may hold both: from its own folder, the archive
@@ -78,7 +87,11 @@ def _run_7zip(program: str, options: list[str], archive_file: Path, **run: Any) 
     if os.sep in program or (os.altsep and os.altsep in program):
         program = os.path.abspath(program)  # a relative program path would be looked up from the new cwd
     command = [program, *options, "--", archive_file.name]
-    return child_processes.run(command, cwd=archive_file.parent, stdin=subprocess.DEVNULL, **run)  # stops with the tool
+    if text:  # in the tool's tree: 7-Zip stops with the tool
+        return child_processes.run(
+            command, cwd=archive_file.parent, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
+        )
+    return child_processes.run(command, cwd=archive_file.parent, stdin=subprocess.DEVNULL, capture_output=True)
 
 
 def parse_listing(text: str) -> list[Entry] | None:
@@ -215,9 +228,7 @@ def extract_native(
         program,
         ["x", "-y", "-bso0", "-bsp0", f"-o{output}"],
         archive_file,
-        capture_output=True,
         text=True,
-        errors="replace",
     )
     if result.returncode == 0:
         return

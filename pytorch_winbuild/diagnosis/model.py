@@ -8,9 +8,9 @@ report all share these types without importing one another.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pytorch_winbuild.diagnosis.rules import Rule
+from pytorch_winbuild.json_file import JsonObject
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class LogLine:
     number: int
     text: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"number": self.number, "text": self.text}
 
 
@@ -44,7 +44,7 @@ class FirstError:
     context_before: tuple[LogLine, ...]
     context_after: tuple[LogLine, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "kind": self.kind,
             "line_number": self.line_number,
@@ -65,5 +65,5 @@ class RuleMatch:
     line: LogLine
     count: int
 
-    def to_dict(self, posix: bool | None = None) -> dict[str, Any]:
+    def to_dict(self, posix: bool | None = None) -> JsonObject:
         return {**self.rule.to_dict(posix), "line": self.line.to_dict(), "count": self.count}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytorch_winbuild.diagnosis.model import FirstError, LogLine, RuleMatch
 from pytorch_winbuild.text.terminal_text import terminal_json, terminal_safe
@@ -29,8 +28,10 @@ class TriageResult:
     # diagnose`): a rule's fix for that machine (Rule.fix_on), both where it differs and that is unknown.
     posix: bool | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {
+    def to_dict(self) -> dict[str, object]:
+        """The report's form: JSON values, in a dict a caller may add to (`diagnose --json` adds this machine's GPUs)
+        before it writes it."""
+        data: dict[str, object] = {
             "source": self.source,
             "line_count": self.line_count,
             "first_error": self.first_error.to_dict() if self.first_error else None,

@@ -20,12 +20,13 @@ import functools
 import re
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.knowledge.config_files import config_dir, load_toml, optional, require, string_list
 
 RULES_FILE = "diagnosis.toml"
@@ -68,6 +69,29 @@ class PatternTooSlow(Exception):
     """A LinearPattern ran past the deadline it was given."""
 
 
+# What the rules use of google-re2 (its module `re2`, which has no type information).
+class _Re2Match(Protocol):
+    def start(self) -> int: ...
+
+
+class _Re2Regexp(Protocol):
+    @property
+    def programsize(self) -> int: ...
+
+    def search(self, text: bytes, pos: int | None = None, endpos: int | None = None) -> _Re2Match | None: ...
+
+
+class _Re2Options(Protocol):
+    log_errors: bool
+
+
+class _Re2(Protocol):
+    error: type[Exception]
+    Options: Callable[[], _Re2Options]
+
+    def compile(self, pattern: bytes, options: _Re2Options) -> _Re2Regexp: ...
+
+
 class LinearPattern:
     """A pattern of a rules file other than the shipped one, run by RE2 in linear time.
 
@@ -79,7 +103,7 @@ class LinearPattern:
 
     __slots__ = ("_regexp", "pattern")
 
-    def __init__(self, pattern: str, regexp: Any) -> None:
+    def __init__(self, pattern: str, regexp: _Re2Regexp) -> None:
         self.pattern = pattern
         self._regexp = regexp
 
@@ -163,10 +187,10 @@ class Rule:
         (then Windows', the tool's main platform)."""
         return self.fix_posix if posix and self.fix_posix else self.fix
 
-    def to_dict(self, posix: bool | None = None) -> dict[str, Any]:
+    def to_dict(self, posix: bool | None = None) -> JsonObject:
         """The advice part, as the build report stores it (patterns stay in the rules file): the fix for the
         log's machine, or when that is unknown Windows' `fix` and, where it differs, `fix_posix`."""
-        data = {
+        data: JsonObject = {
             "id": self.id,
             "title": self.title,
             "phase": self.phase,
@@ -238,7 +262,7 @@ def _compile_linear(pattern: str, where: str) -> LinearPattern:
     return LinearPattern(pattern, regexp)
 
 
-def _re2() -> Any:
+def _re2() -> _Re2:
     try:
         import re2
     except ImportError:
@@ -250,21 +274,21 @@ def _re2() -> Any:
     return re2
 
 
-def _compile_list(table: dict[str, Any], key: str, where: str, linear: bool) -> tuple[Pattern, ...]:
+def _compile_list(table: dict[str, object], key: str, where: str, linear: bool) -> tuple[Pattern, ...]:
     patterns = string_list(table, key, where)
     if not patterns:
         raise ConfigurationError(f"{where}.{key}: expected at least one pattern.")
     return tuple(_compile(pattern, f"{where}.{key}[{index}]", linear) for index, pattern in enumerate(patterns))
 
 
-def _text(table: dict[str, Any], key: str, where: str) -> str:
+def _text(table: dict[str, object], key: str, where: str) -> str:
     value = _one_paragraph(require(table, key, str, where))
     if not value:
         raise ConfigurationError(f"{where}.{key}: must not be empty.")
     return value
 
 
-def _parse_rule(table: Any, index: int, path: Path, linear: bool) -> Rule:
+def _parse_rule(table: object, index: int, path: Path, linear: bool) -> Rule:
     if not isinstance(table, dict):
         raise ConfigurationError(f"{path}: rule[{index}]: expected a table, got {type(table).__name__}.")
     rule_id = table.get("id")

@@ -50,7 +50,6 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
 from urllib.parse import quote, quote_plus, unquote
 
 REDACTED = "***"
@@ -220,11 +219,11 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
     return found
 
 
-def _config_values(data: Any, secret: bool = False) -> Iterable[str]:
-    if isinstance(data, Mapping) or callable(
-        getattr(data, "items", None)
-    ):  # Invoke's config is mapping-like, not a Mapping
-        for key, value in data.items():
+def _config_values(data: object, secret: bool = False) -> Iterable[str]:
+    items = data.items if isinstance(data, Mapping) else getattr(data, "items", None)
+    if callable(items):  # a Mapping, or mapping-like (Invoke's config is not a Mapping)
+        pairs: Iterable[tuple[object, object]] = items()
+        for key, value in pairs:
             yield from _config_values(value, secret or (isinstance(key, str) and is_secret_name(key)))
     elif isinstance(data, (list, tuple, set, frozenset)):
         for item in data:
@@ -235,7 +234,7 @@ def _config_values(data: Any, secret: bool = False) -> Iterable[str]:
         yield from userinfo_secrets(data)
 
 
-def _environ_snapshot() -> dict[Any, Any]:
+def _environ_snapshot() -> dict[bytes, bytes] | dict[str, str]:
     """What os.environ holds, cheaply: its raw mapping copied in C (about 1 µs) where CPython has one."""
     data = getattr(os.environ, "_data", None)
     return data.copy() if isinstance(data, dict) else dict(os.environ)
@@ -247,7 +246,7 @@ class _Masker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._remembered: set[str] = set()
-        self._environ: dict[Any, Any] | None = None
+        self._environ: dict[bytes, bytes] | dict[str, str] | None = None
         self._from_environ: set[str] = set()
         self._values: tuple[str, ...] = ()
 
@@ -291,7 +290,7 @@ def remember_secrets(env: Mapping[str, str]) -> None:
     _MASKER.remember(secret_values(env))
 
 
-def remember_config(config: Any) -> None:
+def remember_config(config: object) -> None:
     """Mask the secrets of configuration (nested mappings/lists, Invoke's `c.config`): values under
     secret-named keys, URL userinfo."""
     _MASKER.remember(_config_values(config))

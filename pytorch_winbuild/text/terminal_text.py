@@ -36,7 +36,6 @@ import functools
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
 
 __all__ = ["BIDI_CONTROLS", "DEFAULT_KEEP", "terminal_json", "terminal_line", "terminal_lines", "terminal_safe"]
 
@@ -116,14 +115,14 @@ def terminal_line(text: str) -> str:
 _JSON_UNESCAPED_CONTROLS = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}]")
 
 
-def terminal_json(data: Any, **dumps_options: Any) -> str:
-    """json.dumps(data, ensure_ascii=False, ...) that is also safe on a terminal.
+def terminal_json(data: object, *, indent: int | str | None = None) -> str:
+    """json.dumps(data, ensure_ascii=False, indent=indent) that is also safe on a terminal.
 
     json.dumps escapes the C0 controls (U+0000-U+001F) but writes DEL and the C1 controls
     (U+007F-U+009F, among them the 8-bit CSI U+009B) and the bidirectional controls as they are;
     here they become \\u escapes too. The JSON document is the same: json.loads gives back exactly `data`'s strings.
     """
-    text = json.dumps(data, ensure_ascii=False, **dumps_options)
+    text = json.dumps(data, ensure_ascii=False, indent=indent)
     return _JSON_UNESCAPED_CONTROLS.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
 
 
