@@ -24,7 +24,8 @@ def fetch_missing_archives(
     from pytorch_winbuild.deps.fetch import fetch_archives, format_summary
 
     archives = [archive.catalog_archive for archive in plan.archives]
-    if python_missing:  # CPython from NuGet, with the same guarantees as MKL/MAGMA
-        archives.append(plan.build_python.fetch_archive)
+    nuget = plan.build_python.fetch_archive
+    if python_missing and nuget is not None:  # CPython from NuGet, with the same guarantees as MKL/MAGMA
+        archives.append(nuget)
     result = fetch_archives(archives, cache_dir=cache_dir, mirror=mirror, mirror_label=mirror_label)
     return format_summary(result)

@@ -6,7 +6,7 @@ Kept apart so the plan knows only the catalog's entries and a locator; the catal
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
@@ -14,6 +14,9 @@ from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.plan_model import ArchiveLocator, PlanBuilder, PlannedArchive, plan_paths
 from pytorch_winbuild.planning.python_choice import PythonLocator
+
+if TYPE_CHECKING:  # the catalog module loads when a plan places an archive
+    from pytorch_winbuild.knowledge.catalog import Archive
 
 
 def archive_changes(archives: list[PlannedArchive], facts: Facts, plan: PlanBuilder) -> None:
@@ -51,7 +54,7 @@ def plan_archives(
         return []
     from pytorch_winbuild.knowledge.catalog import magma_preference, select_archives
 
-    def select(no_magma: bool) -> list[Any]:
+    def select(no_magma: bool) -> list[Archive]:
         return select_archives(
             cuda=knowledge.cuda_release(cuda.version) if cuda else None,  # the chosen CUDA is one cuda.toml lists
             mkl_version=options.mkl_version or era.mkl,
@@ -81,9 +84,9 @@ def plan_archives(
                 archive.file_name,
                 folder,
                 present,
+                archive,
                 archive.set_vars,
                 archive.prepend_vars,
-                archive,
             )
         )
         plan.decisions.append(
@@ -96,7 +99,7 @@ def python_locator(os_name: Platform, cache_dir: str, locate_archive: ArchiveLoc
     """Where a NuGet CPython's interpreter is in the cache: inside the folder fetch-deps extracts it to, as the
     caller's archive locator says (and whether it is there); without one, <cache>/deps/<package folder>."""
 
-    def locate(archive: Any) -> tuple[str, bool]:
+    def locate(archive: Archive) -> tuple[str, bool]:
         from pytorch_winbuild.knowledge.catalog import (
             python_interpreter,  # the catalog loads only when a Python is fetched
         )

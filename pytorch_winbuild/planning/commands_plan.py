@@ -60,7 +60,7 @@ def fetch_command(os_name: Platform, options: Options, cuda: CudaInstall | None,
     words = ["invoke", "fetch-deps", "--cuda", cuda.version if cuda else CudaWord.CPU]
     for archive in archives:
         words += [f"--{archive.name}-version", archive.version]
-        if archive.catalog_archive is not None and archive.catalog_archive.variant == "debug":
+        if archive.catalog_archive.variant == "debug":
             words.append("--magma-debug")
     if cuda is not None and not any(a.name == "magma" for a in archives):
         words.append("--no-magma")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Gpu, VisualStudio
@@ -20,6 +20,9 @@ from pytorch_winbuild.planning.host_compiler import HostChoice
 from pytorch_winbuild.planning.python_choice import BuildPython
 from pytorch_winbuild.planning.venv_plan import VenvPlan
 from pytorch_winbuild.text import quoting_bat as bat
+
+if TYPE_CHECKING:  # the catalog module loads when a plan places an archive
+    from pytorch_winbuild.knowledge.catalog import Archive
 
 Action = Literal["set", "prepend", "unset"]
 
@@ -87,9 +90,9 @@ class PlannedArchive:
     file_name: str
     folder: str
     present: bool
+    catalog_archive: Archive  # the archive of build_config/deps.toml, which fetch-deps takes
     set_vars: tuple[tuple[str, str], ...] = ()  # (variable, sub-path) from the catalog
     prepend_vars: tuple[tuple[str, str], ...] = ()
-    catalog_archive: Any = None  # the knowledge.catalog.Archive, which fetch-deps takes
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ class Plan:
 
 
 # Given a catalog archive, where fetch-deps puts it and whether it is there (with a valid marker).
-ArchiveLocator = Callable[[Any], "tuple[str, bool]"]
+ArchiveLocator = Callable[["Archive"], "tuple[str, bool]"]
 
 
 @dataclass

@@ -5,9 +5,8 @@ Values of secret-looking variables are redacted here, so no report or JSON outpu
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.json_file import JsonObject
 from pytorch_winbuild.planning.plan_model import Command, EnvChange, Plan, PlannedTool
 from pytorch_winbuild.text.redact import redact_value
 
@@ -17,9 +16,9 @@ def shown_value(change: EnvChange) -> str:
     return redact_value(change.name, change.value)
 
 
-def _command(command: Command) -> dict[str, Any]:
+def _command(command: Command) -> JsonObject:
     """A printed command, or null and why it cannot be written to work when pasted (JSON, reports)."""
-    entry: dict[str, Any] = {"what": command.what, "command": command.command}
+    entry: JsonObject = {"what": command.what, "command": command.command}
     if command.refused is not None:
         entry["refused"] = command.refused.message
     return entry
@@ -33,14 +32,14 @@ def _vcvars_command(plan: Plan) -> str | None:
         return None
 
 
-def _tool(tool: PlannedTool | None) -> dict[str, str] | None:
+def _tool(tool: PlannedTool | None) -> JsonObject | None:
     """A tool the build runs: its version, executable, where it comes from and why."""
     if tool is None:
         return None
     return {"version": tool.version, "executable": tool.executable, "origin": tool.origin, "reason": tool.reason}
 
 
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
+def plan_to_dict(plan: Plan) -> JsonObject:
     """The JSON form: `env` (final values of the touched variables) and `changes` (ordered, with reasons)."""
     compiler = plan.compiler
     return {
