@@ -16,6 +16,7 @@ from what the machine printed. NVML's "no driver" path runs for real.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 import types
@@ -351,17 +352,24 @@ def test_unknown_gpus_leave_the_arch_list_to_pytorch_and_say_so():
 
 
 def test_arch_list_nvcc_would_refuse_exits_2_before_the_build(tmp_path: Path):
+    """The fix offers what plans on that machine (issue 38): the H100's 9.0, which CUDA 13.0 compiles; not CUDA
+    12.9, the newest CUDA that compiles 5.0, which the machine does not have. With 12.9 installed, it offers it."""
     host = tmp_path / "h100.json"
-    host.write_text(__import__("json").dumps(linux_facts([H100], "580.159.04", "13.0")), encoding="utf-8")
-    result = run_invoke(
-        "build", "--host", str(host), "--cuda", "13.0", "--arch-list", "5.0", "--pytorch-version", "2.9.0", "--dry-run"
-    )
+
+    def build(cuda: str, arch_list: str) -> subprocess.CompletedProcess[str]:
+        flags = ("--cuda", cuda, "--arch-list", arch_list, "--pytorch-version", "2.9.0", "--dry-run")
+        return run_invoke("build", "--host", str(host), *flags)
+
+    host.write_text(json.dumps(linux_facts([H100], "580.159.04", "13.0")), encoding="utf-8")
+    result = build("13.0", "5.0")
     assert result.returncode == 2, result.stderr
-    assert (
-        "does not compile for 5.0" in result.stderr
-        and "--cuda 12.9" in result.stderr
-        and "Traceback" not in result.stderr
-    )
+    assert "does not compile for 5.0" in result.stderr and "Traceback" not in result.stderr
+    assert "--arch-list 9.0" in result.stderr and "--cuda 12.9" not in result.stderr
+    assert build("13.0", "9.0").returncode == 0  # the fix, followed
+    host.write_text(json.dumps(linux_facts([H100], "580.159.04", "13.0", ("13.0", "12.9"))), encoding="utf-8")
+    offered = build("13.0", "5.0")
+    assert "--cuda 12.9 (the newest CUDA that compiles 5.0)" in offered.stderr, offered.stderr
+    assert build("12.9", "5.0").returncode == 0
 
 
 def test_arch_list_that_misses_a_gpu_warns():

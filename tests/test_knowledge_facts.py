@@ -14,7 +14,7 @@ from pytorch_winbuild.facts.model import facts_from_dict, load_facts
 from pytorch_winbuild.knowledge.config_files import config_dir
 from pytorch_winbuild.knowledge.model import load_knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver, toolset_short
-from pytorch_winbuild.planning.era_choice import era_of
+from pytorch_winbuild.planning.era_obstacles import era_of
 from pytorch_winbuild.text.redact import redact_env, redact_text
 
 MINIMAL = {

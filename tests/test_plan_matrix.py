@@ -381,7 +381,7 @@ def test_the_machines_cmake_no_longer_decides_the_plan():
         assert any("The machine's own cmake (3.18.4" in d for d in with_old.decisions)
 
 
-# The era solver's Fix (planning/era_choice.py): every way it names must lead to a plan, never back to a refusal.
+# The era solver's Fix (planning/era_fixes.py): every way it names must lead to a plan, never back to a refusal.
 FIX_FLAG = re.compile(r"--(pytorch-version|cuda|vs) (\S+)")
 FLAG_OPTION = {"pytorch-version": "pytorch_version", "cuda": "cuda", "vs": "vs"}
 LINUX = {

@@ -13,7 +13,7 @@ from pytorch_winbuild.knowledge.choices import CudaWord, VsLine
 from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.cmake_plan import newest_cmake
-from pytorch_winbuild.planning.era_choice import obstacles
+from pytorch_winbuild.planning.era_obstacles import obstacles
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.planning.host_compiler import accepted_compilers, accepts, describe, limits_text
 from pytorch_winbuild.planning.python_choice import PythonNeed, era_minors, fetchable, installed, release_need, unusable

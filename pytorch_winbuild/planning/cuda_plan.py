@@ -6,6 +6,8 @@ Kept together because "why not this CUDA" and "what this CUDA needs set" read th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
@@ -14,7 +16,8 @@ from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.planning.compiler_plan import cuda_msc_range, installed_compilers, range_text
 from pytorch_winbuild.planning.context import PlanContext
-from pytorch_winbuild.planning.era_choice import same_windows_folder
+from pytorch_winbuild.planning.era_obstacles import same_windows_folder
+from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, Way, cuda_way
 from pytorch_winbuild.planning.gpu_plan import (
     buildable_gpus_problem,
     checked_arch_list,
@@ -109,13 +112,18 @@ def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
         )
     chosen = facts.cuda_by_version(release.version)
     if chosen is None:
-        raise ToolchainError(
+        install = f"install CUDA {release.version} " + knowledge.cuda_install[facts.os].replace(
+            "{dashed}", release.version.replace(".", "-")
+        )
+        others = [cuda_way(knowledge, c.version) for c in facts.cuda if c.version in knowledge.cuda]
+        ways = (
+            *others,
+            Way(f"--cuda {CudaWord.AUTO}", lambda o: replace(o, cuda=CudaWord.AUTO)),
+            cuda_way(knowledge, None),
+        )
+        raise FixableToolchainError(
             f"CUDA {release.version} is not installed (installed: {installed}).",
-            fix=(
-                f"install CUDA {release.version} "
-                + knowledge.cuda_install[facts.os].replace("{dashed}", release.version.replace(".", "-"))
-                + ", or pass --cuda with an installed version, --cuda auto or --cuda cpu."
-            ),
+            fix=Fix((install, Choices(ways, lead="", lead_after="pass ")), joiner=", or "),
         )
     problem = driver_problem(knowledge, facts, release)
     if problem:
@@ -126,7 +134,7 @@ def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
 
 def _fixed_nvtoolsext(era: Era, plan: PlanBuilder) -> None:
     """An era whose build reads no variable for NvToolsExt links it from one folder (the era solver has
-    refused the plan when NvToolsExt is elsewhere: era_choice._moved_nvtoolsext)."""
+    refused the plan when NvToolsExt is elsewhere: era_obstacles._moved_nvtoolsext)."""
     plan.decisions.append(
         f"NvToolsExt: {era.nvtoolsext_fixed}, the one folder PyTorch {era.name} links it from (its "
         "torch/CMakeLists.txt reads no variable for it, so NVTOOLSEXT_PATH is not set)."

@@ -8,9 +8,9 @@ driver cannot run is refused with the driver to install.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.facts.model import Facts, Gpu
 from pytorch_winbuild.knowledge.arch_list import (
     Arch,
@@ -21,8 +21,9 @@ from pytorch_winbuild.knowledge.arch_list import (
     expand_arch_list,
     format_arch_list,
 )
-from pytorch_winbuild.knowledge.choices import ArchRequest
+from pytorch_winbuild.knowledge.choices import ArchRequest, parse_arch_request
 from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge, driver_key, version_tuple
+from pytorch_winbuild.planning.fixes import Choices, Fix, FixableConfigurationError, Way, cuda_way
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 
@@ -130,14 +131,13 @@ def checked_arch_list(
     refused = [entry for entry in entries if not release.accepts(entry.capability + entry.suffix)]
     if refused:
         expanded = _named(requested, names)
-        raise ConfigurationError(
+        raise FixableConfigurationError(
             f"{flag} {requested.text!r}"
             + (f" ({expanded} in {names.label})" if expanded else "")
             + f": CUDA {release.version}'s nvcc does not compile for "
             f"{', '.join(str(e) for e in refused)} (it compiles {_range(release)}); the build would stop "
             'with "nvcc fatal : Unsupported gpu architecture".',
-            fix=f"pass architectures from that range (e.g. {flag} "
-            f"{_suggest(release, gpus or [])}){_other_cuda(knowledge, refused[0])}.",
+            fix=_arch_fix(knowledge, release, gpus or [], refused[0], flag),
         )
     return entries
 
@@ -209,16 +209,27 @@ def plan_arch_list(
     return decision
 
 
-def _other_cuda(knowledge: Knowledge, entry: Arch) -> str:
-    """', or --cuda 12.9 (the newest CUDA that builds 5.0)', or why there is none."""
-    releases = [r.version for r in knowledge.cuda.values() if r.accepts(entry.capability + entry.suffix)]
+def _arch_fix(knowledge: Knowledge, release: CudaRelease, gpus: list[Gpu], refused: Arch, flag: str) -> Fix:
+    """Architectures the release's nvcc compiles (one of this machine's GPUs when it can), or the newest CUDA that
+    compiles the refused one, or why there is none."""
+    suggested = _suggest(release, gpus)
+    arch_list = parse_arch_request(suggested, knowledge.gpu.any_release(), flag)
+    inside = Way(f"{flag} {suggested}", lambda o: replace(o, arch_list=arch_list))
+    lead = "pass architectures from that range, e.g. "
+    items: list[str | Choices] = [Choices((inside,), lead=lead, lead_after=lead)]
+    releases = [r.version for r in knowledge.cuda.values() if r.accepts(refused.capability + refused.suffix)]
     if not releases:
-        return (
-            f"; no CUDA release pytorch-winbuild knows compiles {entry} (NVIDIA lists every GPU's compute "
+        items.append(
+            f"no CUDA release pytorch-winbuild knows compiles {refused} (NVIDIA lists every GPU's compute "
             "capability at https://developer.nvidia.com/cuda-gpus)"
         )
+        return Fix(tuple(items), joiner="; ")
     newest = max(releases, key=version_tuple)
-    return f", or --cuda {newest} (the newest CUDA that compiles {entry})"
+    other = cuda_way(knowledge, newest)
+    items.append(
+        Choices((Way(f"{other.text} (the newest CUDA that compiles {refused})", other.applied),), lead="pass ")
+    )
+    return Fix(tuple(items), joiner=", or ")
 
 
 def _range(release: CudaRelease) -> str:

@@ -11,14 +11,17 @@ compiler_plan, cuda_plan, generator_plan, archives_plan, environment_plan and co
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.errors import ConfigurationError, WinbuildError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.build_requirements import Requirement
-from pytorch_winbuild.knowledge.choices import Generator, VsLine
+from pytorch_winbuild.knowledge.choices import CmakeRequest, CompilerCacheChoice, CudaWord, Generator, VsLine
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.planning.archives_plan import archive_changes, plan_archives, python_locator
 from pytorch_winbuild.planning.cmake_plan import (
@@ -55,6 +58,15 @@ from pytorch_winbuild.planning.environment_plan import (
     windows_switches,
 )
 from pytorch_winbuild.planning.era_choice import EraChoice, resolve_era
+from pytorch_winbuild.planning.fixes import (
+    Choices,
+    Fix,
+    FixableConfigurationError,
+    FixableError,
+    Way,
+    checked,
+    python_way,
+)
 from pytorch_winbuild.planning.generator_plan import (
     choose_compiler_cache,
     choose_generator,
@@ -76,11 +88,14 @@ from pytorch_winbuild.planning.plan_model import (
     plan_paths,
 )
 from pytorch_winbuild.planning.python_choice import (
+    AUTO,
     BuildPython,
-    check_request,
+    PythonRequest,
     choose_build_python,
+    installed,
     python_need,
     release_need,
+    unusable,
 )
 from pytorch_winbuild.planning.request import PlanRequest
 from pytorch_winbuild.planning.venv_plan import VenvPlan, plan_venv, tree_requirements, without_cmake
@@ -98,6 +113,30 @@ class _Toolchain:
     msc_range: tuple[int, int] | None = None
     range_source: str = ""
     nvcc_host: HostChoice | None = None
+
+
+def _check_python_path(facts: Facts, request: PythonRequest) -> None:
+    """A --python path that no era can use is bad input whatever else is asked (exit 2), named before the era
+    solver, with the installed Pythons that work instead (each planned by make_plan before it is shown)."""
+    if request.kind != "path":
+        return
+    asked = [p for p in installed(facts) if request.matches(p)]
+    usable = sorted({p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True)
+    ways = tuple(python_way(PythonRequest("release", minor)) for minor in usable)
+    leave = Choices((Way("leave --python out", lambda o: replace(o, python=AUTO)),), lead="", lead_after="")
+    fix = (
+        Fix((Choices(ways), leave), joiner=", or ")
+        if usable
+        else Fix(("pass the path of a 64-bit CPython", leave), joiner=", or ")
+    )
+    if not asked:
+        listed = ", ".join(p.executable for p in installed(facts))
+        raise FixableConfigurationError(
+            f"--python {request.value} is not one of the facts file's Pythons ({listed}).", fix=fix
+        )
+    reason = unusable(asked[0])
+    if reason:
+        raise FixableConfigurationError(f"--python {request.value}: {reason}.", fix=fix)
 
 
 def _resolve_era(
@@ -331,10 +370,27 @@ def _build_changes(
 
 
 def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
-    """Decide everything a build needs for `request` (planning/request.py) on the machine of `facts`."""
+    """Decide everything a build needs for `request` (planning/request.py) on the machine of `facts`. A refusal
+    shows only the changes of the user's choices that plan, each applied to this request with the others kept
+    (planning/fixes.py)."""
+    try:
+        return _make_plan(request, facts, knowledge)
+    except FixableError as error:
+
+        def works(way: Way) -> bool:
+            try:
+                _make_plan(replace(request, options=way.applied(request.options)), facts, knowledge)
+            except WinbuildError:
+                return False
+            return True
+
+        raise checked(error, works, left_out(request.options)) from None
+
+
+def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
     options, tree = request.options, request.tree
     locate_archive, measured_jobs = request.locate_archive, request.measured_jobs
-    check_request(facts, options.python)
+    _check_python_path(facts, options.python)
     choice = _resolve_era(knowledge, facts, options, tree.version)
     era = choice.era
     build_python = _build_python(knowledge, choice, facts, options, locate_archive)
@@ -390,3 +446,42 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
         path_separator=";" if facts.os == Platform.WINDOWS else ":",
         gpus=tuple(facts.gpus or ()),
     )
+
+
+# The choices a user can leave out: flag, whether the options make it, and the options without it.
+_LEFT_OUT: tuple[tuple[str, Callable[[Options], bool], Callable[[Options], Options]], ...] = (
+    ("--pytorch-version", lambda o: o.pytorch_version is not None, lambda o: replace(o, pytorch_version=None)),
+    ("--cuda", lambda o: o.cuda is not CudaWord.AUTO, lambda o: replace(o, cuda=CudaWord.AUTO)),
+    ("--python", lambda o: o.python != AUTO, lambda o: replace(o, python=AUTO)),
+    ("--vs", lambda o: o.vs is not VsLine.AUTO, lambda o: replace(o, vs=VsLine.AUTO)),
+    ("--toolset", lambda o: o.toolset is not None, lambda o: replace(o, toolset=None)),
+    ("--generator", lambda o: o.generator is not Generator.AUTO, lambda o: replace(o, generator=Generator.AUTO)),
+    (
+        "--compiler-cache",
+        lambda o: o.compiler_cache is not CompilerCacheChoice.AUTO,
+        lambda o: replace(o, compiler_cache=CompilerCacheChoice.AUTO),
+    ),
+    ("--arch-list", lambda o: o.arch_list is not None, lambda o: replace(o, arch_list=None)),
+    ("--cmake", lambda o: o.cmake.asked is not None, lambda o: replace(o, cmake=CmakeRequest())),
+)
+
+
+def left_out(options: Options) -> list[tuple[Way, ...]]:
+    """Ways that leave out the choices `options` make: one of them, then any two, and so on up to all of them
+    ("leave --pytorch-version, --cuda and --python out")."""
+    made = [(flag, drop) for flag, given, drop in _LEFT_OUT if given(options)]
+    return [
+        tuple(
+            Way(f"leave {_listed([flag for flag, _ in chosen])} out", functools.reduce(_both, [d for _, d in chosen]))
+            for chosen in itertools.combinations(made, size)
+        )
+        for size in range(1, len(made) + 1)
+    ]
+
+
+def _listed(flags: list[str]) -> str:
+    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
+
+
+def _both(first: Callable[[Options], Options], second: Callable[[Options], Options]) -> Callable[[Options], Options]:
+    return lambda options: second(first(options))

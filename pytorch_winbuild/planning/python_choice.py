@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import Facts, PythonInfo
@@ -24,6 +24,9 @@ from pytorch_winbuild.knowledge.choices import CmakeRequest
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.python_releases import PythonRange
 from pytorch_winbuild.knowledge.versions import python_accepts, python_minors
+
+if TYPE_CHECKING:  # the catalog module loads when a plan places an archive
+    from pytorch_winbuild.knowledge.catalog import Archive
 
 _MINOR = re.compile(r"([0-9])\.([0-9]{1,2})")  # ASCII digits only: "３.７" is not a release
 PYTHON_HELP = "auto, a Python release X.Y (e.g. 3.6), or the path of a python executable"
@@ -69,7 +72,7 @@ class PythonRequest:
 AUTO = PythonRequest()
 
 # Given the NuGet archive of a Python, where its interpreter is in the plan's cache and whether it is there.
-PythonLocator = Callable[[Any], "tuple[str, bool]"]
+PythonLocator = Callable[["Archive"], "tuple[str, bool]"]
 
 
 def _same_path(a: str, b: str) -> bool:
@@ -170,7 +173,7 @@ def installed(facts: Facts) -> tuple[PythonInfo, ...]:
 VENV_MODULE = "tools/Lib/venv/__init__.py"
 
 
-def nuget_python(minor: str) -> Any:
+def nuget_python(minor: str) -> Archive | None:
     """NuGet's package of CPython X.Y (knowledge.catalog.Archive) when a build venv can be made from it, else None:
     the packages hold venv and ensurepip only from 3.7.4 (build_config/deps.toml [python.layout_since]), so a
     fetched 3.5 or 3.6 could not make the venv every build runs in."""
@@ -195,7 +198,7 @@ class BuildPython:
     reason: str
     info: PythonInfo | None  # the installed one; None when fetched
     fetch_minor: str | None = None  # X.Y to fetch when it is not installed
-    fetch_archive: Any = None  # knowledge.catalog.Archive of the NuGet package
+    fetch_archive: Archive | None = None  # the NuGet package (build_config/deps.toml)
     present: bool = True  # a fetched one already in the cache
 
     @property
@@ -213,28 +216,6 @@ def _install_hint(os_name: Platform, minor: str) -> str:
     if os_name == Platform.WINDOWS:
         return f"Python {minor} (64-bit, from python.org)"
     return f"Python {minor} (`pyenv install {minor}`, or `conda create -n py{minor.replace('.', '')} python={minor}`)"
-
-
-def check_request(facts: Facts, request: PythonRequest) -> None:
-    """A --python path that no era can use is bad input whatever else is asked (exit 2), named before the era
-    solver, with the installed Pythons that work instead."""
-    if request.kind != "path":
-        return
-    asked = [p for p in installed(facts) if request.matches(p)]
-    usable = sorted({p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True)
-    fix = (
-        f"pass {' or '.join(f'--python {minor}' for minor in usable)}, or leave --python out."
-        if usable
-        else "pass the path of a 64-bit CPython, or leave --python out."
-    )
-    if not asked:
-        listed = ", ".join(p.executable for p in installed(facts))
-        raise ConfigurationError(
-            f"--python {request.value} is not one of the facts file's Pythons ({listed}).", fix=fix
-        )
-    reason = unusable(asked[0])
-    if reason:
-        raise ConfigurationError(f"--python {request.value}: {reason}.", fix=fix)
 
 
 @dataclass(frozen=True)

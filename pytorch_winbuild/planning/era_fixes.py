@@ -1,0 +1,293 @@
+"""The ways out of a refusal of the era solver: what to install to keep what was asked, then the flags that plan with
+what is installed, each checked with era_obstacles' test, the other choices kept. make_plan then plans each change
+of flags whole before it is shown (planning/fixes.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pytorch_winbuild.facts.model import Facts
+from pytorch_winbuild.facts.platform import Platform
+from pytorch_winbuild.knowledge.choices import (
+    CmakeRequest,
+    CudaChoice,
+    CudaWord,
+    VsLine,
+    cuda_release_of,
+)
+from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.planning.fixes import (
+    Choices,
+    Fix,
+    FixableConfigurationError,
+    FixableError,
+    FixableToolchainError,
+    Way,
+    cuda_way,
+    python_way,
+    version_way,
+    vs_way,
+)
+from pytorch_winbuild.planning.python_choice import (
+    AUTO,
+    PythonRequest,
+    installed,
+    unusable,
+)
+
+if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
+    pass
+
+from pytorch_winbuild.planning.era_obstacles import (
+    Obstacle,
+    UsableCuda,
+    checkout_ref,
+    closest,
+    installs,
+    obstacles,
+    release_of,
+    toolset_fits,
+)
+
+
+def era_fix(
+    knowledge: Knowledge,
+    facts: Facts | None,
+    cuda: CudaChoice,
+    vs: VsLine,
+    asked: tuple[Era, str] | None,
+    tree: bool,
+    usable_cuda: UsableCuda | None,
+    python: PythonRequest = AUTO,
+    cmake: CmakeRequest | None = None,
+) -> Fix:
+    """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
+    here (make_plan then plans each change of flags whole): what to install to keep what was asked, then the flags
+    that plan with what is installed. `asked` is the pinned era and the version shown; `tree` says the source
+    tree pins it (so --pytorch-version cannot change it)."""
+    release = cuda_release_of(cuda)
+    missing_cuda = [f"CUDA {cuda}"] if release and facts and facts.cuda_by_version(release.version) is None else []
+    ways: list[str | Choices] = []
+    if asked is not None and facts is not None:
+        era, shown = asked
+        found = obstacles(era, knowledge, facts, cuda, vs, python, release_of(shown), cmake=cmake)
+        if all(o.host for o in found):
+            ways.append(f"to build PyTorch {shown} here, install {' and '.join([*installs(found), *missing_cuda])}")
+    if release and facts is not None and not tree and (asked is None or release.version not in asked[0].cuda):
+        ways += _install_for_cuda(knowledge, facts, cuda, vs, asked is not None, python, cmake, missing_cuda)
+
+    kept: list[Way] = []  # flags that keep the asked CUDA, which may still have to be installed
+    flags: list[Way] = []
+    if cmake is not None and asked is not None and facts is not None:
+        era, shown = asked
+        if not obstacles(era, knowledge, facts, cuda, vs, python, release_of(shown)):
+            leave = "leave --cmake out (the plan then installs a CMake inside those bounds into the build venv)"
+            ways.append(Choices((Way(leave, lambda o: replace(o, cmake=CmakeRequest())),), lead="", lead_after=""))
+    if python != AUTO and facts is not None:
+        eras = [asked[0]] if asked is not None else list(knowledge.eras)
+        flags += _python_flags(knowledge, facts, cuda, vs, eras, cmake, release_of(asked[1]) if asked else None)
+    if asked is not None:
+        era = asked[0]
+        fitting = closest(
+            knowledge,
+            era,
+            [
+                e
+                for e in knowledge.eras
+                if e is not era
+                and not obstacles(e, knowledge, facts, cuda, vs, python, release_of(e.newest), cmake=cmake)
+            ],
+        )
+        if tree:
+            ways += [
+                f"check out {checkout_ref(e)} in the source tree (--ref {checkout_ref(e)} with --repo)"
+                + (f" and install CUDA {cuda}" if missing_cuda else "")
+                + f": PyTorch {e.name} plans here"
+                for e in fitting
+            ]
+        elif vs is VsLine.AUTO or facts is None or toolset_fits(facts, vs, cuda):  # --vs's toolsets stay
+            kept += [version_way(e, f" (PyTorch {e.name})") for e in fitting]
+    if vs is not VsLine.AUTO and facts is not None and facts.os == Platform.WINDOWS:
+        kept += _vs_ways(knowledge, facts, cuda, vs, asked, python, cmake)
+    if kept and missing_cuda:
+        ways.append(f"install CUDA {cuda} and pass {' or '.join(way.text for way in kept)}")
+    else:
+        flags += kept
+    if release:
+        other, install = _other_cuda(knowledge, facts, vs, asked, usable_cuda, python, cmake)
+        flags += other
+        ways += [install] if install else []
+    if flags:
+        ways.append(Choices(tuple(flags)))
+    if not ways and facts is not None:
+        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree, python, cmake)
+    if not ways and facts is not None:
+        ways = list(_install_for_newest(knowledge, facts, cuda, vs, python, cmake))
+    return Fix(tuple(ways))
+
+
+def _vs_ways(
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: CudaChoice,
+    vs: VsLine,
+    asked: tuple[Era, str] | None,
+    python: PythonRequest,
+    cmake: CmakeRequest | None,
+) -> list[Way]:
+    """--vs with another installed Visual Studio whose toolsets the CUDA accepts and that plans the era(s)."""
+    eras = [asked[0]] if asked is not None else list(knowledge.eras)
+    lines = sorted({v.product_line for v in facts.visual_studio} - {vs})
+    return [
+        vs_way(VsLine(line))
+        for line in lines
+        if toolset_fits(facts, line, cuda)
+        and any(not obstacles(e, knowledge, facts, cuda, VsLine(line), python, cmake=cmake) for e in eras)
+    ]
+
+
+def _install_for_cuda(
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: CudaChoice,
+    vs: VsLine,
+    pinned: bool,
+    python: PythonRequest,
+    cmake: CmakeRequest | None,
+    missing_cuda: list[str],
+) -> list[str | Choices]:
+    """What to install to build with the asked CUDA: for the newest era that builds with it once installed (none
+    when one plans as it is: a --pytorch-version names it)."""
+    for era in reversed(knowledge.eras):
+        found = obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
+        if found and all(o.host for o in found):
+            return [
+                f"to build with CUDA {cuda}, install {' and '.join([*installs(found), *missing_cuda])}"
+                + (f" and pass --pytorch-version {era.newest}" if pinned else "")
+                + f" (PyTorch {era.name} is the newest release that builds with CUDA {cuda})"
+            ]
+        if not found:
+            break
+    return []
+
+
+def _other_cuda(
+    knowledge: Knowledge,
+    facts: Facts | None,
+    vs: VsLine,
+    asked: tuple[Era, str] | None,
+    usable_cuda: UsableCuda | None,
+    python: PythonRequest,
+    cmake: CmakeRequest | None = None,
+) -> tuple[list[Way], str | None]:
+    """--cuda ways that plan the era(s) in question with another CUDA (installed and usable, newest first) or
+    none, and, when only an uninstalled CUDA fits, the way to install it."""
+    eras = [asked[0]] if asked is not None else list(knowledge.eras)
+    fits = [e for e in eras if not obstacles(e, knowledge, facts, CudaWord.CPU, vs, python, cmake=cmake)]
+    install = None
+    if facts is None:
+        versions = list(reversed(fits[0].cuda)) if fits else []
+    else:
+        usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
+        versions = sorted(usable, key=version_tuple, reverse=True)
+        to_install = [
+            v
+            for e in fits
+            for v in e.cuda
+            if not obstacles(e, knowledge, facts, knowledge.cuda[v], vs, python, cmake=cmake)
+        ]
+        if to_install and not versions:
+            newest = max(to_install, key=version_tuple)
+            install = f"install CUDA {newest} and pass --cuda {newest}"
+    ways = [cuda_way(knowledge, v) for v in versions] + ([cuda_way(knowledge, None)] if fits else [])
+    return ways, install
+
+
+def _python_flags(
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: CudaChoice,
+    vs: VsLine,
+    eras: list[Era],
+    cmake: CmakeRequest | None,
+    release: tuple[int, ...] | None = None,
+) -> list[Way]:
+    """--python choices that plan one of `eras` (the pinned `release`, when one is) with the other choices kept,
+    each checked: installed releases, newest first, else auto (which fetches one on Windows)."""
+    minors = sorted({p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True)
+    fits = [
+        minor
+        for minor in minors
+        if any(
+            not obstacles(e, knowledge, facts, cuda, vs, PythonRequest("release", minor), release, cmake=cmake)
+            for e in eras
+        )
+    ]
+    if fits:
+        return [python_way(PythonRequest("release", minor)) for minor in fits[:2]]
+    return (
+        [python_way(AUTO)]
+        if any(not obstacles(e, knowledge, facts, cuda, vs, AUTO, release, cmake=cmake) for e in eras)
+        else []
+    )
+
+
+def _install_for_newest(
+    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest, cmake: CmakeRequest | None
+) -> list[str]:
+    """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
+    installing alone makes plannable."""
+    for era in reversed(knowledge.eras):
+        found = obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
+        if found and all(o.host for o in found):
+            return [f"install {' and '.join(dict.fromkeys(installs(found)))} (for PyTorch {era.name})"]
+    return []
+
+
+def _without_conflicts(
+    knowledge: Knowledge,
+    facts: Facts,
+    cuda: CudaChoice,
+    vs: VsLine,
+    asked: tuple[Era, str] | None,
+    tree: bool,
+    python: PythonRequest = AUTO,
+    cmake: CmakeRequest | None = None,
+) -> list[str | Choices]:
+    """When no single flag helps (--vs and the version both conflict): what to install for the asked era with --vs
+    left out, and the nearest era that plans with what is installed, as one set of flags."""
+    ways: list[str | Choices] = []
+    if asked is not None:
+        found = obstacles(asked[0], knowledge, facts, cuda, VsLine.AUTO, python, release_of(asked[1]), cmake=cmake)
+        release = cuda_release_of(cuda)
+        missing_cuda = [f"CUDA {cuda}"] if release and facts.cuda_by_version(release.version) is None else []
+        if found and all(o.host for o in found):
+            ways.append(
+                f"to build PyTorch {asked[1]} here, leave --vs out and install "
+                + " and ".join([*installs(found), *missing_cuda])
+            )
+    fitting = [
+        e for e in knowledge.eras if not obstacles(e, knowledge, facts, CudaWord.CPU, VsLine.AUTO, python, cmake=cmake)
+    ]
+    if asked is not None and asked[0] in fitting:
+        era: Era | None = asked[0]
+    else:
+        era = next(iter((closest(knowledge, asked[0], fitting) if asked is not None else fitting)[-1:]), None)
+    if era is not None and not (tree and asked is not None and era is not asked[0]):
+        changes = [] if asked is not None and era is asked[0] else [version_way(era)]
+        if cuda is not CudaWord.CPU:
+            changes.append(cuda_way(knowledge, None))
+        if vs is not VsLine.AUTO:
+            changes.append(vs_way(VsLine.AUTO))
+        together = functools.reduce(Way.then, changes)
+        lead = "with what this machine has, pass "
+        ways.append(Choices((together,), lead=lead, lead_after=lead))
+    return ways
+
+
+def refuse(what: str, found: list[Obstacle], fix: Fix) -> FixableError:
+    error = FixableToolchainError if any(o.host for o in found) else FixableConfigurationError
+    return error(f"{what}: {'; '.join(dict.fromkeys(o.text for o in found))}.", fix=fix)
