@@ -62,9 +62,8 @@ def reports_errors(task_body: Callable[P, None]) -> Callable[P, None]:
             raise
         except WinbuildError as exc:
             raise Exit(exc.paragraph(), code=exc.exit_code) from None
-        except BrokenPipeError:
-            # the reader went away (`invoke diagnose x.log | head`): stop quietly, as Unix tools do
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except BrokenPipeError:  # the reader went away (`invoke diagnose x.log | head`): stop quietly
+            _quiet_stdout()
             return None
         except KeyboardInterrupt as stop:
             cause, exit_code = stop_cause(stop)
@@ -80,6 +79,11 @@ def reports_errors(task_body: Callable[P, None]) -> Callable[P, None]:
             raise Exit(error.paragraph(), code=error.exit_code) from None
 
     return wrapper
+
+
+def _quiet_stdout() -> None:
+    """Standard output to the null device, so the interpreter's last flush meets no closed pipe either."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 # ------------------------------------------------------------------ tasks and their short flags
@@ -269,6 +273,23 @@ class CheckedProgram(Program):
                 f"give it a value, or leave it out for its default; run `{_binary(self)} {task} --help` for "
                 "what it takes.",
             )
+
+    def parse_core(self, argv: list[str] | None) -> None:
+        """Invoke prints --version here (the console script's; `invoke`'s own runs before our tasks load)."""
+        try:
+            super().parse_core(argv)
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise Exit(code=0) from None
+
+    def parse_cleanup(self) -> None:
+        """Invoke prints the help, a task's help or the task list here; a reader that went away
+        (`pytorch-winbuild --help | head`) ends it quietly, as Unix tools do, not with a traceback."""
+        try:
+            super().parse_cleanup()
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise Exit(code=0) from None
 
     def update_config(self, merge: bool = True) -> None:
         _check_runtime_config(self)

@@ -230,7 +230,9 @@ SCRIPT_FORMATS = tuple(SCRIPTS)
 
 
 def render(plan: Plan, fmt: str, output: str | None = None) -> str:
-    """The plan in `fmt`; a script names `output`, the file it is written to, in its "run it" line."""
+    """The plan in `fmt` (any case, as --cuda CPU is read); a script names `output`, the file it is written to, in
+    its "run it" line."""
+    fmt = fmt.strip().lower()
     if fmt in SCRIPTS:
         return _without_secrets(plan, fmt, SCRIPTS[fmt](plan, output))
     if fmt not in RENDERERS:

@@ -128,8 +128,11 @@ def describe_source(
     version: tuple[str, str] | None,
     is_pytorch: bool,
     not_cloned: tuple[str, str | None] | None,
+    pinned: str | None = None,
 ) -> tuple[str, str | None]:
-    """The plan's "Source" line, and a warning when the plan is not for a tree that exists."""
+    """The plan's "Source" line, and a warning when the plan is not for a tree that exists. `pinned`: the release
+    --pytorch-version names, which such a plan is for (else the newest era that fits)."""
+    planned_for = f"PyTorch {pinned}, which --pytorch-version names" if pinned else "the newest era that fits"
     if not_cloned is not None:
         repo, ref = not_cloned
         where = f"{repo} at {ref}" if ref else f"{repo} (its default branch)"
@@ -138,13 +141,13 @@ def describe_source(
         return (
             f"{where}, not checked out yet",
             f"{where} is not checked out yet and {ref or 'its default branch'} is not a release tag (vX.Y.Z), so "
-            "this plan is for the newest era that fits; the build decides the era from the checkout's version.",
+            f"this plan is for {planned_for}; the build decides the era from the checkout's version.",
         )
     if source_dir is None:
         return (
             "none: not in a PyTorch checkout, and no --source or --repo (see the warning below)",
             f"No PyTorch source: {Path.cwd()} is not a PyTorch checkout and neither --source nor --repo was given, "
-            "so this plan is for the newest era that fits, and `invoke build` without --dry-run would stop. "
+            f"so this plan is for {planned_for}, and `invoke build` without --dry-run would stop. "
             "Pass --source DIR (a checkout) or --repo URL [--ref TAG].",
         )
     if not is_pytorch:
@@ -165,14 +168,17 @@ class SourceTree:
 
 
 def read_tree(
-    source_dir: Path | None, source_is_pytorch: bool, not_cloned: tuple[str, str | None] | None = None
+    source_dir: Path | None,
+    source_is_pytorch: bool,
+    not_cloned: tuple[str, str | None] | None = None,
+    pinned: str | None = None,
 ) -> SourceTree:
     """The source tree's facts for the plan; for --repo before the clone, the release its --ref tags.
-    `source_is_pytorch` is False for build-ext, whose folder is an extension."""
+    `source_is_pytorch` is False for build-ext, whose folder is an extension; `pinned`: --pytorch-version."""
     pytorch = source_dir is not None and source_is_pytorch and is_pytorch_source(source_dir)
     version = read_source_version(source_dir) if pytorch and source_dir else None
     backend = build_backend(source_dir) if pytorch and source_dir else None
-    text, warning = describe_source(source_dir, version, source_is_pytorch, not_cloned)
+    text, warning = describe_source(source_dir, version, source_is_pytorch, not_cloned, pinned)
     if not_cloned is not None and version is None:
         version = ref_release(not_cloned[1])
     return SourceTree(

@@ -147,6 +147,11 @@ def cuda_changes(context: PlanContext, cuda: CudaInstall | None, names: NameTabl
     if cuda is None:
         for flag in era.cuda_flag:
             plan.set(flag, "1" if flag == "NO_CUDA" else "0", "CPU-only build")
+        if options.arch_list is not None:
+            plan.warnings.append(
+                f"--arch-list {options.arch_list.text} is not used: this is a CPU-only build, which compiles no CUDA "
+                "architectures (TORCH_CUDA_ARCH_LIST is not set). Pass --cuda X.Y to build for those GPUs."
+            )
         return
     release = knowledge.cuda_release(cuda.version)
     for flag in era.cuda_flag:

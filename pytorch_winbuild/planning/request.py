@@ -66,6 +66,7 @@ def build_request(
     path is asked what it is (a --python the probe did not list joins the facts); a --host plan only names what
     its facts file lists. `source_is_pytorch` False: build-ext, whose folder is an extension (its arch names are
     torch.utils.cpp_extension's). `not_cloned` (repo, ref): a dry run of --repo before the clone exists."""
+    pinned = str(options.pytorch_version) if options.pytorch_version is not None else None
     python = options.python
     if python.kind == "path" and ask_here:
         facts, executable = with_python(facts, python.value, python_label)
@@ -82,7 +83,7 @@ def build_request(
     )
     request = PlanRequest(
         complete,
-        read_tree(folders.source_dir, source_is_pytorch, not_cloned),
+        read_tree(folders.source_dir, source_is_pytorch, not_cloned, pinned),
         locate_archive,
         measured_jobs,
         (folders.cache_note,) if folders.cache_note else (),

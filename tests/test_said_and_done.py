@@ -1,0 +1,54 @@
+"""What the tool says agrees with what it does (issue 38, point 7): each test ran the command a user would and
+failed before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import REPO_ROOT, run_invoke
+
+
+def test_a_plan_without_a_tree_is_for_the_release_pytorch_version_names(tmp_path: Path) -> None:
+    """It said "this plan is for the newest era that fits" under "(from --pytorch-version) → era 1.0"."""
+    result = run_invoke("build", "--cuda", "cpu", "--pytorch-version", "1.0.1", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "PyTorch 1.0.1 (from --pytorch-version) → era 1.0." in text
+    assert "so this plan is for PyTorch 1.0.1, which --pytorch-version names" in text
+    assert "newest era that fits" not in text
+    unpinned = " ".join(run_invoke("build", "--cuda", "cpu", "--dry-run", cwd=tmp_path).stdout.split())
+    assert "so this plan is for the newest era that fits" in unpinned
+
+
+def test_an_arch_list_a_cpu_build_does_not_use_is_said(tmp_path: Path) -> None:
+    """--arch-list with --cuda cpu was dropped without a word."""
+    result = run_invoke("build", "--cuda", "cpu", "--arch-list", "6.1", "--dry-run", "--format", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--arch-list 6.1 is not used: this is a CPU-only build" in result.stdout
+    assert "TORCH_CUDA_ARCH_LIST" not in result.stdout.split('"env"')[1].split('"changes"')[0]
+
+
+@pytest.mark.parametrize("given", ["BAT", "Json", " sh "])
+def test_format_reads_any_case_as_cuda_does(tmp_path: Path, given: str) -> None:
+    """--format BAT was refused while --cuda CPU was accepted."""
+    result = run_invoke("build", "--cuda", "CPU", "--dry-run", "--format", given, cwd=tmp_path)
+    same = run_invoke("build", "--cuda", "cpu", "--dry-run", "--format", given.strip().lower(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == same.stdout
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["--list"], ["build", "--help"]])
+def test_a_reader_that_goes_away_ends_the_console_script_quietly(args: list[str]) -> None:
+    """`pytorch-winbuild --help | head` printed a BrokenPipeError traceback (the console script, run from this
+    checkout: the installed one may be another's)."""
+    script = "import sys; sys.argv[0] = 'pytorch-winbuild'; from pytorch_winbuild.faces.program import main; main()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *args], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader is gone before the first line is written
+    assert child.wait(timeout=60) == 0
+    assert child.stderr.read() == b""
