@@ -1,14 +1,9 @@
 """Files written whole or not at all: a temporary file beside the target, renamed over it.
 
-A reader (another run, a crash halfway, Ctrl-C) finds the old content or the new, never half of
-it, and no temporary file stays behind. Every file the tool writes whole goes through here, and
-every rename over a name (`replace`, folders included).
-
-The temporary file is `.NAME.<12 hex digits>.tmp` in the target's folder, which must exist (the
-nightly's index removes its own leftovers by that name, and a channel never publishes it). It is
-created new, never through a link (O_EXCL), with the permissions `mode` asks of open(), less the
-umask: PRIVATE (0600, as every cache file and record of ours) or SHARED (0666: pages and
-summaries a web server running as another user reads, a file for the user). Nothing is fsynced.
+A reader (another run, a crash halfway, Ctrl-C) finds the old content or the new, never half. Every file the tool
+writes whole, and every rename over a name (`replace`), goes through here. The temporary file is
+`.NAME.<12 hex digits>.tmp` (the nightly's index sweeps that name), created O_EXCL with PRIVATE or SHARED mode.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """Every child process the tool starts belongs to one tree that stops with the tool, on any signal.
 
-Each long-running child (the build command, build-ext's setup.py, 7-Zip, git, pip) starts through
-`popen`, `started` or `run`:
-
-- POSIX: in a new session, so its whole tree is one process group that can be signalled at once, and a
-  terminal's Ctrl-C reaches only the tool, which then stops the tree deliberately (`stop_tree`). A child
-  that may prompt on the terminal (git asking for a password) stays in the tool's own process group
-  instead (`terminal=True`): the terminal still reaches it, and the tool stops its tree process by process.
-- Windows: in a new process group (CTRL_BREAK_EVENT is the only console signal a group can be sent), and
-  in the tool's job object, created with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: however the tool ends, even
-  killed, Windows closes the job with it and ends every process still in it.
-
-The stop signals (`stop_signals`, installed around every task): Ctrl-C (SIGINT), SIGTERM (what `timeout`,
-`docker stop`, systemd and a CI cancel send) and SIGHUP (the terminal closed) on POSIX; SIGINT and SIGBREAK
-(Ctrl-Break, and the console window closing) on Windows. Each raises KeyboardInterrupt in the main thread,
-SIGTERM and the others as its subclass StopSignal, so the one path that handles Ctrl-C handles them all:
-the child tree is stopped (the same signal sent to its group; CTRL_BREAK_EVENT on Windows), what is left
-after a grace period is killed, the report is written, locks are released as the stack unwinds (after the
-children are gone), and the tool exits 130 for Ctrl-C, 128 + the signal's number for the others (143 for
-SIGTERM, 129 for SIGHUP). A child waited for in another thread (7-Zip in fetch-deps' extraction pool) is
-stopped by that thread, which sees the signal within POLL_SECONDS.
-
-A signal that repeats while a tree is being stopped is ignored, so a second Ctrl-C does not cut the
-clean-up short; one that arrives later raises again.
+Each long-running child starts through `popen`, `started` or `run`: on POSIX in a new session (with `terminal=True`,
+the tool's group), on Windows in a new process group in a kill-on-close job object. `stop_signals` makes every stop
+signal a KeyboardInterrupt (StopSignal), so one path stops the tree, writes the report and exits 130 or 128 + the
+signal; a signal repeating while a tree is stopped is ignored. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

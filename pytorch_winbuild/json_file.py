@@ -1,12 +1,8 @@
 """Every JSON document the tool reads, read one way: bounded in size and nesting, finite numbers only.
 
-Python's json turns a document nested some thousands deep into RecursionError (which no caller
-expects), an over-long integer into a bare ValueError, and NaN, Infinity or 1e999 into floats that
-break arithmetic later. This reader measures the nesting before json parses anything, and raises one
-exception, BadJson (a ValueError), with a one-line reason for every problem of the content. A
-missing or unreadable file stays an OSError, so each caller keeps its own policy: its own cache or
-record ignored with a warning and rebuilt, a user's file refused with a ConfigurationError that
-names it.
+Python's json meets such input with RecursionError, a bare ValueError or non-finite floats; this reader raises one
+BadJson (a ValueError) with a one-line reason for every problem of the content. A missing or unreadable file stays
+an OSError, so each caller keeps its own policy. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The build's venv: the era's pinned build requirements in a venv of the build's Python, under the cache.
 
-One venv per (era, Python, key): the key hashes the interpreter and the pins, so a venv is reused
-while they are unchanged and a new one is made when either changes. A venv is made in place and a
-marker file, written last, says it is complete: a venv without the marker (a run that died while
-pip worked) or whose python no longer runs (deleted, or its base Python uninstalled) is removed and
-made again, never used. Not made in a temporary folder and renamed: a venv's scripts hold its absolute
-path (pip's console-script launchers, and ninja's, which the era's setup.py finds on PATH), so a
-renamed venv runs its python but not its scripts.
-
-Every command is an argument list (never a shell), so a path or a pin cannot become a command.
+One venv per (era, Python, key hashing the interpreter and the pins). Made in place, never renamed (a venv's scripts
+hold its absolute path); a marker written last says it is complete, and one without it, or whose python no longer
+runs, is made again. Every command is an argument list, never a shell. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

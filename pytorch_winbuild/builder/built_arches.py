@@ -1,13 +1,8 @@
 """What a built extension library holds for the GPU, and whether that runs on this machine's GPUs.
 
-An extension built for the wrong architectures compiles, links and imports without a word, and fails at
-its first kernel launch with "no kernel image is available for execution on the device". So after
-build-ext the libraries it built are read with cuobjdump, which every CUDA toolkit ships: `--list-elf`
-names each embedded cubin (machine code for one real architecture, "sm_80") and `--list-ptx` each PTX
-(for a virtual architecture, which the driver compiles for newer GPUs); NVIDIA's CUDA Binary Utilities,
-"cuobjdump" (https://docs.nvidia.com/cuda/cuda-binary-utilities/index.html#cuobjdump). Whether one of
-them runs on a GPU is decided by knowledge/arch_list.py's rules (NVIDIA's binary and PTX
-compatibility), the ones verify.py applies to torch itself.
+A build for the wrong architectures imports fine and fails at its first kernel launch, so after build-ext its libraries
+are read with cuobjdump (`--list-elf`, `--list-ptx`; NVIDIA's CUDA Binary Utilities) and judged with
+knowledge/arch_list.py's rules, as verify.py judges torch. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

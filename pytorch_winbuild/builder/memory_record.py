@@ -1,21 +1,9 @@
 """The measured memory of compile jobs, kept per machine and configuration for the next plan.
 
-<cache>/memory/peaks.json holds, for each machine and configuration, the memory watch's figures
-(memory_watch.py) of the last `keep_runs` builds that ran a compiler. The next `invoke build` or
-`build-ext` of the same configuration on the same machine sizes MAX_JOBS with the largest job
-among them plus `margin` (build_config/resources.toml [watch]) instead of the cited figures, and
-says so; --jobs still wins. After an out-of-memory failure the same figure gives the MAX_JOBS that
-would have fitted.
-
-The machine is its OS, cores and total memory (rounded to GiB): what the facts of a --host file
-and the running machine both know (the facts have no host name), stable across reboots, and the
-same for two identical machines that share a cache, which measure the same thing. The
-configuration is what changes the size of a compile job: the task (PyTorch itself or an
-extension), the era, CUDA or CPU, the number of CUDA architectures, the MSVC toolset.
-
-The file is written whole (atomic_file) under a lock, so two builds never
-leave half a file; one that cannot be read (corrupt, another program's, a newer format) is
-ignored with a warning and never stops a build or a plan.
+<cache>/memory/peaks.json keeps the memory watch's figures of the last `keep_runs` builds; the next build of the same
+configuration on the same machine sizes MAX_JOBS from the largest job plus `margin` (--jobs still wins). Written whole
+under a lock; a file that cannot be read is ignored with a warning and never stops a build or a plan.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
 """Watch a build's memory while it runs: the peak memory of its compile jobs, and low memory.
 
-A background thread samples the build's process tree every `interval_seconds` (psutil; settings
-in build_config/resources.toml [watch]) and keeps: the largest compile job, the largest single
-compiler process, the most jobs at once, the most memory of the whole tree, and the least memory
-available on the machine. When available memory falls under the floor it says so once (the
-progress display's `memory` callback) and keeps the episode for the report. The figures go to the
-report and to the record of peaks (memory_record.py), from which the next plan sizes MAX_JOBS.
-
-A compile job is the tree under a compiler process with no compiler above it (by name): nvcc
-with the cicc, ptxas, cudafe++ and host cl.exe it runs; g++ with cc1plus and as; a lone cl.exe.
-Its memory is the sum of that tree's resident sets in one sample. Not "each direct child of
-ninja": the scheduler is not always Ninja (setup.py's build_ext runs compilers itself, MSBuild
-runs cl.exe), and between it and the compiler there may be a shell (`sh -c` on Linux) or a cache
-wrapper (ccache, clcache, sccache's client), which would count as jobs of their own; the topmost
-compiler is the job whatever runs it. sccache's server, not the build, runs the compilers, so the
-compiler trees under a running server of `cache_servers` count too (the pipeline names the plan's
-cache only; another build served by the same server at the same time would count as well).
-cl.exe /MP (the Visual Studio generator) runs a cl.exe per file under itself: they count as one
-job with it.
-
-RSS (the working set on Windows) counts the pages a process shares with others in full, so a
-job's sum is an upper bound of what it adds to the machine: the safe side for sizing MAX_JOBS.
-
-Processes vanish between listing and reading them all the time in a build; they count as absent
-(psutil.NoSuchProcess, AccessDenied). An unexpected error ends the sampling, never the build: it
-is kept in the summary for the report.
+A background thread samples the process tree (psutil; build_config/resources.toml [watch]). A compile job is the tree
+under a compiler with no compiler above it; its memory, the sum of the tree's RSS, is an upper bound: the safe side
+for MAX_JOBS. The figures go to the report and memory_record.py; an error ends the sampling, never the build.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """Run one build command: output to the console and the log, and a stop signal stops the whole tree.
 
-The command starts as a child of the tool's tree (child_processes.py: a new session on POSIX; a new
-process group in the tool's job object on Windows), so Ctrl-C, SIGTERM or SIGHUP (SIGBREAK on Windows)
-reach only this process, which then stops the build deliberately: first the same signal to the
-command's process group (CTRL_BREAK_EVENT on Windows, the only console signal a group can be sent),
-so Ninja and setup.py end their compilers and clean up; then, after a grace period, every process of
-the tree that is still there is killed (what `taskkill /T /F` does).
-
-Every line is masked before anyone sees it (the log, the console, the progress bar): the exact
-values of the build environment's secrets (`redact.remember_secrets`, before the command starts)
-and credential patterns. Masking works on whole lines: the pipe is read line by line (a line
-arrives complete however the child split its writes), so a secret the child writes in pieces, or
-that straddles the reader's buffer, is still one string to mask. A line is kept up to LINE_LIMIT
-bytes: past that (a setup.py printing a gigabyte without a newline), the rest of the line is read
-and dropped as it comes, so the tool's memory stays bounded, and the line is shown and logged as its
-first part (less a tail as long as the longest secret, which could be cut in two there) and a note
-of its length.
+The command starts in the tool's tree (child_processes.py); a stop signal goes to its group first, and what is left is
+killed after a grace period. Every line is masked (redact) before the log, the console or the bar sees it: read whole,
+line by line, and kept up to LINE_LIMIT bytes so memory stays bounded. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

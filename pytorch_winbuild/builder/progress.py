@@ -1,16 +1,8 @@
 """What the user sees while a build runs: its output, and how far it is.
 
-A PyTorch build takes hours, so the last `[n/m]` line Ninja printed is the most useful thing on
-screen. On a terminal those lines drive a tqdm bar with an ETA and every other line scrolls
-above it; without one (CI, a pipe) every other line is printed as it comes and progress is a
-plain line now and then, so a CI log is not thousands of `[n/m]` lines.
-
-Whatever it shows passes through `redact.redact_text` (again: the runner already masks each line),
-so a caller that feeds it raw lines cannot put a secret on screen.
-
-The memory watch (memory_watch.py) reports low memory from its own thread: the line is printed
-once per episode, and while it lasts the progress line (the bar's label, or the plain line) says
-"LOW MEMORY". A lock keeps its lines and the build's from interleaving.
+On a terminal Ninja's `[n/m]` lines drive a tqdm bar with an ETA; without one, a plain progress line now and then.
+Everything shown passes through `redact.redact_text`, and a lock keeps the memory watch's low-memory lines and the
+build's from interleaving. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The record of one build: a JSON report next to its log, and the short summary printed at the end.
 
-The report is what a user attaches to a bug report, so it holds everything needed to understand
-the run without the machine: the plan, the environment the build really got (credentials
-redacted), how long each phase took, the compiler cache's numbers, the memory its compilers took
-(and any low-memory episode), the result, the first error with the diagnosis rules that matched,
-and the verification.
-
-What the record holds stays typed while the build runs (the verification's result, the cache's
-numbers, the triage of a failed log), so that its readers (the summary, the nightly) use fields;
-it becomes JSON only in `to_dict`, when the report is written.
+The report is what a user attaches to a bug report, so it holds everything needed to understand the run without the
+machine (credentials redacted). It stays typed while the build runs and becomes JSON only in `to_dict`.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The PyTorch source: an existing checkout, or a clone made and kept up to date with git.
 
-A clone is checked out at the exact commit the ref names (detached), with every submodule
-synced and updated recursively: PyTorch's third_party folders are submodules, and a stale one
-is a classic source of baffling build errors. A clone with local changes is never overwritten.
-
-The repository and ref come from the command line or the nightly matrix, so git never gets a
-chance to read them as options: they are checked first and always follow `--`. A user and
-password in an http(s) URL reach git only through its environment (see `_credential_env`), never
-its command line or .git/config, and git's output has its terminal control sequences removed.
+A clone is checked out at the ref's exact commit with every submodule synced recursively, and never overwritten when
+it has local changes. Repository and ref are checked and always follow `--`; a URL's credentials reach git only
+through its environment (`_credential_env`). Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """Prove a build works: import torch in a fresh interpreter started outside the source tree.
 
-Outside, because Python puts the current folder first on sys.path: run from a PyTorch checkout,
-`import torch` finds the source folder's torch/ (which has no compiled _C) and fails with
-"No module named torch._C" even when the install is fine. The check also runs a DataLoader with
-two worker processes under `if __name__ == '__main__':` with the spawn start method — Windows
-has no fork, so that is how every DataLoader with workers runs there, and a build or an
-environment that breaks it is caught here instead of in the user's first training script.
-
-`cuda_available` alone proves little: a build without the GPU's architecture imports, reports
-CUDA, and fails at the first kernel with "no kernel image is available for execution on the
-device". So when torch has CUDA and sees a device, the check runs a small real kernel (an
-elementwise op and a matmul) on every visible GPU, compares it with the CPU, and checks the
-build's architectures (`torch.cuda.get_arch_list()`) against each GPU's compute capability with
-NVIDIA's compatibility rules (`arch_runs_on`). Its result's `gpu` section holds both; a GPU the
-build does not cover, or whose kernel fails, fails the verification with the `--arch-list` that
-fixes it. No CUDA in torch, or no visible device, is not a failure: `gpu.reason` says why.
-
-VERIFY_SCRIPT is self-contained (the standard library and torch only), so it also runs alone,
-e.g. on a GPU machine without this package: `python -m pytorch_winbuild.builder.verify --script >
-check.py`, then `python check.py` there (exit 0 when verified; the JSON follows the marker).
+Outside, because the current folder comes first on sys.path (a checkout's torch/ has no _C). It also runs a spawn-mode
+DataLoader with workers and, on each visible GPU, a real kernel and the arch list against NVIDIA's rules.
+VERIFY_SCRIPT needs only the standard library and torch (`python -m pytorch_winbuild.builder.verify --script`).
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

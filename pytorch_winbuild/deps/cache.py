@@ -1,16 +1,8 @@
 """The cache layout, its lock, and the rule that decides whether an extracted folder is trusted.
 
-    <cache>/downloads/<file>.7z        verified archives (kept, so `clean --deps` re-extracts offline)
-    <cache>/downloads/<file>.7z.part   a download in progress, never trusted; deleted when the download
-                                       fails, kept (and resumed by the next run) when stopped by Ctrl-C
-    <cache>/deps/<file without .7z>/   an extracted archive, with MARKER_NAME inside
-    <cache>/deps/.tmp-*, .trash-*      extraction work folders, swept by the next run
-    <cache>/.lock                      held by whoever changes the cache
-    <cache>/deps.lock                  checksums first seen by this cache (trust on first use; lockfile.py)
-    <cache>/CACHEDIR.TAG               says the folder is a pytorch-winbuild cache: `clean` deletes nothing elsewhere
-
-A folder is renamed into place only after a complete extraction, a layout check and its marker,
-so a folder without a valid marker (an interrupted run, a hand-made copy) is never trusted.
+A folder is renamed into place only after a complete extraction, a layout check and its marker (MARKER_NAME), so a
+folder without a valid marker (an interrupted run, a hand-made copy) is never trusted. CACHEDIR.TAG marks the folder
+as a pytorch-winbuild cache: `clean` deletes nothing elsewhere. The layout: docs/architecture.md.
 """
 
 from __future__ import annotations

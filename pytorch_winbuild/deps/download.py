@@ -1,14 +1,8 @@
 """Getting one archive's bytes into a `.part` file, hashing them on the way.
 
-HTTP(S) through requests: connect/read timeouts, retries with exponential backoff on connection
-errors, timeouts and 5xx/429, resume with a Range request (a clean restart when the server
-ignores it), proxies and CA bundles from the environment, TLS always verified. `file://` mirrors
-and `--from-dir` copy from disk. The caller verifies the result and renames it into place.
-
-Limits that keep a misbehaving server from holding a run or a disk: never more bytes than the
-expected size (or `max_size` when no size is known), a transfer slower than `speed_limit` bytes/s
-over `speed_time` seconds is stopped (curl's --speed-limit/--speed-time), so is one running past
-`deadline`, and a host name that does not resolve fails at once instead of being retried.
+HTTP(S) through requests (timeouts, retries with backoff, resume by Range, TLS always verified); `file://` mirrors and
+`--from-dir` copy from disk. Size, speed and deadline limits keep a misbehaving server from holding a run or a disk.
+The caller verifies the result and renames it into place. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Safe extraction of a verified archive into the cache, all or nothing.
 
-Entries are checked before anything is written, and links after (archive_checks.py). Extraction
-goes into a work folder next to the target; only a complete extraction with the expected layout
-gets its marker and is renamed into place, with ordinary permissions (folders 0777 and files 0666,
-plus x where the archive has it, less the umask). A native 7-Zip (seven_zip.py) is the fast path
-where the catalog says so (measured by scripts/bench_fetch.py) and the only way for BCJ2 archives,
-which py7zr cannot decode. A NuGet package (.nupkg, a zip) is read and written by Python's zipfile,
-member by member under the names the checks saw.
+Entries are checked before anything is written, and links after (archive_checks.py); only a complete extraction with
+the expected layout gets its marker and is renamed into place. A native 7-Zip (seven_zip.py) where the catalog says so
+and for BCJ2; a NuGet .nupkg by zipfile. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

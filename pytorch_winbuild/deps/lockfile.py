@@ -1,13 +1,8 @@
 """Lock files: the SHA-256 and size of archives, checked on every download.
 
-Two of them, with different standing:
-
-- the shipped lock, build_config/deps.lock (tracked): checksums established from a published
-  source. An archive matching it is *verified*. fetch-deps only reads it, never writes it.
-- the cache's lock, <cache>/deps.lock: what this cache saw first for archives the shipped lock
-  does not pin (trust on first use). Later downloads into the same cache must match it, but it
-  proves nothing about the first download: such archives are reported *unverified*.
-  `--update-lock` replaces its entries; `--lock-file FILE` names another file in its place.
+The shipped lock (build_config/deps.lock, only read) makes an archive *verified*; the cache's lock (<cache>/deps.lock,
+trust on first use) makes later downloads match the first, which stays *unverified*.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Diagnosis rules: what a known failure looks like in a log, and what to do about it.
 
-The rules are data (build_config/diagnosis.toml) so a new report from a user becomes a new
-`[[rule]]` table, not new code. This module only loads and validates them: every problem is a
-ConfigurationError naming the file, the rule id and the key, because a broken rule found at
-load time is far cheaper than a rule that silently never fires.
-
-The shipped file's patterns are Python regular expressions (some use lookahead). Any other
-rules file (`invoke diagnose --rules FILE`) is not reviewed with the code, and one pattern such
-as `(a+)+$` makes Python's backtracking `re` take exponential time on a long line of a log. Its
-patterns are therefore compiled with RE2 (the google-re2 package), which never backtracks: a
-search costs time linear in the text, whatever the pattern. A pattern RE2 cannot run
-(lookaround, backreference, possessive quantifier, \\Z) or whose program is too large is refused
-at load time; a pattern copied verbatim from the shipped file keeps Python's `re`.
+The rules are data (build_config/diagnosis.toml); this module loads and validates them, each problem a
+ConfigurationError naming file, rule id and key. The shipped file's patterns run on Python's `re`; any other rules file
+is compiled with RE2 (linear time), and a pattern RE2 cannot run is refused at load time.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """Turn errors into one paragraph and an exit code, never a traceback for user errors.
 
-Each layer is one of Invoke's own extension points:
-
-- a task's body: `reports_errors` wraps it (errors while a task runs);
-- a task's flags: `WinbuildTask`, the Task class of our `@task` (no automatic short flag takes -h);
-- what Invoke does before any task runs, reading the command line and the `-f` configuration file,
-  whose own errors would otherwise be a bare "No idea what '--dry-rn' is!" with exit code 1, or a
-  traceback: `CheckedProgram`, a Program subclass overriding `parse_tasks`, `update_config` and
-  `execute`. The `pytorch-winbuild` console script is one (faces/program.py).
-
-Invoke's own `invoke` binary runs an instance of Invoke's Program (`invoke.main.program`), made
-before any tasks.py is found, and nothing a tasks module can configure reaches those two errors:
-
-- Program.run catches the ParseError that `Parser.parse_argv` raises inside `parse_tasks`, prints it
-  and exits 1. Between the parse and that print Invoke calls none of our code: `Collection.from_module`
-  copies our namespace into a plain Collection (a Collection subclass does not survive), and
-  `to_contexts` / `Task.get_arguments` run before the parser starts.
-- The `-f` file is loaded and merged in `update_config` by the Config that `create_config` made before
-  our tasks were imported, so a Config subclass cannot be chosen.
-- `tasks.executor_class` is read from that Config in `execute`, after both; a collection's
-  `configure()` reaches the Config only inside the Executor.
-
-So `adopt_invoke_program`, called when faces/tasks.py is imported, makes that one running Program a
-CheckedProgram (its class, no Invoke class or module is assigned to). Both entry points then run the
-same methods and give the same messages and exit codes.
+Each layer is one of Invoke's extension points: `reports_errors` (a task's body), `WinbuildTask` (its flags) and
+`CheckedProgram` (the command line and the `-f` file, before any task runs). `adopt_invoke_program` makes the running
+`invoke` binary's Program a CheckedProgram, so both entry points give the same messages and exit codes.
+Why that one step is needed: docs/architecture.md.
 """
 
 from __future__ import annotations

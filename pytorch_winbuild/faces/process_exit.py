@@ -1,18 +1,9 @@
 """End the process as soon as a successful command is done, without Python's teardown.
 
-After the last line is printed, a normal exit still frees every object and module the command
-loaded: about 40 ms for Invoke alone and 50-130 ms after a plan or a fetch on the 2-core machine
-of scripts/bench_cli.py, a fifth of a dry run. mypy ends its runs the same way for the same reason
-(`hard_exit` in mypy/util.py: "faster than a normal exit() since objects are not freed").
-
-What a normal exit does that anyone could observe still happens, in the same order: other threads
-have finished (if a non-daemon one still runs, the normal exit waits for it), the atexit handlers
-run, and stdout/stderr are flushed (if a flush fails, the normal exit reports it). Only a command
-that returned normally takes this path, and only in the process the command line started; errors,
-Ctrl-C and in-process callers such as the tests exit the usual way. So does a process someone is
-looking into: a profiler or tracer attached (`python -m cProfile -m invoke ...`, coverage, pdb
-write or act after the command returns), `-X dev` (its ResourceWarnings come from the teardown),
-and `-i` / PYTHONINSPECT (the prompt comes after the command).
+The teardown costs 40-130 ms (scripts/bench_cli.py); mypy's `hard_exit` (mypy/util.py) skips it too. What anyone could
+observe still happens, in order: threads waited for, atexit handlers, flushes. Only a command that returned normally,
+in the process the command line started, with no profiler, tracer, `-X dev` or `-i`, takes this path.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

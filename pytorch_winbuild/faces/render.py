@@ -1,14 +1,8 @@
 """Print a plan: a readable table with reasons, JSON, or a script (.bat, .ps1, sh) a user can run by hand.
 
-Scripts apply the plan in the order a build does: enter vcvars first, then the plan's changes
-(so CUDA's bin folder and MKL's lib folder end up in front of what vcvars put there). Every
-value, name and remark in a script is written by quoting_bat, quoting_ps1 or quoting_sh, so the
-interpreter reads it back exactly, or the value is refused (exit 2).
-Secrets never appear: values of secret-looking variables are redacted in every format. A script
-must also hold every other value exactly, so one in which a secret would show (a path that happens
-to contain a password's value) is refused with exit 2 rather than written with `***` in the path.
-The table is for a terminal: facts-file paths and names in it pass through terminal_text, so an
-escape sequence or a line break in one shows as an escape instead of acting or faking a line.
+Scripts enter vcvars first, then apply the plan's changes; every value is written by quoting_bat/ps1/sh so the
+interpreter reads it back exactly, or refused (exit 2). Secrets never appear: redacted in every format, and a script
+in which one would show is refused. The table's paths pass through terminal_text. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""The Invoke tasks: each declares its flags and help, and hands them to faces/commands.py (fetch-deps and
-clean to faces/deps_commands.py, the nightly's to faces/nightly_commands.py). Every planning task reads its
-flags into one typed request in faces/plan_request.py (the edge), and nothing below reads a flag again.
-
-Defaults for every flag come from Invoke's configuration under the `winbuild` key, so they can
-be set in invoke.yaml (project or user) or as INVOKE_WINBUILD_<NAME> environment variables
-(e.g. INVOKE_WINBUILD_CUDA=9.0). A flag on the command line wins over both (faces/flags.py).
-
-    doctor      facts/probe.py → faces/doctor.py
-    env         faces/plan_request.py → planning/plan.py → faces/render.py
-    build       builder/source.py → faces/plan_request.py → planning/plan.py → builder/pipeline.py (+ builder/verify.py)
-    fetch-deps  faces/deps_commands.py → knowledge/catalog.py → deps/fetch.py
-    clean       faces/deps_commands.py → deps/cache.py
-    build-ext   faces/plan_request.py → planning/plan.py → builder/pipeline.py
-    verify      builder/verify.py
-    diagnose    diagnosis/triage.py with diagnosis/rules.py
-    nightly     nightly/run.py (--matrix-json: nightly/fleet_plan.py; --runner-labels: nightly/runner_labels.py)
-    nightly-merge  nightly/merge.py
-    nightly-site   nightly/site.py
+"""The Invoke tasks: each declares its flags and help and hands them to faces/commands.py (fetch-deps, clean:
+deps_commands.py; the nightly's: nightly_commands.py). Planning tasks read flags once, in faces/plan_request.py.
+Task → modules: doctor: facts/probe → faces/doctor; env: faces/plan_request → planning/plan → faces/render;
+build: builder/source → faces/plan_request → planning/plan → builder/pipeline (+ builder/verify); build-ext: the same
+without source and verify; fetch-deps: faces/deps_commands → knowledge/catalog → deps/fetch; clean: deps/cache;
+verify: builder/verify; diagnose: diagnosis/triage, rules; nightly: nightly/run (fleet_plan, runner_labels);
+nightly-merge: nightly/merge; nightly-site: nightly/site. Flag defaults (`winbuild.*`): docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The NVIDIA GPUs and driver of this machine: NVML first, nvidia-smi second, never an error.
 
-NVML (NVIDIA's own library, through the `nvidia-ml-py` bindings) answers in-process in
-milliseconds and knows every field the plan needs. Where it cannot load (no driver, a
-container without the library) nvidia-smi is asked instead; drivers older than the
-`compute_cap` query field still give names and memory, and the plan then asks for --arch-list.
-No driver at all is a fact ("no GPUs"), not a failure: doctor says so in one line.
-
-Sources: NVML API reference (nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion_v2,
-which returns 1000 * major + 10 * minor, nvmlDeviceGetCudaComputeCapability,
-nvmlDeviceGetMemoryInfo); `nvidia-smi --help-query-gpu` for the CSV fields.
+NVML answers in-process in milliseconds; where it cannot load, nvidia-smi is asked. No driver at all is a fact
+("no GPUs"), not a failure. Sources: the NVML API reference; `nvidia-smi --help-query-gpu` for the CSV fields.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Every installed Python a build could run under: find the interpreters, then ask each one once.
 
-Finders, in the order that decides `found_by` when one interpreter is found twice: the running
-interpreter ("running"), then pyenv's versions (Linux) or the PEP 514 registry keys (Windows), the
-py launcher's list (Windows), conda's environments, and last PATH. A name is only a candidate: a
-pyenv shim or a Microsoft Store alias may start another interpreter, or none. So each candidate is
-started once with QUERY_SCRIPT (Python 2.7 and 3.x alike), in parallel, and what it says about
-itself decides: its own `sys.executable` (resolved) and `sys.prefix` identify it, so a symlink and
-its target are listed once while a venv stays apart from its base interpreter. A candidate that does
-not answer is left out with a note, never an error.
+The finders (running interpreter, pyenv or PEP 514 registry, py launcher, conda, PATH) only propose candidates: a shim
+or a Store alias may start another interpreter, or none. So each is started once with QUERY_SCRIPT (2.7 and 3.x), in
+parallel, and its own answer decides; one that does not answer is left out with a note, never an error.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

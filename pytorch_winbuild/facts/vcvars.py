@@ -1,30 +1,9 @@
 """Enter the Visual Studio environment: run a vcvars script in cmd and keep what it set.
 
-A vcvars script only changes the environment of the cmd that runs it, so the variables are read
-back with `set` in the same cmd and diffed against the same cmd's `set` from before the script:
-
-    cmd /d /u /v:off /s /c "set && echo MARK && "<script>" <args> && echo MARK && set"
-
-Why each piece:
-
-- The command line goes to CreateProcess as one string. cmd does not split its command line the
-  way C programs do (`\\"` means nothing to it), so an argument list that Python re-quotes with
-  backslashes would break; with `/s`, cmd removes exactly the first and the last quote after `/c`
-  and runs the rest as if typed, where the quoted script path keeps its spaces, `(x86)` and `&`.
-- `/u` makes cmd write its own output (echo, set) as UTF-16, so values with characters outside
-  the console code page (a user name in `%TEMP%`) arrive exactly; `/d` skips AutoRun commands
-  from the registry, which would otherwise run first and change the result; `/v:off` keeps `!`
-  literal whatever the registry says.
-- The markers separate the script's own output (banner, `[ERROR:...]` lines) from the two
-  `set` listings, so no line the script prints is ever taken for a variable.
-
-VS 2017+ scripts report problems such as a missing toolset with `[ERROR:...]` lines and still
-exit with status 0, so those lines, and a PATH without cl.exe afterwards (looked up with the
-captured PATH and PATHEXT), are failures whatever the exit status says.
-
-Capturing costs seconds, so results are cached as JSON (see `capture_vcvars`). Off Windows the
-script runs through Wine (`launcher=["wine", "cmd"]`), which the tests use; starting cmd either
-way is `cmd_line`'s job.
+A vcvars script changes only its own cmd's environment, so `set` is read back in the same cmd, before and after:
+`cmd /d /u /v:off /s /c "set && echo MARK && "<script>" <args> && echo MARK && set"`, one string (cmd does not split
+its command line as C programs do). `[ERROR:...]` lines, or no cl.exe on the new PATH, fail even with exit 0.
+Why each piece of that line: docs/architecture.md.
 """
 
 from __future__ import annotations

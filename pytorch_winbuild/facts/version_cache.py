@@ -1,15 +1,9 @@
 """Answers of `TOOL --version` and of the Python query kept between runs, so a plan does not start
 cmake, ninja, git, nvcc or every installed Python again while none of them changed.
 
-An answer is keyed by the command line and the executable's resolved path, size and modification
-time: upgrading or replacing a tool changes the key, and the tool is asked again. Only answers that
-are a property of the file are kept: version queries, and the Python query (probe_pythons.py) when
-the interpreter described itself rather than a shim starting another one. A Python's answer also
-depends on what is installed beside it (pip, ensurepip), so it is kept with the modification times of
-its sys.path folders and asked again when one changed; it is keyed by the path as given too, since a
-venv's python is a link to its base interpreter's file. vswhere and nvidia-smi describe the
-machine's state and always run. The file is JSON in the cache folder; a missing, broken or
-unwritable one only means the tools are asked, never an error.
+Keyed by the command line and the executable's resolved path, size and modification time, so a changed tool is asked
+again; only answers that are a property of the file are kept. A missing, broken or unwritable cache file only means
+the tools are asked, never an error. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """GPU architectures: what TORCH_CUDA_ARCH_LIST says, what a CUDA release builds, what a GPU runs.
 
-The plan uses this to default the list to the machine's GPUs, to refuse a list the chosen nvcc
-would reject ("nvcc fatal : Unsupported gpu architecture 'compute_50'") before a build starts,
-and to see which GPUs a list leaves out. The rules are NVIDIA's (CUDA C++ Programming Guide,
-"Binary Compatibility" and "PTX Compatibility"): a cubin for X.y runs on X.z with z >= y; PTX for
-X.Y is compiled by the driver for any GPU of X.Y or newer; `a` builds (9.0a) run only on that
-exact GPU. The names are PyTorch's, which differ by release and by reader (its CMake for a build,
-torch/utils/cpp_extension.py for build-ext): build_config/gpu.toml [[arch_names]].
+The plan defaults the list to the machine's GPUs, refuses one the chosen nvcc would reject before a build starts, and
+sees which GPUs a list leaves out. Rules: NVIDIA's CUDA C++ Programming Guide, "Binary Compatibility" and "PTX
+Compatibility"; names: PyTorch's, per release and reader (build_config/gpu.toml [[arch_names]]).
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Reading the TOML files in build_config/ with errors that name the file and the key.
 
-Every knowledge module (CUDA table, eras, archive catalog, diagnosis rules, nightly matrix)
-goes through `load_toml` and the `require_*` helpers, so a broken file is reported the same way
-everywhere: "build_config/cuda.toml: cuda.9.0.msc_range: expected a list of 2 integers".
-
-The shipped files are parsed once and kept as JSON beside them, the way Python keeps bytecode
-(build_config/__pycache__/parsed-config.json, or under PYTHONPYCACHEPREFIX when one is set; not
-written under -B or PYTHONDONTWRITEBYTECODE),
-keyed by each file's size, modification time and inode: Python's TOML parser takes 20-45 ms for all of
-build_config/ on every command, reading the JSON about 1 ms (scripts/bench_cli.py). An edited or
-upgraded file has a new key and is parsed again; a missing, broken or unwritable cache only means
-the TOML is parsed. Files outside build_config/ (a nightly matrix, --rules) are always parsed.
+Every knowledge module goes through `load_toml` and the `require_*` helpers, so a broken file is reported one way.
+The shipped files are parsed once and kept as JSON beside them, the way Python keeps bytecode, keyed by each file's
+size, modification time and inode; a missing, broken or unwritable cache only means the TOML is parsed.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

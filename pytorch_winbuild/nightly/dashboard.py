@@ -1,13 +1,8 @@
 """The nightly's dashboard: one static HTML page, `<output_dir>/index.html`, made from the summaries on disk.
 
-Per entry, the last N nights: result, phase durations, compiler-cache hit rate, wheel size, links
-to each night's log, report and summary, and for failures the first error and the diagnosis; a
-trend chart in inline SVG. Failing entries are listed first thing on the page and outlined in red.
-
-No server, no build step, no CDN, no JavaScript: the page opens from file:// as well as from any
-static server, and its Content-Security-Policy allows nothing but its own inline styles. Every
-text that comes from a summary (entry names, log lines, diagnosis text) is HTML-escaped, and a
-link is made only to a file that exists inside the output folder, as a relative URL.
+No server, build step, CDN or JavaScript: it opens from file:// or any static server, its Content-Security-Policy
+allows only its own inline styles, every text from a summary is HTML-escaped, and links are relative, to files that
+exist. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The night's plan for a fleet: which entries to build, on which runners, longest first.
 
-`invoke nightly --matrix-json` prints the jobs for GitHub Actions' `strategy.matrix`
-(`{"include": [{"entry": NAME, "runs-on": [labels…]}, …]}`); GitHub's matrix and its runner
-labels are the scheduler, this only decides what goes in. It runs on a GitHub-hosted runner, not
-on the runner that will build, so "unchanged" is what can be told from there: the ref names the
-same commit (one `git ls-remote` per repository) and the entry's matrix table is the same as in
-the last good build the published channel holds, whose wheel is still in it. The runner's own
-tools are not seen from here: after updating Visual Studio or CUDA on the runners, dispatch the
-workflow with `force`.
-
-Jobs are listed longest first, by each entry's last successful build in the channel (entries
-never built first: they may be the longest); when a label pool has fewer runners than jobs,
-GitHub starts them in this order, so the night ends soonest (longest-processing-time first).
-The whole plan (every entry, built or left out, and why) goes to a plan file, which
-`invoke nightly-merge --plan` reads to tell an entry left out (unchanged: carried over) from one
-whose runner never sent its part (missing).
+`invoke nightly --matrix-json` prints GitHub Actions' `strategy.matrix` jobs; GitHub is the scheduler, this decides
+what goes in. An entry is left out when unchanged as seen from a GitHub-hosted runner (same commit, same matrix table
+as its last good build); the plan file lets `nightly-merge --plan` tell skipped from missing.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

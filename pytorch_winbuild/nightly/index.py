@@ -1,20 +1,8 @@
 """The kept wheels as a pip index: PEP 503 HTML and PEP 691 JSON, static files only.
 
-`<output_dir>/simple/` lists every wheel the date folders hold (after retention), and
-`<output_dir>/entries/<entry>/simple/` each entry's own, for a variant the way
-download.pytorch.org/whl/cu124 is one (two entries can build the same file name: CUDA is not in
-it). Each project page is `<project>/index.html`, so pip reads the tree from file:// and from any
-static web server, and links are relative (`../../<date>/<entry>/<wheel>#sha256=...`), so the
-tree can be moved or served anywhere. `index.json` beside each page is the PEP 691 JSON form
-(API 1.1): a static server cannot negotiate content types, so pip reads the HTML.
-
-Why no generator package: dumb-pypi and simple503 assume one folder of wheels (a single base URL
-per file name), while these wheels stay in their nights' folders next to their logs and reports.
-
-Every file is written whole (atomic_file: a temporary file renamed over it), project pages before the root
-that links them, stale pages removed last: a reader never sees half a file or a dangling link.
-Hashes are cached by size and modification time in `<output_dir>/.wheel-hashes.json`, so a night
-does not read every kept multi-GB wheel again.
+Pages are `<project>/index.html` with relative links, so pip reads the tree from file:// or any static server, moved
+anywhere. Every file is written whole, pages before the root that links them and stale pages removed last, so a
+reader never sees half a file or a dangling link. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """`invoke nightly-merge`: a fleet's parts and the last published channel, joined into one channel.
 
-Each runner of a fleet builds its entries into a part (`invoke nightly --only NAME --output-dir
-PART`); the merge makes of them the channel one runner would have made of the same night: one
-summary with every entry in the matrix's order, the entries' folders in the night's date folder,
-retention, then the pip index and the dashboard (site.py's writers), with each entry's history
-from the previous channel (`--previous SITE`, copied in first).
-
-With the night's plan (`--plan`, written by `invoke nightly --matrix-json --plan-file`), an entry
-the plan left out as unchanged is shown skipped, standing on its last good wheel as in a
-one-runner night, and an entry the plan sent to a runner that sent no part back (the runner
-died, lost its connection, or was cancelled) is shown missing, its last good wheel kept in the
-index. Two parts that claim the same entry are refused (exit 2): one of them is from another
-night, or the entry was built twice, and either way the merge cannot tell which is right.
-
-The merge is idempotent: the night is named by the plan (else by its earliest part), its files
-keep their times, and the dashboard's "generated" time is the night's end, so running it again
-on the same inputs writes the same channel. It is also all or nothing: every part is read and
-checked before anything is written, the channel is made in a staging folder beside the output
-folder (the published files hard-linked into it) and put in its place with two renames.
+It makes the channel one runner would have made of the same night. With `--plan` an unchanged entry shows skipped and
+a lost runner's entry missing; two parts claiming one entry are refused (exit 2). Idempotent, and all or nothing:
+every part checked first, the channel made in a staging folder and put in place with two renames.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The nightly's output folder as a static site: the pip index and the dashboard, and a copy to publish.
 
-`write_site` regenerates both from what is on disk (the kept date folders' summaries and
-wheels), so it runs after every nightly, failed ones included, and by hand (faces/tasks.py):
-
-    invoke nightly-site OUTPUT_DIR [--nights N]
-
-    invoke nightly-site OUTPUT_DIR --stage FOLDER [--wheels all|newest|none]
-
-`--stage` makes a publishable copy in an empty FOLDER: the date folders (hard-linked where it
-can be; not state.json, hidden or temporary files), with all wheels, each entry's newest or none,
-and an index and dashboard of exactly that. The GitHub workflow uploads it as an artifact and to
-Pages.
+`write_site` regenerates both from what is on disk, after every nightly (failed ones too) and by hand (`invoke
+nightly-site OUTPUT_DIR`); `--stage FOLDER` makes a copy to publish, with an index and a dashboard of exactly that.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

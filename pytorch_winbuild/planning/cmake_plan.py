@@ -1,12 +1,9 @@
 """The CMake and Ninja a build runs: chosen by the plan, named with where they run from and why.
 
-The build venv carries both from PyPI (cmake==X and ninja==Y) and its scripts folder is first on the build's
-PATH, so neither the machine's CMake nor the one in pytorch-winbuild's own venv decides anything. The CMake
-is the newest release of build_requirements.toml [package.cmake] that installs on the build Python and meets
-every bound of the release, its generator and its CUDA (knowledge/cmake_range.py), preferring one that needs
-no CMAKE_POLICY_VERSION_MINIMUM. `--cmake X.Y` picks another release, `--cmake PATH` an installed CMake; both
-are checked against the same bounds, and a CMake 4 for a release with older policies gets the policy minimum
-in the plan, with a warning.
+The build venv carries both from PyPI, first on the build's PATH, so neither the machine's CMake nor the tool's own
+decides anything. The CMake is the newest that installs on the build Python within every bound of
+knowledge/cmake_range.py; `--cmake X.Y` and `--cmake PATH` are checked against the same bounds.
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Linux: the compiler nvcc uses for host code, checked against what the CUDA release accepts.
 
-nvcc refuses a host compiler newer than its `include/crt/host_config.h` allows (`#error --
-unsupported GNU version! gcc versions later than 15 are not supported!`), which a distribution with
-a fresh GCC meets at the first .cu file. Which compiler nvcc gets depends on the era's build:
-- CUDAHOSTCXX, when set, in every era that reads it (1.0-1.10: PyTorch's bundled FindCUDA; 1.11+:
-  CMake's CUDA language, which documents the variable);
-- otherwise up to 1.10 FindCUDA's default, CMAKE_C_COMPILER: CC, else `cc` on PATH
-  (cmake/Modules_CUDA_fix/upstream/FindCUDA.cmake);
-- otherwise from 1.11 no -ccbin at all, so nvcc runs its own default, `gcc` on PATH
-  (`nvcc --dryrun` shows the calls). PyTorch's cmake/public/cuda.cmake passes the C++ compiler
-  only when that is clang (CXX=clang++), which this module does not model.
-When that compiler is refused, the plan sets CUDAHOSTCXX to the newest installed one that is
-accepted (GCC before clang), the way it picks an MSVC toolset on Windows.
+nvcc refuses a host compiler newer than its `include/crt/host_config.h` allows, which a distribution with a fresh GCC
+meets at the first .cu file. When the era's compiler is refused, the plan sets CUDAHOSTCXX to the newest accepted
+one (GCC before clang). Which compiler each era gives nvcc (FindCUDA.cmake, cuda.cmake): docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The build plan: a pure function of options × facts × knowledge.
 
-It decides which Visual Studio instance and toolset, which vcvars call, which CUDA, generator
-and compiler cache, which MKL/MAGMA archives, every environment change with its reason, and the
-commands to run. Nothing here touches the machine, so a plan made from a saved facts file is
-the plan of the machine that wrote it. Every "no" names what to install or which flag to pass.
-
-This module orders the steps; each concern decides in its own module: plan_model (the records and the builder),
-compiler_plan, cuda_plan, generator_plan, archives_plan, environment_plan and commands_plan.
+Nothing here touches the machine, so a plan made from a saved facts file is the plan of the machine that wrote it;
+every "no" names what to install or which flag to pass. This module orders the steps; each concern decides in its
+own module (plan_model, compiler_plan, cuda_plan, generator_plan, archives_plan, environment_plan, commands_plan).
+Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

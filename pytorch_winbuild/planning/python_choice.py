@@ -1,12 +1,8 @@
 """The build's Python: which interpreter runs the era's setup.py, chosen from the installed ones or fetched.
 
-Two interpreters, never confused: the tool's own (>= 3.11, `Facts.python`) and the build's, which
-must be one the PyTorch era accepts (build_config/eras.toml `python`): no release before 2.0 builds
-with 3.11. `--python` (or winbuild.python, or a nightly entry's `python`) asks for one:
-- `auto`: the newest installed 64-bit CPython the era accepts; on Windows, when none is installed,
-  CPython from NuGet's `python` package (`invoke fetch-deps --python X.Y`, into the cache);
-- `X.Y`: an installed Python of that release, else (Windows) the NuGet one;
-- a path: that interpreter (the faces ask it for its version before planning, so it is in the facts).
+Two interpreters, never confused: the tool's own (>= 3.11, `Facts.python`) and the build's, which must be one the
+PyTorch era accepts (build_config/eras.toml `python`). `--python` is `auto`, `X.Y` or a path; on Windows a release
+that is not installed is CPython from NuGet. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations

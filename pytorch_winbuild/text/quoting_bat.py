@@ -1,28 +1,9 @@
 r"""Lines of a cmd.exe script (.bat) that give variables exactly the values planned.
 
-What cmd does to a line of a script file, as far as it matters here:
-
-1. `%NAME%` is expanded when the line is read, and `%%` stands for one `%`.
-2. Outside double quotes, `^` escapes the next character and `& | < > ( )` are operators;
-   inside them everything is literal. `set "NAME=value"` keeps what lies between the first
-   quote and the last one, so a value stays inside the quotes except after its own `"`.
-3. Only with delayed expansion on (`cmd /v:on`, or the registry's DelayedExpansion): `!NAME!`
-   is expanded and a lone `!` dropped, and on a line that holds a `!`, `^` escapes the next
-   character again, inside quotes too.
-
-The script cannot switch delayed expansion off for its caller (`setlocal` would also throw its
-variables away at the end), so a value with `!` is written with two helper variables that the
-script sets first, from what the running cmd does: `%__WINBUILD_BANG%` is `^!` with delayed
-expansion on and `!` without, `%__WINBUILD_CARET%` is `^^` or `^`. A probe then checks that
-this cmd really turns them back into `!` and `^`; one that cannot (Wine's cmd, whose delayed
-expansion drops every `!`) stops with a message instead of setting a wrong value.
-
-cmd decodes each line of a script with the console's code page as it reads it. The script is
-UTF-8, so one whose commands hold non-ASCII text switches to code page 65001 before the first
-such line and back at the end, and a probe checks that a three-byte character reads back as one
-character: where the switch has no effect (no console, or an interpreter that ignores it, like
-Wine 8's cmd) the script stops with a message instead of setting changed values. Remarks alone
-never switch the code page; those read without it are written in ASCII.
+cmd expands `%NAME%` as it reads a line (`%%` is one `%`); outside double quotes `^` escapes and `& | < > ( )` are
+operators; with delayed expansion `!` is special, inside quotes too. So `set "NAME=value"` doubles `%`, a value with
+`!` uses `%__WINBUILD_BANG%`/`%__WINBUILD_CARET%` (set from what the running cmd does), and non-ASCII text runs under
+code page 65001; probes check both, and a cmd that fails them stops. The rules in full: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,46 +1,9 @@
 """Keep credentials out of facts files, plans, logs, reports, summaries and the console.
 
-Two layers, as CI systems mask secrets (GitHub Actions' `add-mask`, GitLab's masked variables):
-
-1. Exact values. The values of secret-looking variables (`is_secret_name`) and the userinfo of
-   every URL in the environment are collected, and every occurrence of them in any text given to
-   `redact_text` becomes `***`, wherever it stands: a token a build prints on its own, a password
-   echoed by a script, the value quoted in a JSON report. The collection comes from this process's
-   environment (re-read whenever it changes) and from what callers `remember` (the build's own
-   environment, configuration). Each value is also looked for as JSON escapes it, as a URL encodes
-   it (percent-encoding) and line by line when it spans lines.
-   Values shorter than MIN_SECRET_LENGTH (4) characters, and words such as `true`, `none` or
-   `off`, are never collected: masking `1` or `on` would blank half of every log and break the
-   progress lines (`[12/345]`) the build's bar is driven by.
-
-2. Patterns, for credentials that were never in a variable: the userinfo of any URL of any shape
-   (`https://user:tok@host`, `redis://:p4ss/w0rd@host` whose password holds a `/`,
-   `https://<token>@host`), bearer and basic `Authorization` values, GitHub and AWS tokens,
-   Azure connection-string keys, signature and token query parameters.
-
-Which variable names are secret: the name is split into parts at `_`, `-` and `.`, and it is
-secret when a whole part says so (word-part matching, so a secret word inside another word does
-not count):
-
-- a part is, or ends with, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL or
-  CONNECTIONSTRING (plural forms too): `GITHUB_TOKEN`, `NPM_AUTHTOKEN`, `CLIENTSECRET`;
-- a part is KEY or AUTH, or a compound key such as APIKEY, ACCESSKEY, SECRETKEY, PRIVATEKEY,
-  ACCOUNTKEY: `SCCACHE_GCS_KEY`, `MY_API_KEY`, but not `KEYBOARD_LAYOUT`, `MONKEY`,
-  `GIT_AUTHOR_NAME` or `TOKENIZERS_PARALLELISM` (the word must be a whole part);
-- two parts read CONNECTION and STRING: `SCCACHE_AZURE_CONNECTION_STRING`;
-
-unless the part after the secret word says the value is about the secret rather than the secret
-itself: PREFIX, PATH, FILE, DIR, NAME, TYPE, SOCK, or for KEY an index number (`SCCACHE_S3_KEY_PREFIX`,
-`SCCACHE_GCS_KEY_PATH`, `SSH_AUTH_SOCK`, `GIT_CONFIG_KEY_0`).
-
-That covers the compiler caches' credentials (sccache's docs/Configuration.md):
-`SCCACHE_REDIS_PASSWORD`, `SCCACHE_MEMCACHED_PASSWORD`, `SCCACHE_WEBDAV_PASSWORD`/`_TOKEN`,
-`SCCACHE_GHA_RUNTIME_TOKEN`/`ACTIONS_RUNTIME_TOKEN`, `SCCACHE_AZURE_CONNECTION_STRING`,
-`AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ACCESS_KEY_ID`,
-`ALIBABA_CLOUD_ACCESS_KEY_SECRET`, `TENCENTCLOUD_SECRET_KEY`; the URL-valued ones
-(`SCCACHE_REDIS`, `SCCACHE_REDIS_ENDPOINT`, `SCCACHE_MEMCACHED`, `CCACHE_REMOTE_STORAGE`)
-give their URL's password. Paths to key files (`SCCACHE_GCS_KEY_PATH`) and key prefixes are
-not secrets; clcache's `CLCACHE_MEMCACHED` is `host:port` without credentials.
+Two layers, as CI systems mask secrets: exact values (of secret-looking variables, URL userinfo and what callers
+`remember`; never shorter than MIN_SECRET_LENGTH, nor words like `true`), and patterns for credentials never in a
+variable. A name is secret by whole parts (`is_secret_name`): TOKEN, PASSWORD, KEY... but not KEYBOARD_LAYOUT or
+SCCACHE_GCS_KEY_PATH. The rules in full, and sccache's variables they cover: docs/architecture.md.
 """
 
 from __future__ import annotations

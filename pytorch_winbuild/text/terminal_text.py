@@ -1,33 +1,8 @@
 """Make untrusted text (logs, git output, a tool's stdout) safe to print on a terminal.
 
-A build log can hold whatever the programs it ran printed, and a terminal obeys what it prints:
-ESC[2J clears the screen, CSI cursor movement rewrites lines already shown, OSC 8 turns text into
-a hyperlink to anywhere, OSC 52 writes the user's clipboard, a lone CR or a backspace overwrites
-what came before, BEL rings. `terminal_safe` neutralises all of that, in two ways:
-
-* a complete escape sequence (CSI, OSC, DCS/SOS/PM/APC strings, two-character ESC sequences,
-  and their 8-bit C1 forms) is removed: it is presentation, never content, and removing it
-  shows what a terminal would have shown, minus the effect. Build logs are full of colour
-  codes (CMake, Ninja, clang and nvcc with colours forced, pip), and shown visibly they would
-  bury the error under ``\\x1b[1;31m``;
-* any other control character (a lone or unfinished ESC, BEL, backspace, a CR not followed by
-  LF, NUL, DEL, C1 controls) is shown as a visible ASCII escape such as ``\\x07``: nothing is
-  lost silently, so text hidden by a backspace trick stays readable. ASCII, so a code-page
-  console on Windows shows it as well (Unicode control pictures such as ␛ would print as '?').
-  The Unicode bidirectional controls (BIDI_CONTROLS) count as control characters too and are
-  shown as ``\\u202e``: an override or isolate reorders what follows it on screen, so a path or a
-  log line could read differently from what it holds (Trojan Source, CVE-2021-42574).
-
-A CR directly before LF (a Windows line end) is dropped when LF is kept and CR is not.
-
-`terminal_lines` is for text a face lays out in lines (the plan table, doctor, fetch listings):
-each line is made safe on its own with LF shown too, so a value holding a line break cannot
-print a line of its own that looks like the tool's. Where the lines quote paths and names rather
-than a program's output, escape sequences are shown (``show_sequences``), not removed: a path
-never holds a colour code, and the value shown must be the value there is.
-
-Every pattern here is linear: no nested quantifiers, and the string sequences stop at the next
-ESC, BEL, ST or newline, so no input can make the sanitiser slow.
+A terminal obeys what it prints, so `terminal_safe` removes complete escape sequences and shows every other control
+character (bidirectional controls too) as a visible ASCII escape; `terminal_lines` also shows LF, for text a face lays
+out in lines. Every pattern is linear, so no input can make it slow. Design notes: docs/architecture.md.
 """
 
 from __future__ import annotations
