@@ -39,6 +39,7 @@ from pytorch_winbuild.facts.probe_gpu import (
 )
 from pytorch_winbuild.knowledge.arch_list import Arch, NameTable, covers, default_for_gpus, expand_arch_list
 from pytorch_winbuild.knowledge.choices import parse_arch_request
+from pytorch_winbuild.knowledge.default_arches import default_arches
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.request import PlanRequest
@@ -342,7 +343,13 @@ def test_default_arch_list_is_the_machines_gpus():
     result = plan(linux_facts([H100], "580.159.04", "13.0"), "13.0")
     assert result.final_env()["TORCH_CUDA_ARCH_LIST"] == "9.0"
     reason = next(c.reason for c in result.changes if c.name == "TORCH_CUDA_ARCH_LIST")
-    assert "NVIDIA H100 80GB HBM3 (9.0)" in reason and "6 common architectures" in reason
+    # Unset, PyTorch's CMake would fall back to its default list (build_config/default_arches.toml), said with it.
+    defaults = default_arches("2.9.0", "13.0")
+    assert defaults is not None and defaults.note  # 2.9.0's own file was not read: the nearest table, and it says so
+    assert "NVIDIA H100 80GB HBM3 (9.0)" in reason
+    assert f"its {defaults.count} default architectures for CUDA 13.0 ({defaults.arch_list}" in reason
+    assert defaults.note in reason
+    assert result.archs == 1  # the list set: one architecture per compile job
 
 
 def test_unknown_gpus_leave_the_arch_list_to_pytorch_and_say_so():

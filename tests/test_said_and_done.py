@@ -3,12 +3,13 @@ failed before its fix."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT, run_invoke
+from support import HOSTS_DIR, REPO_ROOT, run_invoke
 
 
 def test_a_plan_without_a_tree_is_for_the_release_pytorch_version_names(tmp_path: Path) -> None:
@@ -31,11 +32,15 @@ def test_an_arch_list_a_cpu_build_does_not_use_is_said(tmp_path: Path) -> None:
     assert "TORCH_CUDA_ARCH_LIST" not in result.stdout.split('"env"')[1].split('"changes"')[0]
 
 
-@pytest.mark.parametrize("given", ["BAT", "Json", " sh "])
+@pytest.mark.parametrize("given", ["BAT", "Json", " PS1 "])
 def test_format_reads_any_case_as_cuda_does(tmp_path: Path, given: str) -> None:
-    """--format BAT was refused while --cuda CPU was accepted."""
-    result = run_invoke("build", "--cuda", "CPU", "--dry-run", "--format", given, cwd=tmp_path)
-    same = run_invoke("build", "--cuda", "cpu", "--dry-run", "--format", given.strip().lower(), cwd=tmp_path)
+    """--format BAT was refused while --cuda CPU was accepted (planned from a facts file: the live memory moves)."""
+    host = tmp_path / "host.json"
+    facts = json.loads((HOSTS_DIR / "vs2019-vs2022-cuda12.json").read_text(encoding="utf-8"))
+    host.write_text(json.dumps(facts), encoding="utf-8")
+    flags = ("--host", str(host), "--dry-run", "--format")
+    result = run_invoke("build", "--cuda", "CPU", *flags, given, cwd=tmp_path)
+    same = run_invoke("build", "--cuda", "cpu", *flags, given.strip().lower(), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == same.stdout
 

@@ -21,7 +21,7 @@ from pytorch_winbuild.facts.model import MAX_MIB, Facts
 from pytorch_winbuild.json_file import JsonObject, read_json
 from pytorch_winbuild.knowledge.resources import WatchSettings
 from pytorch_winbuild.paths import peaks_file
-from pytorch_winbuild.planning.jobs import JobConfiguration, Measured, MeasuredJobs, arch_count
+from pytorch_winbuild.planning.jobs import JobConfiguration, Measured, MeasuredJobs
 from pytorch_winbuild.planning.plan_model import Plan
 
 if TYPE_CHECKING:  # a plan reads the record without the sampler (psutil) loaded
@@ -53,7 +53,7 @@ def this_machine(os_name: str) -> str | None:
 
 def job_configuration(plan: Plan) -> JobConfiguration:
     """The configuration a made plan decided, as the plan itself asked the record for it (planning/plan.py)."""
-    archs = arch_count(plan.final_env().get("TORCH_CUDA_ARCH_LIST"))
+    archs = plan.archs
     return JobConfiguration(
         plan.era.name, plan.cuda.version if plan.cuda else None, archs, plan.compiler.short if plan.compiler else None
     )

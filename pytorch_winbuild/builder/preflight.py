@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.knowledge.model import Knowledge
-from pytorch_winbuild.planning.jobs import JobMemory, arch_count, job_memory
+from pytorch_winbuild.planning.jobs import JobMemory, job_memory
 from pytorch_winbuild.planning.plan_model import Plan
 
 GIB = 1024**3
@@ -144,7 +144,7 @@ def decide_memory(available_mib: int | None, memory: JobMemory) -> str | None:
 
 def plan_job_memory(plan: Plan, knowledge: Knowledge, measured_gib: float | None = None) -> JobMemory:
     """The memory per compile job the plan sized MAX_JOBS with."""
-    archs = arch_count(plan.final_env().get("TORCH_CUDA_ARCH_LIST"))
+    archs = plan.archs
     return job_memory(knowledge.resources, plan.era.name, plan.cuda is not None, archs, measured_gib)
 
 

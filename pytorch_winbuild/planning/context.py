@@ -19,3 +19,4 @@ class PlanContext:
     options: Options
     era: Era
     plan: PlanBuilder
+    release: str  # the PyTorch release the plan builds (a version, or main)

@@ -13,6 +13,7 @@ from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.choices import CudaWord
+from pytorch_winbuild.knowledge.default_arches import default_arches
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.planning.compiler_plan import cuda_msc_range, installed_compilers, range_text
 from pytorch_winbuild.planning.context import PlanContext
@@ -26,6 +27,7 @@ from pytorch_winbuild.planning.gpu_plan import (
     plan_arch_list,
 )
 from pytorch_winbuild.planning.host_compiler import HostChoice, describe, host_problem
+from pytorch_winbuild.planning.jobs import arch_count
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CUDA_ROOT_VARIABLE, PlanBuilder, plan_paths
 
@@ -193,7 +195,9 @@ def cuda_changes(context: PlanContext, cuda: CudaInstall | None, names: NameTabl
     warning = driver_warning(knowledge, facts, release)
     if warning:
         plan.warnings.append(warning)
-    arch = plan_arch_list(knowledge, facts, options.arch_list, release, names)
+    defaults = None if options.extension else default_arches(context.release, release.version)
+    arch = plan_arch_list(knowledge, facts, options.arch_list, release, names, defaults)
+    plan.archs = arch_count(arch.value) if arch.value else defaults.count if defaults else 1
     if arch.value is not None:
         plan.set("TORCH_CUDA_ARCH_LIST", arch.value, arch.reason)
     plan.decisions += arch.decisions

@@ -14,7 +14,6 @@ from pytorch_winbuild.planning.jobs import (
     JobConfiguration,
     Measured,
     MeasuredJobs,
-    arch_count,
     default_jobs,
     job_memory,
 )
@@ -28,8 +27,7 @@ def jobs_changes(
     """MAX_JOBS: --jobs wins; otherwise min(cores, available memory / memory per job), the memory per job measured
     by earlier builds of this configuration when `measured_jobs` has a figure, else the cited one."""
     knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
-    arch_list = next((c.value for c in reversed(plan.changes) if c.name == "TORCH_CUDA_ARCH_LIST"), None)
-    archs = arch_count(arch_list)
+    archs = plan.archs
     measured = Measured()
     if measured_jobs is not None:
         configuration = JobConfiguration(

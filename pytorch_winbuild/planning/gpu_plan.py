@@ -22,6 +22,7 @@ from pytorch_winbuild.knowledge.arch_list import (
     format_arch_list,
 )
 from pytorch_winbuild.knowledge.choices import ArchRequest, parse_arch_request
+from pytorch_winbuild.knowledge.default_arches import DefaultArches
 from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge, driver_key, version_tuple
 from pytorch_winbuild.planning.fixes import Choices, Fix, FixableConfigurationError, Way, cuda_way
 
@@ -143,16 +144,27 @@ def checked_arch_list(
 
 
 def plan_arch_list(
-    knowledge: Knowledge, facts: Facts, requested: ArchRequest | None, release: CudaRelease, names: NameTable
+    knowledge: Knowledge,
+    facts: Facts,
+    requested: ArchRequest | None,
+    release: CudaRelease,
+    names: NameTable,
+    defaults: DefaultArches | None = None,
 ) -> ArchDecision:
     """TORCH_CUDA_ARCH_LIST for this build: --arch-list (names read with `names`) checked against nvcc, else the
-    installed GPUs."""
+    installed GPUs. `defaults`: what the release's CMake builds when it finds no GPU (None for build-ext)."""
     gpus = [gpu for gpu in facts.gpus or () if gpu.compute_capability]
-    count = len(release.arch_list.split(";"))
-    everything = (
-        f"CUDA {release.version}'s {count} common architectures ({release.arch_list}), each compiling every "
-        "kernel again"
-    )
+    if defaults is not None:
+        everything = (
+            f"its {defaults.count} default architectures for CUDA {release.version} ({defaults.arch_list}; "
+            f"{defaults.source}{'; ' + defaults.note if defaults.note else ''}), each compiling every kernel again"
+        )
+    else:
+        count = len(release.arch_list.split(";"))
+        everything = (
+            f"CUDA {release.version}'s {count} common architectures ({release.arch_list}), each compiling every "
+            "kernel again"
+        )
     if requested:
         entries = checked_arch_list(knowledge, release, requested, names, gpus)
         decision = ArchDecision(

@@ -153,7 +153,7 @@ def _resolve_era(
             cuda.version
             for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True)
             if unusable_cuda_reason(
-                PlanContext(knowledge, facts, options, era, PlanBuilder()),
+                PlanContext(knowledge, facts, options, era, PlanBuilder(), pinned or era.newest),
                 cuda,
                 arch_names(knowledge, options, pinned or era.newest),
             )
@@ -399,7 +399,7 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
     build_arguments = build_arguments_for(era, options)
     _refuse_visual_studio_flags(facts, options)
 
-    context = PlanContext(knowledge, facts, options, era, plan)
+    context = PlanContext(knowledge, facts, options, era, plan, choice.pytorch_version)
     cuda = choose_cuda(context, names)
     if facts.os == Platform.WINDOWS:
         toolchain = _windows_compilers(context, cuda)
@@ -442,6 +442,7 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
         source=tree.text,
         path_separator=";" if facts.os == Platform.WINDOWS else ":",
         gpus=tuple(facts.gpus or ()),
+        archs=plan.archs,
     )
 
 

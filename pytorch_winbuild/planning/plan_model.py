@@ -142,6 +142,7 @@ class Plan:
     path_separator: str = field(default=";")
     source: str = ""  # the tree this plan builds, as the caller found it ("none" when there is none)
     gpus: tuple[Gpu, ...] = ()  # the machine's GPUs (facts): build-ext checks what it built against them
+    archs: int = 1  # the CUDA architectures each compile job builds: the list set, or PyTorch's default one
 
     def check_printable(self) -> None:
         """ConfigurationError (exit 2) when a command the table shows cannot be written to work when pasted."""
@@ -180,6 +181,7 @@ class PlanBuilder:
     changes: list[EnvChange] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    archs: int = 1  # the CUDA architectures each compile job builds (MAX_JOBS counts them)
 
     def set(self, name: str, value: str, reason: str) -> None:
         self.changes.append(EnvChange(name, value, "set", reason))
