@@ -115,11 +115,19 @@ def _plan_problem(c: Context, host: str | None, facts: Facts) -> str | None:
     return None
 
 
-def doctor(c: Context, *, host: str | None, json: bool) -> None:
-    """The `doctor` task."""
+def doctor(c: Context, *, host: str | None, json: bool, output: str | None) -> None:
+    """The `doctor` task; `--output FILE` writes the facts (`--json`) as UTF-8, whatever the shell's `>` would."""
     from pytorch_winbuild.faces.doctor import doctor_checks, render_doctor
     from pytorch_winbuild.knowledge.model import load_knowledge
 
+    if output is not None and not json:
+        raise ConfigurationError(
+            "doctor's --output writes the facts file, which needs --json (the report is for reading); nothing was "
+            "written.",
+            fix="add --json to write the facts file that --host reads (invoke doctor --json --output FILE), or leave "
+            "--output out to read the report.",
+        )
+    target = output_file(output, example="facts.json")
     notes: tuple[str, ...] = ()
     if path_flag(host, "--host") is not None:
         facts = facts_for(host)
@@ -131,7 +139,7 @@ def doctor(c: Context, *, host: str | None, json: bool) -> None:
         # from this file puts MKL/MAGMA where this machine's pytorch-winbuild keeps them.
         facts, notes = replace(report.facts, cache_dir=str(cache_choice(c, None).folder)), report.notes
     if json:
-        sys.stdout.write(facts.to_json())
+        write_output(facts.to_json(), target, example="facts.json")
         return
     checks = doctor_checks(facts, load_knowledge())
     missing = [check.topic for check in checks if check.status == "missing"]

@@ -206,7 +206,7 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[Check]:
                 "GPU",
                 "info",
                 "not probed (a facts file from before GPUs were recorded)",
-                "regenerate it with `invoke doctor --json` on that machine.",
+                "regenerate it with `invoke doctor --json --output facts.json` on that machine.",
             )
         ]
     if not facts.gpus:

@@ -198,15 +198,16 @@ def cache_choice(c: Context, flag: str | None) -> CacheChoice:
     )
 
 
-def output_file(output: str | None) -> Path | None:
-    """--output checked before any work: a file in an existing folder, not a folder itself."""
+def output_file(output: str | None, example: str = "build_env.bat") -> Path | None:
+    """--output checked before any work: a file in an existing folder, not a folder itself (`example`: a file name the
+    fix suggests)."""
     given = path_flag(output, "--output")
     if given is None:
         return None
     target = Path(given)
     if target.is_dir():
         raise ConfigurationError(
-            f"--output {output} is a folder.", fix=f"name a file, e.g. --output {target / 'build_env.bat'}."
+            f"--output {output} is a folder.", fix=f"name a file, e.g. --output {target / example}."
         )
     folder = target.parent
     if not folder.is_dir():
@@ -214,23 +215,24 @@ def output_file(output: str | None) -> Path | None:
             f"--output {output}: the folder {folder} does not exist.",
             fix="create the folder first, or name a file in an existing one.",
         )
-    _refuse_special_file(target, given)
+    _refuse_special_file(target, given, example)
     return target
 
 
-def _refuse_special_file(target: Path, output: str | Path) -> None:
+def _refuse_special_file(target: Path, output: str | Path, example: str) -> None:
     """--output replaces a regular file, never a pipe, socket or device that something else reads or writes
     (a symlink counts as what it points to: its target is the file written)."""
     if target.exists() and not target.is_file():
         raise ConfigurationError(
             f"--output {output} is not a regular file (a pipe, socket or device); nothing was written.",
-            fix="name a new file or an existing regular file, e.g. --output build_env.bat; to feed a pipe, leave "
+            fix=f"name a new file or an existing regular file, e.g. --output {example}; to feed a pipe, leave "
             "--output out and pipe the standard output.",
         )
 
 
-def write_output(text: str, output: Path | None) -> None:
-    """Print, or write the file as UTF-8 (PowerShell's `>` would write UTF-16, which cmd cannot run).
+def write_output(text: str, output: Path | None, example: str = "build_env.bat") -> None:
+    """Print, or write the file as UTF-8 (PowerShell's `>` would pass the text through the console's code page and
+    write UTF-16, which cmd cannot run); `example` is a file name an error's fix suggests.
 
     The file is written whole or not at all (atomic_file: a temporary file next to it, renamed over it at the
     end), so an error or Ctrl-C never leaves half a script that looks complete. It keeps an existing file's
@@ -240,7 +242,7 @@ def write_output(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
         return
     target = Path(os.path.realpath(output)) if output.is_symlink() else output
-    _refuse_special_file(target, output)  # again: it may have appeared since output_file checked
+    _refuse_special_file(target, output, example)  # again: it may have appeared since output_file checked
     try:
         atomic_file.write_text(target, text, newline="", mode=atomic_file.SHARED, keep_mode=True)
     except OSError as exc:

@@ -146,6 +146,10 @@ DOCTOR_HELP = {
         "Write this machine's facts as JSON (the file --host reads; safe to share: no credentials, no environment "
         "dump)."
     ),
+    "output": (
+        "With --json: write the facts to this file (UTF-8, written whole) instead of standard output. Use it rather "
+        "than PowerShell's `>`, which writes UTF-16 through the console's code page."
+    ),
 }
 
 CLEAN_HELP = {

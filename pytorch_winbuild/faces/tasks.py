@@ -63,11 +63,11 @@ namespace = Collection()
 namespace.configure({"winbuild": WINBUILD_DEFAULTS})
 
 
-@task(help=DOCTOR_HELP)
+@task(help=DOCTOR_HELP, auto_shortflags=False)
 @reports_errors
-def doctor(c: Context, host: str | None = None, json: bool = False) -> None:
+def doctor(c: Context, host: str | None = None, json: bool = False, output: str | None = None) -> None:
     """Show what is installed and what is missing for building PyTorch, with the fix for each."""
-    commands.doctor(c, host=host, json=json)
+    commands.doctor(c, host=host, json=json, output=output)
 
 
 @task(help=ENV_HELP, auto_shortflags=False)

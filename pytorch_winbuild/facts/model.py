@@ -1,10 +1,10 @@
 """What is installed on a machine, as plain data that round-trips through JSON.
 
-Probing (probe.py) is the only code that looks at a machine; everything after it reads a
-`Facts`. A facts file written by `invoke doctor --json` on one machine gives the same plan on
-any other, which is how users share a problem and how the tests cover Windows machines on Linux.
-The format is documented in build_config/hosts/README.md; it holds only what the plan needs and
-never a value that looks like a credential (see redact.py).
+Probing (probe.py) is the only code that looks at a machine; everything after it reads a `Facts`. A facts file
+written by `invoke doctor --json` on one machine (UTF-8 with `--output FILE`; PowerShell's UTF-16 `>` is read too)
+gives the same plan on any other, which is how users share a problem and how the tests cover Windows machines on
+Linux. The format is documented in build_config/hosts/README.md; it holds only what the plan needs and never a value
+that looks like a credential (see redact.py).
 """
 
 from __future__ import annotations
@@ -187,8 +187,8 @@ def _fail(source: str, where: str, problem: str) -> ConfigurationError:
     end = "" if problem.endswith((".", "!", "?")) else "."
     return ConfigurationError(
         f"facts file {source}: {where}: {problem}{end}",
-        fix="regenerate it with `invoke doctor --json > facts.json` on the machine it describes, or correct it "
-        "by hand following build_config/hosts/README.md.",
+        fix="regenerate it with `invoke doctor --json --output facts.json` on the machine it describes, or correct "
+        "it by hand following build_config/hosts/README.md.",
     )
 
 
@@ -529,17 +529,19 @@ def load_facts(path: str | Path, product_lines: Iterable[str] | None = None) -> 
     except FileNotFoundError:
         raise ConfigurationError(
             f"facts file {path} does not exist.",
-            fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.",
+            fix="pass the path of a file written by `invoke doctor --json --output FILE`, or one of "
+            "build_config/hosts/*.json.",
         ) from None
     except IsADirectoryError:
         raise ConfigurationError(
             f"facts file {path} is a folder.",
-            fix="pass the path of a file written by `invoke doctor --json`, or one of build_config/hosts/*.json.",
+            fix="pass the path of a file written by `invoke doctor --json --output FILE`, or one of "
+            "build_config/hosts/*.json.",
         ) from None
     except OSError as exc:
         raise ConfigurationError(
             f"facts file {path} cannot be read ({exc}).",
-            fix="save it as UTF-8 JSON, as `invoke doctor --json` writes it.",
+            fix="make it readable, or write it again with `invoke doctor --json --output FILE`.",
         ) from None
     except BadJson as exc:
         where = "top level" if exc.line is None else f"line {exc.line} column {exc.column}"

@@ -248,7 +248,8 @@ def probe_report(environ: Mapping[str, str] | None = None, *, gpus: bool = True)
     else:
         raise ToolchainError(
             f"pytorch-winbuild probes Windows and Linux machines, not {sys.platform}.",
-            fix="run `invoke doctor --json > facts.json` on the Windows machine and pass that file with --host here.",
+            fix="run `invoke doctor --json --output facts.json` on the Windows machine and pass that file with --host "
+            "here.",
         )
     versions.save()
     return report

@@ -157,8 +157,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "host",
         (*_ENV_BUILD, "doctor"),
-        "Plan for the machine described by this facts file (written by `invoke doctor --json`) instead of probing "
-        "this one.",
+        "Plan for the machine described by this facts file (written by `invoke doctor --json --output FILE`) instead "
+        "of probing this one.",
         plan=False,
     ),
     Flag(
