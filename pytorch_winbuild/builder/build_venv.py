@@ -21,7 +21,9 @@ from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, venv_python
 
-LAST_VENV = "last.json"  # in <cache>/venvs/: the venv python of the cache's last build, for `invoke verify`
+# In <cache>/venvs/: the venv python of the cache's last `invoke build`, for `invoke verify` and `build-ext`; written
+# as soon as that build made or reused the venv, so it holds after a failed build or verification too.
+LAST_VENV = "last.json"
 MARKER = "winbuild-venv.json"  # written last: its presence with the right key means the venv is complete
 PIP_LOG = "winbuild-pip.log"  # pip's whole output of the last install, kept beside the venv for a failure
 PROBE_SECONDS = 60
@@ -212,7 +214,8 @@ def ensure_build_venv(
 
 
 def remember_last_venv(cache_dir: Path, python: str) -> None:
-    """Record the venv python of this cache's last build, so `verify` without --python checks its torch."""
+    """Record the venv python of this cache's last build, so `verify` without --python checks its torch and
+    `build-ext` without --python builds against it when the tool's own Python has none."""
     folder = cache_dir / "venvs"
     folder.mkdir(parents=True, exist_ok=True)
     atomic_file.write_text(folder / LAST_VENV, json.dumps({"python": python}) + "\n")

@@ -64,6 +64,10 @@ class BuildRequest:
     mirror: str | None = None  # where missing MKL/MAGMA archives (and a NuGet Python) come from (fetch-deps' --mirror)
     find_links: str | None = None  # pip --find-links for the build venv's requirements (offline machines)
     index_url: str | None = None  # pip --index-url for them
+    # `invoke build`: the venv becomes this cache's last build's (verify's and build-ext's default) as soon as it is
+    # made or reused, whatever the build's outcome. The nightly's wheels install nothing into it.
+    remember_venv: bool = False
+    verify_command: str = "invoke verify"  # what repeats the check, as a failed verification's fix names it
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,9 @@ def _python_command(arguments: tuple[str, ...] | list[str], python: str) -> list
 
 def _prepare_venv(record: BuildRecord, plan: Plan, request: BuildRequest) -> None:
     """The build venv, made (or reused while its key matches) from the build Python, which is fetched first
-    when the plan fetches it."""
-    from pytorch_winbuild.builder.build_venv import ensure_build_venv
+    when the plan fetches it; remembered at once when the request says so, so that `invoke verify` after a failed
+    verification, a failed build or Ctrl-C checks the Python this build installs into."""
+    from pytorch_winbuild.builder.build_venv import ensure_build_venv, remember_last_venv
 
     venv = plan.venv
     if venv is None:
@@ -105,6 +110,8 @@ def _prepare_venv(record: BuildRecord, plan: Plan, request: BuildRequest) -> Non
         index_url=request.index_url,
         log=lambda line: print(line, flush=True),
     )
+    if request.remember_venv:
+        remember_last_venv(request.cache_dir, venv.python)
     record.note(f"Build venv: {venv.folder} (key {venv.key}) from {plan.build_python.label}.")
 
 
@@ -243,7 +250,7 @@ def _verify_build(record: BuildRecord, request: BuildRequest, python: str, start
         result = check_torch(python)
     record.verification = result
     if not result.ok:
-        raise failure_error(result)
+        raise failure_error(result, request.verify_command)
 
 
 def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:

@@ -410,8 +410,9 @@ def _parse(stdout: str, python: str, exit_code: int) -> tuple[Verification, str]
     return None
 
 
-def failure_error(result: Verification) -> VerificationError:
-    """One paragraph naming the failed step and its exception, with the diagnosis's advice."""
+def failure_error(result: Verification, verify_command: str = "invoke verify") -> VerificationError:
+    """One paragraph naming the failed step and its exception, with the diagnosis's advice; `verify_command`
+    repeats the check (a build's: with the cache it remembered the build venv in)."""
     step = "start" if result.failed_step is None else result.failed_step
     message = (
         f"a fresh `{result.interpreter}` outside the source tree failed at step "
@@ -424,7 +425,7 @@ def failure_error(result: Verification) -> VerificationError:
     # The check's own fix (a GPU the build does not cover: the --arch-list for it) is the most specific.
     fix = result.fix or (matches[0].rule.fix_on(triage.posix) if triage and matches else None)
     return VerificationError(
-        message, fix=fix or "run `invoke verify` to repeat the check, and `invoke diagnose` on the build log."
+        message, fix=fix or f"run `{verify_command}` to repeat the check, and `invoke diagnose` on the build log."
     )
 
 

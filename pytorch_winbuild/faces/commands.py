@@ -24,6 +24,7 @@ from pytorch_winbuild.faces.flags import (
     output_file,
     path_flag,
     python_flag,
+    started_program,
     text_setting,
     writable_folder,
     write_output,
@@ -58,50 +59,13 @@ def default_build_source() -> Path:
     return found
 
 
-def installed_torch_version(python: str | None = None) -> str:
-    """The torch an extension builds against, read from its metadata (importing torch takes seconds), in this
-    Python or in `python` (asked in one short run)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    fix = "install PyTorch into that Python first (pip install torch==<version>, or `invoke build`)."
-    if python is None:
-        try:
-            return version("torch")
-        except PackageNotFoundError:
-            raise ToolchainError(
-                f"torch is not installed in {sys.executable}, and an extension builds against the installed torch.",
-                fix=fix,
-            ) from None
-    import subprocess
-
-    from pytorch_winbuild.facts.interpreter import ask_python
-
-    executable = ask_python(python).executable
-    query = (
-        "import importlib.metadata as m; print(m.version('torch'))"  # Python 3.8+, as every torch with C++ extensions
-    )
-    answer = subprocess.run([executable, "-c", query], capture_output=True, text=True, check=False, timeout=60)
-    if answer.returncode != 0 or not answer.stdout.strip():
-        raise ToolchainError(
-            f"torch is not installed in {executable}, and an extension builds against the installed torch.", fix=fix
-        )
-    return answer.stdout.strip().splitlines()[-1]
-
-
 def _plan_command(host: str | None) -> str:
     """The command that plans the machine doctor just looked at, as this shell runs it: the console
     script outside the repo (where `invoke` finds no tasks.py), the same facts file with --host."""
-    import shutil
-
     from pytorch_winbuild.planning.commands_plan import quote_argument
 
-    started = Path(sys.argv[0])
-    program = "pytorch-winbuild" if started.stem == "pytorch-winbuild" else "invoke"
     shell = Platform.running()
-    found = shutil.which(program)
-    if started.stem == program and (found is None or Path(found).resolve() != started.resolve()):
-        program = quote_argument(shell, str(started))  # a venv's script, not on PATH: name it as it was started
-    return f"{program} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
+    return f"{started_program()} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
 
 
 def _plan_problem(c: Context, host: str | None, facts: Facts) -> str | None:
@@ -292,12 +256,10 @@ def build(
         mirror=mirror,
         find_links=wheels,
         index_url=index,
+        remember_venv=True,  # for verify and build-ext, as soon as the venv is there
+        verify_command=f"{started_program()} verify{cache.again()}",  # the cache that remembers it
     )
     run_build(plan, request)
-    if plan.venv is not None:
-        from pytorch_winbuild.builder.build_venv import remember_last_venv
-
-        remember_last_venv(folder, plan.venv.python)
 
 
 def _refuse_urls_offline(plan: Plan, find_links: str | None, index_url: str | None, label: str) -> None:
@@ -357,23 +319,23 @@ def build_ext(
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
-    interpreter = named_python(c, python)  # None (auto): the Python running this task, with its torch
-    version = text_setting(c, "pytorch_version", pytorch_version) or installed_torch_version(interpreter)
+    from pytorch_winbuild.faces.extension_python import extension_python
+
+    # The Python whose torch the extension extends: --python, else this one or the cache's last build venv.
+    chosen = extension_python(named_python(c, python), choice, text_setting(c, "pytorch_version", pytorch_version))
     plan = plan_from_flags(
         c,
         host=None,
         source=str(folder),
         cache=choice,
         source_is_pytorch=False,
-        arguments={
-            **plan_flags,
-            "cache_dir": cache_dir,
-            "pytorch_version": version,
-            "python": interpreter or sys.executable,
-        },
+        arguments={**plan_flags, "cache_dir": cache_dir, "pytorch_version": chosen.torch, "python": chosen.executable},
         measured_for="build-ext",
         build_venv=False,
+        notes=(chosen.decision,) if chosen.decision else (),
     )
+    if chosen.decision:
+        print(terminal_line(f"-- {chosen.decision}"), flush=True)
     request = ExtensionRequest(
         path=folder,
         cache_dir=cache,

@@ -174,6 +174,16 @@ class CacheChoice:
     def check_writable(self) -> None:
         writable_folder(self.folder, self.label, self.instead)
 
+    def again(self) -> str:
+        """What chooses this cache again in a command printed to run next, as this shell reads it: " --cache-dir
+        DIR" when the flag chose it; "" when the setting or the default did (they choose it there too)."""
+        if self.given is None or self.label != "--cache-dir":
+            return ""
+        from pytorch_winbuild.facts.platform import Platform
+        from pytorch_winbuild.planning.commands_plan import quote_argument
+
+        return f" --cache-dir {quote_argument(Platform.running(), self.given)}"
+
 
 def cache_choice(c: Context, flag: str | None) -> CacheChoice:
     """--cache-dir, else winbuild.cache_dir (invoke.yaml, -f FILE or INVOKE_WINBUILD_CACHE_DIR), else the default
@@ -262,7 +272,7 @@ def python_flag(python: str | None) -> str | None:
         return python
     fix = (
         "pass the path of a Python executable (e.g. C:\\Python311\\python.exe or /usr/bin/python3) or a name on "
-        "PATH, or leave --python out for the Python running this task."
+        "PATH, or leave --python out for the task's own choice (its --help says which Python that is)."
     )
     candidate = Path(python)
     if candidate.is_dir():
@@ -276,3 +286,17 @@ def python_flag(python: str | None) -> str | None:
         ),
         fix=fix,
     )
+
+
+def started_program() -> str:
+    """This tool's command as this shell runs it, for a command printed to run next: the console script outside the
+    repo (where `invoke` finds no tasks.py), a venv's script that is not on PATH by the path it was started as."""
+    from pytorch_winbuild.facts.platform import Platform
+    from pytorch_winbuild.planning.commands_plan import quote_argument
+
+    started = Path(sys.argv[0])
+    program = "pytorch-winbuild" if started.stem == "pytorch-winbuild" else "invoke"
+    found = shutil.which(program)
+    if started.stem == program and (found is None or Path(found).resolve() != started.resolve()):
+        program = quote_argument(Platform.running(), str(started))
+    return program

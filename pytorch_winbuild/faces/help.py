@@ -164,7 +164,7 @@ CLEAN_HELP = {
 VERIFY_HELP = {
     "python": (
         "The Python whose torch to check: a path, X.Y or auto (default: the build venv of this cache's last "
-        "`invoke build`, else the Python running this task)."
+        "`invoke build`, whatever its outcome, else the Python running this task)."
     ),
     "cache_dir": "The cache folder whose last build's venv auto checks (default: as for build).",
 }

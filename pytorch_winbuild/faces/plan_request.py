@@ -147,13 +147,15 @@ def plan_from_flags(
     build_venv: bool = True,
     facts: Facts | None = None,
     not_cloned: tuple[str, str | None] | None = None,
+    notes: tuple[str, ...] = (),
 ) -> Plan:
     """Facts (probed or from --host) × knowledge × options → one PlanRequest (planning/request.py) → the plan.
     `arguments` holds the task's flags by name; flags the task does not have count as not given; `cache` is the
     cache folder as the task resolved it. `source_is_pytorch` is False for build-ext, whose folder is an
     extension, not PyTorch. `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that
     earlier runs of that task recorded in the cache for this machine and configuration (builder/memory_record.py).
-    `not_cloned` (repo, ref): a dry run of --repo before the clone exists, planned from the ref's release tag."""
+    `not_cloned` (repo, ref): a dry run of --repo before the clone exists, planned from the ref's release tag.
+    `notes`: the task's own decisions, which the plan lists with the others (build-ext: why this Python)."""
     from pytorch_winbuild.knowledge.choices import CudaWord
     from pytorch_winbuild.knowledge.model import load_knowledge
     from pytorch_winbuild.planning.plan import make_plan
@@ -192,7 +194,7 @@ def plan_from_flags(
         build_venv=build_venv,
         not_cloned=not_cloned,
     )
-    return make_plan(request, facts, knowledge)
+    return make_plan(replace(request, notes=(*request.notes, *notes)), facts, knowledge)
 
 
 def _measured(kind: str | None, facts: Facts, cache_dir: Path, knowledge: Knowledge) -> MeasuredJobs | None:

@@ -120,7 +120,7 @@ FLAGS: tuple[Flag, ...] = (
             (
                 "build_ext",
                 "The Python whose torch the extension builds against and runs: X.Y, a path, or auto (default: the one "
-                "running this task).",
+                "running this task when it has torch, else the build venv of this cache's last `invoke build`).",
             ),
         ),
     ),

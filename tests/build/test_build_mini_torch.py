@@ -31,6 +31,7 @@ from build_support import (
     slow_source,
 )
 
+from pytorch_winbuild.builder.build_venv import last_venv
 from pytorch_winbuild.diagnosis.triage import diagnose_text
 
 pytestmark = pytest.mark.build
@@ -217,6 +218,8 @@ def test_compile_error_is_found_and_diagnosed(venv_python: Path, mini_source: Pa
     assert report["first_error"]["kind"] == "ninja"
     assert [match["id"] for match in report["diagnosis"]] == ["cuda-unsupported-msvc"]
     assert report["verification"] is None
+    # The build venv was made before the compile failed: `invoke verify` and build-ext take it (issue 38, point 2).
+    assert last_venv(cache) == report["plan"]["venv"]["python"]
     log = report["log"]
     lines = Path(log).read_text(encoding="utf-8").splitlines()
     assert "unsupported Microsoft Visual Studio version" in lines[summary["number"] - 1]
@@ -325,6 +328,7 @@ def test_ctrl_c_stops_the_whole_process_tree(venv_python: Path, mini_source: Pat
     report = last_report(cache / "logs")
     assert report["result"] == "interrupted" and report["exit_code"] == 130
     assert Path(report["log"]).is_file()
+    assert last_venv(cache) == report["plan"]["venv"]["python"]  # what verify checks after Ctrl-C
     time.sleep(0.5)
     assert _processes_of(mini_source) == [], "no compiler, ninja or setup.py of the build may outlive it"
 
