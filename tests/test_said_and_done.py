@@ -4,6 +4,9 @@ failed before its fix."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +60,50 @@ def test_a_reader_that_goes_away_ends_the_console_script_quietly(args: list[str]
     child.stdout.close()  # the reader is gone before the first line is written
     assert child.wait(timeout=60) == 0
     assert child.stderr.read() == b""
+
+
+def test_fetch_deps_help_names_the_mkl_each_era_fetches() -> None:
+    """`fetch-deps --help` said 2020.0.166 for PyTorch 1.7-1.13; eras.toml (each era's Windows CI, cited there)
+    gives 1.11-1.13 2020.2.254. Every era's MKL and its first and last release are in the help's text."""
+    from pytorch_winbuild.faces.help import FETCH_DEPS_HELP
+    from pytorch_winbuild.knowledge.model import load_knowledge
+
+    text = FETCH_DEPS_HELP["mkl_version"]
+    spans: dict[str, list[str]] = {}
+    for era in load_knowledge().eras:
+        spans.setdefault(era.mkl, []).append(era.name)
+    shown = re.findall(r"(\d{4}\.\d+\.\d+) \(([^)]*)\)", text)
+    assert [mkl for mkl, _ in shown] == list(spans), shown
+    for (mkl, releases), names in zip(shown, spans.values(), strict=True):
+        first = names[0].split("-")[0]
+        assert releases.removeprefix("PyTorch ").startswith(first), (mkl, releases, names)
+        last = names[-1].split("-")[-1].rstrip("+")
+        assert last in releases or releases.endswith("and newer"), (mkl, releases, names)
+
+
+def _doctor_on_a_small_drive(tmp_path: Path, size: str) -> subprocess.CompletedProcess[str]:
+    """`invoke doctor` with the cache (winbuild.cache_dir) on a tmpfs of `size`, in a private mount namespace."""
+    cache = tmp_path / "cache"
+    cache.mkdir(parents=True)
+    doctor = [sys.executable, "-m", "invoke", "--search-root", str(REPO_ROOT), "doctor"]
+    script = f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(cache))} || exit 90\n{shlex.join(doctor)}"
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "INVOKE_WINBUILD_CACHE_DIR": str(cache), "PYTHONIOENCODING": "utf-8"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_doctor_checks_the_drives_the_plan_writes_to(tmp_path: Path) -> None:
+    """The README said doctor checks for about 40 GB free, and it did not: it now weighs the drives of the source's
+    build folder and the cache against what its plan writes there (the build's own preflight and figures)."""
+    small = _doctor_on_a_small_drive(tmp_path / "small", "1m")
+    assert small.returncode == 3, small.stdout + small.stderr
+    text = " ".join(small.stdout.split())
+    assert f"the drive of {tmp_path / 'small' / 'cache'} has 0.0 GiB free, and this build needs at least" in text
+    assert "this machine's default plan fails" in small.stderr
+    large = _doctor_on_a_small_drive(tmp_path / "large", "4t")
+    assert large.returncode == 0 and "GiB free" not in large.stdout, large.stdout + large.stderr

@@ -68,15 +68,26 @@ def _plan_command(host: str | None) -> str:
     return f"{started_program()} build --dry-run" + (f" --host {quote_argument(shell, host)}" if host else "")
 
 
-def _plan_problem(c: Context, host: str | None, facts: Facts) -> str | None:
-    """Why the plan doctor suggests would fail (doctor makes it, with the same facts), or None."""
+def _plan_problem(c: Context, host: str | None, facts: Facts) -> tuple[str | None, tuple[str, ...]]:
+    """Why the plan doctor suggests would fail (doctor makes it, with the same facts), or None; and, on this
+    machine, whether the drives of the source's build folder and the cache hold what that plan needs (the build's
+    own preflight: an error when the documented needs do not fit, warnings when the estimates do not)."""
     from pytorch_winbuild.errors import WinbuildError
 
+    cache = cache_choice(c, None)
     try:
-        plan_from_flags(c, host=host, source=None, cache=cache_choice(c, None), arguments={}, facts=facts)
+        plan = plan_from_flags(c, host=host, source=None, cache=cache, arguments={}, facts=facts)
+        if host is not None:
+            return None, ()
+        from pytorch_winbuild.builder.preflight import check_disk, disk_needs
+        from pytorch_winbuild.facts.source_tree import default_source
+        from pytorch_winbuild.knowledge.model import load_knowledge
+
+        source = default_source(Path.cwd()) or cache.folder / "src" / "pytorch"  # where --repo clones by default
+        needs = disk_needs(plan, load_knowledge(), source, cache.folder)
+        return None, tuple(check_disk(needs))
     except WinbuildError as error:
-        return error.paragraph()
-    return None
+        return error.paragraph(), ()
 
 
 def doctor(c: Context, *, host: str | None, json: bool, output: str | None) -> None:
@@ -107,8 +118,9 @@ def doctor(c: Context, *, host: str | None, json: bool, output: str | None) -> N
         return
     checks = doctor_checks(facts, load_knowledge())
     missing = [check.topic for check in checks if check.status == "missing"]
-    problem = None if missing else _plan_problem(c, host, facts)
-    sys.stdout.write(render_doctor(facts, checks, notes, next_step=_plan_command(host), plan_problem=problem))
+    problem, disk = (None, ()) if missing else _plan_problem(c, host, facts)
+    shown = render_doctor(facts, checks, notes, next_step=_plan_command(host), plan_problem=problem, disk=disk)
+    sys.stdout.write(shown)
     if missing:
         raise ToolchainError(f"missing: {', '.join(missing)}.", fix="see the fix lines above.")
     if problem:

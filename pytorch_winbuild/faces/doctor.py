@@ -380,10 +380,11 @@ def render_doctor(
     notes: tuple[str, ...] = (),
     next_step: str = "invoke build --dry-run",
     plan_problem: str | None = None,
+    disk: tuple[str, ...] = (),
 ) -> str:
     """The one-screen report; `notes` are what probing found but could not use (a broken vswhere…);
     `next_step` the command that plans this machine, and `plan_problem` why that plan fails (doctor made it), if
-    it does: then it is not "ready".
+    it does: then it is not "ready"; `disk`: the drives that may not hold what that plan writes.
 
     Its lines quote paths and names from a facts file or the machine: terminal_lines keeps each one line."""
     title = f"pytorch-winbuild doctor — {facts.os}" + (f" ({facts.description})" if facts.description else "")
@@ -395,6 +396,8 @@ def render_doctor(
             lines.append(f"  {'':>9} {'':<{width}}  fix: {check.fix}")
     if notes:
         lines += ["", "Probe notes:"] + [f"  - {note}" for note in notes]
+    if disk:
+        lines += ["", "Disk space for that plan:"] + [f"  - {warning}" for warning in disk]
     missing = [c for c in checks if c.status == "missing"]
     if missing:
         verdict = " Fix the MISSING lines before building."

@@ -34,8 +34,8 @@ FETCH_DEPS_HELP = {
         "Without it only MKL is fetched."
     ),
     "mkl_version": (
-        "MKL archive version: 2018.2.185 (PyTorch 0.4–1.1), 2019.4.245 (1.2–1.6), 2020.0.166 (1.7–1.13), 2020.2.254 "
-        "(2.x). Default: the era's."
+        "MKL archive version: 2018.2.185 (PyTorch 0.3–1.1), 2019.4.245 (1.2–1.6), 2020.0.166 (1.7–1.10), 2020.2.254 "
+        "(1.11 and newer). Default: the era's (build_config/eras.toml)."
     ),
     "magma_version": (
         "MAGMA version, or a comma-separated preference list (the first one built for your CUDA wins). Default: the "
