@@ -45,10 +45,18 @@ class ToolchainError(WinbuildError):
 
 
 class DependencyError(WinbuildError):
-    """MKL/MAGMA could not be downloaded, verified or extracted."""
+    """Something the build fetches could not be had: MKL/MAGMA (downloaded, verified or extracted), a NuGet CPython,
+    or the --repo source (SourceError)."""
 
     exit_code = 4
     title = "dependency error"
+
+
+class SourceError(DependencyError):
+    """git could not clone, fetch, check out or update the submodules of the --repo source (or a nightly entry's
+    repo). Exit 4, as a failed download: a script that retries when the network or a server failed retries both."""
+
+    title = "source error"
 
 
 class BuildError(WinbuildError):

@@ -19,12 +19,15 @@ from codecs import getincrementaldecoder
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
+from urllib.request import url2pathname
 
 from pytorch_winbuild import child_processes
-from pytorch_winbuild.errors import ConfigurationError, DependencyError, ToolchainError
+from pytorch_winbuild.errors import ConfigurationError, SourceError, ToolchainError
 from pytorch_winbuild.knowledge.model import Era
+from pytorch_winbuild.planning.plan_model import GitArgs
 from pytorch_winbuild.text.redact import StreamRedactor, redact_text, remember_secrets
 
 CLONES_FOLDER = "src"
@@ -39,6 +42,8 @@ _TERMINAL_CONTROL = re.compile(
 )
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _HEADER_SCHEMES = ("http", "https")
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+_Folder = TypeVar("_Folder", bound=PurePath)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,11 @@ def _split_userinfo(repo: str, key: str) -> tuple[str, str | None]:
         return repo, None
     userinfo, _, host = parts.netloc.rpartition("@")
     return urlunsplit(parts._replace(netloc=host)), userinfo
+
+
+def carries_credential(repo: str, key: str = "--repo") -> bool:
+    """An http(s) URL with a user (and password), which git gets through its environment only."""
+    return _split_userinfo(repo, key)[1] is not None
 
 
 def remote_url(repo: str, key: str = "--repo") -> str:
@@ -186,26 +196,121 @@ def _repo_name(repo: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "source"
 
 
-def clone_destination(repo: str, source: Path | None, cache_dir: Path) -> Path:
-    """Where a clone lives: --source when given, else <cache>/src/<name>."""
+def clone_destination(repo: str, source: _Folder | None, cache_dir: _Folder) -> _Folder:
+    """Where a clone lives: --source when given, else <cache>/src/<name> (paths of the plan's machine)."""
     return source if source is not None else cache_dir / CLONES_FOLDER / _repo_name(repo)
+
+
+def local_repo_path(repo: str) -> Path | None:
+    """The path git reads `repo` as on this machine (a file:// URL or a path, by git's url_is_local_not_ssh), or None
+    for a remote: a URL of another scheme or host, or host:path (a colon before any slash, but a Windows drive)."""
+    if "://" in repo:
+        try:
+            parts = urlsplit(repo)
+        except ValueError:
+            return None
+        if parts.scheme.lower() != "file" or parts.netloc.lower() not in ("", "localhost"):
+            return None
+        return Path(url2pathname(parts.path))
+    colon, slash = repo.find(":"), repo.find("/")
+    if colon >= 0 and not (0 <= slash < colon) and not (sys.platform == "win32" and _DRIVE.match(repo)):
+        return None
+    return Path(repo)
+
+
+def _is_repository(path: Path) -> bool:
+    """A folder git clones from: a clone (with .git) or a bare repository; or a file, which git reads as a bundle."""
+    return path.is_file() or (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
+
+
+def check_local_repo(repo: str, key: str = "--repo") -> None:
+    """Refuse a repository on this machine that git could not clone from: a path (or file:// URL) with nothing there,
+    or a folder that is not a repository. git looks for PATH, PATH.git and PATH.bundle; so does this check."""
+    path = local_repo_path(repo)
+    if path is None:
+        return
+    if any(_is_repository(Path(f"{path}{suffix}")) for suffix in ("", ".git", ".bundle")):
+        return
+    fix = (
+        "pass the path (or file:// URL) of a git repository: a clone's folder, a bare repository or a bundle; or a "
+        "remote repository's URL (https://..., ssh://..., git@host:path)."
+    )
+    if path.exists():
+        raise ConfigurationError(
+            f"{key} {redact_text(repo)}: {path.absolute()} is not a git repository (no .git in it, and not a bare "
+            "repository), "
+            "so git has nothing to clone.",
+            fix=fix,
+        )
+    raise ConfigurationError(
+        f"{key} {redact_text(repo)} is a path on this machine, and nothing is there: {path.absolute()} does not exist.",
+        fix=fix,
+    )
+
+
+def clone_url(repo: str, key: str, *, here: bool = True) -> str:
+    """The repository as git is given it: an http(s) URL without its user and password; a path made absolute (the
+    clone runs from any folder, and git stores a local origin as an absolute path) when it is this machine's."""
+    url = remote_url(repo, key)
+    local = local_repo_path(url) if here and "://" not in url else None
+    return str(local.absolute()) if local is not None else url
 
 
 def _same_repo(a: str, b: str) -> bool:
     def normal(url: str) -> str:
+        local = local_repo_path(url)
+        if local is not None:
+            url = os.path.normcase(os.path.abspath(local))
         url = url.rstrip("/\\")
         return url[:-4] if url.endswith(".git") else url
 
     return normal(a) == normal(b)
 
 
+# The git commands of getting the source, shared by acquire_source (which runs them) and planned_checkout (which
+# lists them for a dry run). `progress` is ("--progress",) when git's output goes to a terminal through a pipe.
+def clone_args(url: str, destination: PurePath, progress: tuple[str, ...] = ()) -> GitArgs:
+    return ("clone", "--no-checkout", *progress, "--", url, str(destination))
+
+
+def fetch_args(progress: tuple[str, ...] = ()) -> GitArgs:
+    return ("fetch", "--tags", "--force", *progress, "--", "origin")
+
+
+def fetch_ref_args(ref: str) -> GitArgs:
+    """A commit no fetched branch or tag contains (a pull request's head), asked for by name."""
+    return ("fetch", "--quiet", "--", "origin", ref)
+
+
+def checkout_args(target: str) -> GitArgs:
+    # checkout reads what follows `--` as paths, so the target (a SHA, a full ref name, a checked ref) comes first.
+    return ("checkout", "--quiet", "--force", "--detach", target, "--")
+
+
+def ref_candidates(ref: str | None) -> list[str]:
+    """What a ref may name, in the order that decides: its branch, its tag, itself (a commit); None: the default."""
+    return [f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref] if ref else ["refs/remotes/origin/HEAD"]
+
+
+SYNC_ARGS: GitArgs = ("submodule", "sync", "--recursive")
+
+
+def update_args(progress: tuple[str, ...] = ()) -> GitArgs:
+    return ("submodule", "update", "--init", "--recursive", *progress)
+
+
+def set_url_args(url: str) -> GitArgs:
+    return ("remote", "set-url", "--", "origin", url)
+
+
 class _Git:
     """git in one folder, with its remote's credential environment; network steps stream git's output,
     queries capture it."""
 
-    def __init__(self, folder: Path, *, key: str = "--repo", env: dict[str, str] | None = None) -> None:
+    def __init__(self, folder: Path | None, *, key: str = "--repo", env: dict[str, str] | None = None) -> None:
         self.git = _git_executable(key)
-        self.folder = folder
+        self.folder = folder  # None: git runs in the current folder (a clone, whose paths are absolute)
+        self.where = ("-C", str(folder)) if folder is not None else ()
         self.env = {**os.environ, **env} if env else None
         if env:
             remember_secrets(env)  # the --repo credential reaches git only through GIT_CONFIG_VALUE_n, not os.environ
@@ -215,7 +320,7 @@ class _Git:
     def show(self, *args: str) -> None:
         """Run a step with git's output on stderr as it comes, less control sequences (a remote's messages
         are not trusted)."""
-        command = [self.git, "-C", str(self.folder), *args]
+        command = [self.git, *self.where, *args]
         with child_processes.started(  # in the tool's tree: a stop signal ends the clone with the tool
             command,
             terminal=True,  # git and ssh may ask for a password on the terminal
@@ -234,15 +339,16 @@ class _Git:
             sys.stderr.write(masker.flush())
             status = process.wait()
         if status != 0:
-            raise DependencyError(
-                f"`git {' '.join(redact_text(a) for a in args)}` in {self.folder} failed with exit status "
-                f"{status} (git's message is above).",
+            where = f" in {self.folder}" if self.folder is not None else ""
+            raise SourceError(
+                f"`git {' '.join(redact_text(a) for a in args)}`{where} failed with exit status {status} (git's "
+                "message is above).",
                 fix="check the URL, the network and your access to the repository, then run again.",
             )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return child_processes.run(
-            [self.git, "-C", str(self.folder), *args],
+            [self.git, *self.where, *args],
             terminal=True,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -257,15 +363,14 @@ class _Git:
 
 def _resolve(git: _Git, ref: str | None, key: str) -> str:
     """The commit a branch, tag or SHA names after a fetch (the remote's default branch for None)."""
-    candidates = [f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref] if ref else ["refs/remotes/origin/HEAD"]
-    for candidate in candidates:
+    for candidate in ref_candidates(ref):
         commit = git.query("rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}")
         if commit:
             return commit
     said = ""
     if ref:
         # A commit no branch or tag of the fetched ones contains (a pull request's head): ask for it.
-        fetched = git.run("fetch", "--quiet", "--", "origin", ref)
+        fetched = git.run(*fetch_ref_args(ref))
         commit = (
             git.query("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}") if fetched.returncode == 0 else None
         )
@@ -279,9 +384,9 @@ def _resolve(git: _Git, ref: str | None, key: str) -> str:
     )
 
 
-def _check_existing(git: _Git, url: str, folder: Path) -> None:
-    """The clone is of `url` (a credential-free URL) and has no local changes; a credential stored by an
-    earlier version is removed."""
+def _check_existing(git: _Git, url: str, folder: Path) -> bool:
+    """The clone is of `url` (a credential-free URL) and has no local changes; True when its .git/config holds a
+    user and password an earlier version stored, which the build removes (set_url_args). Changes nothing."""
     stored = git.query("remote", "get-url", "--", "origin")
     origin = remote_url(stored) if stored is not None else None
     if origin is None or not _same_repo(origin, url):
@@ -291,14 +396,6 @@ def _check_existing(git: _Git, url: str, folder: Path) -> None:
             fix="pass --source with another folder for this repository, or leave --repo out to build that clone "
             "as it is.",
         )
-    if stored != origin:
-        git.show("remote", "set-url", "--", "origin", origin)
-        print(
-            f"Removed the user and password stored in {folder / '.git' / 'config'}: git now gets them from "
-            "its environment only.",
-            file=sys.stderr,
-            flush=True,
-        )
     changes = git.query("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
     if changes:
         first = printable(changes.splitlines()[0].strip())
@@ -306,6 +403,27 @@ def _check_existing(git: _Git, url: str, folder: Path) -> None:
             f"the clone {folder} has local changes (e.g. {first}); checking out another ref would overwrite them.",
             fix="commit or stash them (git stash), or build that clone as it is with --source and without --repo.",
         )
+    return stored != origin
+
+
+def _check_empty(destination: Path, url: str) -> None:
+    """A clone goes into a new or empty folder."""
+    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        raise ConfigurationError(
+            f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of "
+            f"{redact_text(url)}.",
+            fix="pass --source with an empty or new folder, or remove that one.",
+        )
+
+
+def look_at_destination(destination: Path, url: str, key: str = "--repo") -> tuple[bool, bool]:
+    """(an existing clone there, which is fetched rather than cloned; its .git/config holds a user and password to
+    remove) for a clone of `url` (credential-free) into `destination`, after the refusals: a clone of another
+    remote or with local changes, a folder that is neither empty nor a clone. Changes nothing."""
+    if (destination / ".git").exists():
+        return True, _check_existing(_Git(destination, key=key), url, destination)
+    _check_empty(destination, url)
+    return False, False
 
 
 def acquire_source(
@@ -313,35 +431,39 @@ def acquire_source(
 ) -> SourceCheckout:
     """Clone `repo` into `destination`, or fetch an existing clone there; check out `ref` with its submodules.
 
-    repo_key and ref_key say where the values came from (the flags, or a nightly entry's keys) in errors.
+    repo_key and ref_key say where the values came from (the flags, or a nightly entry's keys) in errors. A dry run
+    lists these git commands (builder/source_plan.py); the ref is resolved here with rev-parse, in the order of the
+    checkout's tries there.
     """
     check_repo(repo, repo_key)
     if ref:
         check_ref(ref, ref_key)
-    url, env = remote_url(repo, repo_key), _credential_env(repo, repo_key)
+    url, env = clone_url(repo, repo_key), _credential_env(repo, repo_key)
+    destination = destination.absolute()
     started = time.monotonic()
-    if (destination / ".git").exists():
+    fetch, stored_credential = look_at_destination(destination, url, repo_key)
+    check_local_repo(repo, repo_key)
+    if fetch:
         git = _Git(destination, key=repo_key, env=env)
-        _check_existing(git, url, destination)
-        git.show("fetch", "--tags", "--force", *git.progress, "--", "origin")
+        if stored_credential:
+            git.show(*set_url_args(url))
+            print(
+                f"Removed the user and password stored in {destination / '.git' / 'config'}: git now gets them from "
+                "its environment only.",
+                file=sys.stderr,
+                flush=True,
+            )
+        git.show(*fetch_args(git.progress))
         origin = "fetched"
     else:
-        if destination.exists() and any(destination.iterdir()):
-            raise ConfigurationError(
-                f"{destination} exists, is not empty and is not a git clone, so it cannot receive a clone of "
-                f"{redact_text(url)}.",
-                fix="pass --source with an empty or new folder, or remove that one.",
-            )
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        parent = _Git(destination.parent, key=repo_key, env=env)
-        parent.show("clone", "--no-checkout", *parent.progress, "--", url, str(destination))
+        here = _Git(None, key=repo_key, env=env)  # git clone makes the folders the destination needs
+        here.show(*clone_args(url, destination, here.progress))
         git = _Git(destination, key=repo_key, env=env)
         origin = "cloned"
     commit = _resolve(git, ref, ref_key)
-    # checkout reads what follows `--` as paths, so the commit (a SHA from rev-parse, never user text) comes before it.
-    git.show("checkout", "--quiet", "--force", "--detach", commit, "--")
-    git.show("submodule", "sync", "--recursive")
-    git.show("submodule", "update", "--init", "--recursive", *git.progress)
+    git.show(*checkout_args(commit))  # a SHA from rev-parse
+    git.show(*SYNC_ARGS)
+    git.show(*update_args(git.progress))
     return SourceCheckout(destination, origin, url, ref, commit, time.monotonic() - started)
 
 

@@ -29,7 +29,7 @@ from pytorch_winbuild.faces.flags import (
     writable_folder,
     write_output,
 )
-from pytorch_winbuild.faces.plan_request import facts_for, plan_from_flags
+from pytorch_winbuild.faces.plan_request import CloneChoice, facts_for, plan_from_flags
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
@@ -176,25 +176,17 @@ def _check_build_flags(
             check_ref(ref)
 
 
-def _cloned_source(
-    repo: str, ref: str | None, source: str | None, cache: Path, *, dry_run: bool
-) -> tuple[SourceCheckout | None, str | None, tuple[str, str | None] | None]:
-    """--repo: (the checkout, cloned now unless this is a dry run; the source folder to plan, when there is one;
-    (repo, ref) when the plan must be made before the clone exists)."""
+def _cloned_source(repo: str, ref: str | None, source: str | None, cache: Path) -> tuple[SourceCheckout, str]:
+    """--repo of a real build: the checkout, cloned or fetched now into --source or the cache, and its folder."""
+    from pytorch_winbuild.builder.preflight import check_disk, checkout_needs
     from pytorch_winbuild.builder.source import acquire_source, clone_destination
+    from pytorch_winbuild.knowledge.model import load_knowledge
 
-    destination = clone_destination(repo, Path(source) if source else None, cache)
-    checkout = None
-    if not dry_run:
-        from pytorch_winbuild.builder.preflight import check_disk, checkout_needs
-        from pytorch_winbuild.knowledge.model import load_knowledge
-
-        for warning in check_disk(checkout_needs(destination, load_knowledge())):  # before the clone starts
-            print(terminal_line(f"-- warning: {warning}"), flush=True)
-        checkout = acquire_source(repo=repo, ref=ref, destination=destination)
-    # A dry run plans what the build would check out: an existing clone only when no --ref asks for another.
-    from_clone = destination.is_dir() and (checkout is not None or not ref)
-    return checkout, (str(destination) if from_clone else None), (None if from_clone else (repo, ref))
+    destination = clone_destination(repo, Path(source).absolute() if source else None, cache.absolute())
+    for warning in check_disk(checkout_needs(destination, load_knowledge())):  # before the clone starts
+        print(terminal_line(f"-- warning: {warning}"), flush=True)
+    checkout = acquire_source(repo=repo, ref=ref, destination=destination)
+    return checkout, str(checkout.path)
 
 
 def build(
@@ -231,9 +223,11 @@ def build(
         if log_dir:
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
-    not_cloned: tuple[str, str | None] | None = None
-    if repo:
-        checkout, source, not_cloned = _cloned_source(repo, ref, source, folder, dry_run=dry_run)
+    clone = None
+    if repo and dry_run:  # planned, not cloned: the plan lists the git commands, the clone's folder is the build's
+        clone, source = CloneChoice(repo, ref, source), None
+    elif repo:
+        checkout, source = _cloned_source(repo, ref, source, folder)
     plan = plan_from_flags(
         c,
         host=host,
@@ -243,7 +237,7 @@ def build(
         libtorch=libtorch,
         arguments={**plan_flags, "cache_dir": cache_dir},
         measured_for="build",
-        not_cloned=not_cloned,
+        clone=clone,
     )
     if dry_run:
         sys.stdout.write(render(plan, format))

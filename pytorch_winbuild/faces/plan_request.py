@@ -8,7 +8,7 @@ Precedence, as scikit-build-core's source chain: a flag on the command line > th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
@@ -35,8 +35,17 @@ if TYPE_CHECKING:  # the planning modules load when a task plans, not when Invok
     from pytorch_winbuild.knowledge.model import Knowledge
     from pytorch_winbuild.planning.jobs import MeasuredJobs
     from pytorch_winbuild.planning.options import Options
-    from pytorch_winbuild.planning.plan_model import Plan
+    from pytorch_winbuild.planning.plan_model import Plan, SourcePlan
     from pytorch_winbuild.planning.python_choice import PythonRequest
+
+
+@dataclass(frozen=True)
+class CloneChoice:
+    """A dry run's --repo and --ref, and --source, the folder the clone goes to (None: the cache's src folder)."""
+
+    repo: str
+    ref: str | None
+    folder: str | None
 
 
 def facts_for(host: str | None, *, gpus: bool = True) -> Facts:
@@ -146,7 +155,7 @@ def plan_from_flags(
     measured_for: str | None = None,
     build_venv: bool = True,
     facts: Facts | None = None,
-    not_cloned: tuple[str, str | None] | None = None,
+    clone: CloneChoice | None = None,
     notes: tuple[str, ...] = (),
 ) -> Plan:
     """Facts (probed or from --host) × knowledge × options → one PlanRequest (planning/request.py) → the plan.
@@ -154,7 +163,8 @@ def plan_from_flags(
     cache folder as the task resolved it. `source_is_pytorch` is False for build-ext, whose folder is an
     extension, not PyTorch. `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that
     earlier runs of that task recorded in the cache for this machine and configuration (builder/memory_record.py).
-    `not_cloned` (repo, ref): a dry run of --repo before the clone exists, planned from the ref's release tag.
+    `clone`: a dry run of --repo, whose plan lists the git commands that get the source (builder/source_plan.py) and
+    reads the release from the ref's tag until the clone exists.
     `notes`: the task's own decisions, which the plan lists with the others (build-ext: why this Python)."""
     from pytorch_winbuild.knowledge.choices import CudaWord
     from pytorch_winbuild.knowledge.model import load_knowledge
@@ -182,10 +192,15 @@ def plan_from_flags(
         path_flag(options.cmake.value, options.cmake.label)
     cache_dir, cache_note = plan_cache_dir(cache, facts)
     here = facts.os == Platform.running()
+    checkout, not_cloned = None, None
+    if clone is not None:
+        checkout, source_dir, not_cloned = _planned_clone(clone, cache_dir, facts, look=host is None)
+    else:
+        source_dir = source_folder(source)
     request, facts = build_request(
         options,
         facts,
-        Folders(cache_dir, cache.given is not None or not here, source_folder(source), cache_note),
+        Folders(cache_dir, cache.given is not None or not here, source_dir, cache_note),
         ask_here=not host,
         python_label=python_label,
         locate_archive=lambda archive: _locate(cache_dir, archive, look=here),
@@ -193,8 +208,36 @@ def plan_from_flags(
         source_is_pytorch=source_is_pytorch,
         build_venv=build_venv,
         not_cloned=not_cloned,
+        checkout=checkout,
     )
     return make_plan(replace(request, notes=(*request.notes, *notes)), facts, knowledge)
+
+
+def _planned_clone(
+    clone: CloneChoice, cache_dir: PurePath, facts: Facts, *, look: bool
+) -> tuple[SourcePlan, Path | None, tuple[str, str | None] | None]:
+    """A dry run of --repo: (the git steps the build would run, the tree to plan from: the existing clone when no
+    --ref moves it, else none, and then (repo, ref) for the plan to read the release from the ref). `look`: the plan
+    is for this machine, whose folders are looked at; a --host plan's are that machine's, in its path form."""
+    from pytorch_winbuild.builder.source import clone_destination
+    from pytorch_winbuild.builder.source_plan import planned_checkout
+
+    folder: PurePath | None = None
+    if clone.folder is not None:
+        folder = Path(clone.folder) if look else facts.os.path_type(clone.folder)
+        if not folder.is_absolute() and not look:
+            raise ConfigurationError(
+                f"--source {clone.folder} is not an absolute {facts.os} path, and this plan is for a {facts.os} "
+                "machine, where the clone would go.",
+                fix="pass that machine's folder for the clone, or leave --source out for the cache's src folder.",
+            )
+    destination = clone_destination(clone.repo, folder, cache_dir)
+    if look:
+        destination = Path(destination).absolute()
+    checkout = planned_checkout(clone.repo, clone.ref, destination, look=look)
+    if look and checkout.action == "fetch" and clone.ref is None:
+        return checkout, Path(destination), None
+    return checkout, None, (clone.repo, clone.ref)
 
 
 def _measured(kind: str | None, facts: Facts, cache_dir: Path, knowledge: Knowledge) -> MeasuredJobs | None:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.platform import Platform
+from pytorch_winbuild.planning.commands_plan import cd_line, git_step_line
 from pytorch_winbuild.planning.host_compiler import reached_by
-from pytorch_winbuild.planning.plan_model import Plan
+from pytorch_winbuild.planning.plan_model import GitStep, Plan, SourcePlan
 from pytorch_winbuild.planning.plan_record import plan_to_dict, shown_value
 from pytorch_winbuild.text import quoting_bat as bat
 from pytorch_winbuild.text import quoting_ps1 as ps1
@@ -47,6 +48,8 @@ def render_table(plan: Plan) -> str:
     plan.check_printable()
     lines = [f"Plan for PyTorch {plan.pytorch_version} (era {plan.era.name}) on {plan.os}", ""]
     rows = [("Source", plan.source)] if plan.source else []
+    if plan.checkout:
+        rows.append(("Checkout", _checkout_row(plan.checkout)))
     rows.append(("Build Python", f"{plan.build_python.label} ({plan.build_python.reason})"))
     if plan.venv:
         rows.append(("Build venv", f"{plan.venv.folder} (key {plan.venv.key}): {' '.join(plan.venv.specs)}"))
@@ -113,6 +116,19 @@ def render_table(plan: Plan) -> str:
     return terminal_lines((redact_text(line) for line in lines), show_sequences=True) + "\n"
 
 
+def _checkout_row(checkout: SourcePlan) -> str:
+    """Where a --repo dry run's clone is, how the build gets it (the first Commands) and that the build runs there."""
+    how = {"clone": "a new clone", "fetch": "the existing clone, fetched"}[checkout.action]
+    if not checkout.looked:
+        how = "cloned, or fetched when the clone is there already"
+    ref = checkout.ref or "the default branch"
+    steps = len(checkout.steps)
+    return (
+        f"{checkout.folder} ({how}; {ref} checked out with its submodules: Commands 1–{steps}); the build runs in "
+        "this folder"
+    )
+
+
 @dataclass(frozen=True)
 class _ScriptSyntax:
     """One script format's lines (the quoting_* modules): remark, and the three kinds of change."""
@@ -174,7 +190,24 @@ def render_bat(plan: Plan, output: str | None = None) -> str:
             bat.comment(f"Enter {plan.vcvars.instance}", _INSTANCE),
             bat.call_line(plan.vcvars.script, plan.vcvars.args),
         ]
-    return bat.script(header, call, BAT.change_lines(plan))
+    first: list[tuple[str, str | None]] = []
+    last: list[tuple[str, str | None]] = []
+    if plan.checkout:
+        for step in plan.checkout.steps:
+            line = git_step_line(Platform.WINDOWS, step)  # the line the plan prints for cmd
+            first += [("", None), (bat.comment(step.what, _STEP), None), (line, _GIT_FAILED)]
+        last = [
+            ("", None),
+            (bat.comment(_BUILD_FOLDER, ""), None),
+            (cd_line(Platform.WINDOWS, plan.checkout.folder), _CD_FAILED),
+        ]
+    return bat.script(header, call, BAT.change_lines(plan), first=first, last=last)
+
+
+_STEP = "a step of getting the source"
+_BUILD_FOLDER = "The folder the build runs in: the clone."
+_GIT_FAILED = "pytorch-winbuild: git failed, see its message above. The steps after it did not run."
+_CD_FAILED = "pytorch-winbuild: the clone is not there, see the message above."
 
 
 def render_ps1(plan: Plan, output: str | None = None) -> str:
@@ -187,6 +220,8 @@ def render_ps1(plan: Plan, output: str | None = None) -> str:
             ps1.comment,
         ),
     ]
+    for step in plan.checkout.steps if plan.checkout else ():
+        lines += ["", ps1.comment(step.what, _STEP), *_ps1_git(step)]
     if plan.vcvars:
         # `cmd /c "call "<script>" args && set"`: without /s, cmd strips only the outer quotes, which is
         # what both Windows PowerShell 5.1 and PowerShell 7 send for a native argument with spaces.
@@ -202,7 +237,29 @@ def render_ps1(plan: Plan, output: str | None = None) -> str:
             "foreach ($line in $vcvars) { if ($line -match '^([^=]+)=(.*)$') { Set-Item -Path ('Env:' + "
             "$Matches[1]) -Value $Matches[2] } }",
         ]
-    return ps1.script(lines + PS1.change_lines(plan))
+    lines += PS1.change_lines(plan)
+    if plan.checkout:
+        folder = ps1.quote(plan.checkout.folder, "the folder the build runs in")
+        lines += ["", ps1.comment(_BUILD_FOLDER, ""), f"Set-Location -LiteralPath {folder}"]
+    return ps1.script(lines)
+
+
+def _ps1_git(step: GitStep) -> list[str]:
+    """A git step in PowerShell (5.1 has no `||`): each try after the first runs when $LASTEXITCODE says the one
+    before failed, each run of a try when the one before succeeded; every try but the last is silent."""
+
+    def git(args: tuple[str, ...], quiet: str) -> str:
+        return " ".join(["git", *(ps1.native_argument(word, "the git command's argument") for word in args)]) + quiet
+
+    lines = []
+    for index, runs in enumerate(step.tries):
+        quiet = "" if index == len(step.tries) - 1 else " 2>$null"
+        line = git(runs[-1], quiet)
+        for args in reversed(runs[:-1]):
+            line = f"{git(args, quiet)}; if ($LASTEXITCODE -eq 0) {{ {line} }}"
+        lines.append(line if index == 0 else f"if ($LASTEXITCODE -ne 0) {{ {line} }}")
+    lines.append(f"if ($LASTEXITCODE -ne 0) {{ throw {ps1.quote(_GIT_FAILED, '')} }}")
+    return lines
 
 
 def render_sh(plan: Plan, output: str | None = None) -> str:
@@ -215,7 +272,16 @@ def render_sh(plan: Plan, output: str | None = None) -> str:
         "# Build environment for PyTorch, written by pytorch-winbuild.",
         _run_line(output, "sh", lambda name: ". " + sh.quote(_here(name, "./"), "the file name"), sh.comment),
     ]
-    return sh.script(lines + SH.change_lines(plan))
+    for step in plan.checkout.steps if plan.checkout else ():
+        lines += ["", sh.comment(step.what, _STEP), sh.checked(git_step_line(Platform.LINUX, step), _GIT_FAILED)]
+    lines += SH.change_lines(plan)
+    if plan.checkout:
+        lines += [
+            "",
+            sh.comment(_BUILD_FOLDER, ""),
+            sh.checked(cd_line(Platform.LINUX, plan.checkout.folder), _CD_FAILED),
+        ]
+    return sh.script(lines)
 
 
 RENDERERS = {"table": render_table, "json": render_json}

@@ -19,8 +19,9 @@ if TYPE_CHECKING:  # the catalog module loads when a plan places an archive
     from pytorch_winbuild.knowledge.catalog import Archive
 
 
-def archive_changes(archives: list[PlannedArchive], facts: Facts, plan: PlanBuilder) -> None:
-    """The variables build_config/deps.toml names for each archive (CMAKE_INCLUDE_PATH, LIB, MAGMA_HOME)."""
+def archive_changes(archives: list[PlannedArchive], facts: Facts, plan: PlanBuilder, fetch_step: int = 1) -> None:
+    """The variables build_config/deps.toml names for each archive (CMAKE_INCLUDE_PATH, LIB, MAGMA_HOME); a missing
+    one's warning points at the fetch-deps line, Commands step `fetch_step`."""
     path_type = plan_paths(facts.os)
     for archive in archives:
         label = f"{archive.name.upper()} {archive.version}"
@@ -34,8 +35,8 @@ def archive_changes(archives: list[PlannedArchive], facts: Facts, plan: PlanBuil
             plan.prepend(name, str(path_type(archive.folder) / sub_path), f"{label}: {sub_path} first")
         if not archive.present:
             plan.warnings.append(
-                f"{archive.file_name} is not in the cache yet: the `invoke fetch-deps` line of Commands (step 1) "
-                "downloads exactly the plan's archives, or `invoke build` does."
+                f"{archive.file_name} is not in the cache yet: the `invoke fetch-deps` line of Commands (step "
+                f"{fetch_step}) downloads exactly the plan's archives, or `invoke build` does."
             )
 
 

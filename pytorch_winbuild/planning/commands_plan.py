@@ -6,6 +6,7 @@ refused rather than printed changed; kept apart from the decisions, which need n
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Sequence
 
@@ -16,7 +17,7 @@ from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import Era
 from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.options import Options
-from pytorch_winbuild.planning.plan_model import Command, PlannedArchive, VcvarsCall
+from pytorch_winbuild.planning.plan_model import Command, GitArgs, GitStep, PlannedArchive, SourcePlan, VcvarsCall
 from pytorch_winbuild.planning.python_choice import BuildPython
 from pytorch_winbuild.planning.venv_plan import PIP_INSTALL, VenvPlan
 from pytorch_winbuild.text import quoting_bat as bat
@@ -52,6 +53,47 @@ def quote_argument(os_name: Platform, value: str, what: str = "the argument") ->
 def command_line(os_name: Platform, words: Sequence[str]) -> str:
     """A command the plan prints, every word quoted for the plan's shell, so it works when pasted."""
     return " ".join(quote_argument(os_name, word) for word in words)
+
+
+_GIT_FIX = (
+    "use a --repo, --ref and folder without it: for the clone's folder, --source or a cache folder (--cache-dir) "
+    'whose path has none of " % ! nor control characters.'
+)
+# Where a failed try of a step leaves git's message: a later try runs, and the last one's message is shown.
+_QUIET = {Platform.WINDOWS: " 2>nul", Platform.LINUX: " 2>/dev/null"}
+
+
+def git_command(os_name: Platform, args: GitArgs) -> str:
+    """`git ARGS`, every word quoted for the plan's shell."""
+    if os_name == Platform.WINDOWS:
+        words = [bat.command_argument(word, "the git command's argument", _GIT_FIX) for word in args]
+    else:
+        words = [shlex.quote(refuse_control_characters(word, "the git command's argument")) for word in args]
+    return " ".join(["git", *words])
+
+
+def git_step_line(os_name: Platform, step: GitStep) -> str:
+    """One step of getting the source as one line that cmd (a prompt or a .bat) and sh both read: its tries joined
+    by `||`, each try's runs by `&&` (in parentheses when there are several), every try but the last silent."""
+    tries = []
+    for index, runs in enumerate(step.tries):
+        line = " && ".join(git_command(os_name, args) for args in runs)
+        if len(runs) > 1 and len(step.tries) > 1:
+            line = f"({line})"
+        tries.append(line if index == len(step.tries) - 1 else line + _QUIET[os_name])
+    return " || ".join(tries)
+
+
+def cd_line(os_name: Platform, folder: str) -> str:
+    """Change to `folder` (and its drive, in cmd), quoted for the plan's shell."""
+    if os_name == Platform.WINDOWS:
+        return "cd /d " + bat.command_argument(folder, "the folder the build runs in", _GIT_FIX)
+    return "cd -- " + shlex.quote(refuse_control_characters(folder, "the folder the build runs in"))
+
+
+def source_commands(os_name: Platform, checkout: SourcePlan) -> list[Command]:
+    """The git steps that get the --repo source, as the build runs them (builder/source.py)."""
+    return [Command.quoted(step.what, functools.partial(git_step_line, os_name, step)) for step in checkout.steps]
 
 
 def fetch_command(os_name: Platform, options: Options, cuda: CudaInstall | None, archives: list[PlannedArchive]) -> str:
@@ -111,9 +153,10 @@ def plan_commands(
     build_arguments: tuple[str, ...],
     build_python: BuildPython,
     venv: VenvPlan | None,
+    checkout: SourcePlan | None = None,
 ) -> list[Command]:
     era, options, facts = context.era, context.options, context.facts
-    commands = []
+    commands = source_commands(facts.os, checkout) if checkout is not None else []
     if any(not a.present for a in archives):
         commands.append(
             Command.quoted(
@@ -140,5 +183,9 @@ def plan_commands(
             quote_argument(facts.os, str(options.cache_dir), "the cache folder")
         return command_line(facts.os, [python, *build_arguments])
 
+    if checkout is not None:
+        commands.append(
+            Command.quoted("go to the clone: the build runs in this folder", lambda: cd_line(facts.os, checkout.folder))
+        )
     commands.append(Command.quoted(what, build_line))
     return commands

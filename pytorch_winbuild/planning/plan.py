@@ -350,16 +350,17 @@ def _build_changes(
     tools: _Tools,
     tree_backend: str | None,
     measured_jobs: MeasuredJobs | None,
+    fetch_step: int = 1,
 ) -> None:
     """The environment of the build as a whole: jobs, the era's Windows switches, the archives, the venv and
-    the tools first on PATH."""
+    the tools first on PATH. `fetch_step`: the number of the fetch-deps line in the plan's Commands."""
     era, facts, plan = context.era, context.facts, context.plan
     jobs_changes(context, cuda, compiler, measured_jobs)
     if tree_backend is not None:
         own_cmake_jobs(tree_backend, plan)
     if facts.os == Platform.WINDOWS:
         windows_switches(era, plan)
-    archive_changes(archives, facts, plan)
+    archive_changes(archives, facts, plan, fetch_step)
     if tools.venv is not None:
         venv_changes(facts, tools.venv, plan)
     tool_path_changes(tools.cmake, plan)
@@ -412,7 +413,8 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
     archives = plan_archives(context, cuda, locate_archive)
 
     _toolchain_changes(context, cuda, toolchain, generator, cache_name, names, tree.backend)
-    _build_changes(context, cuda, toolchain.compiler, archives, tools, tree.backend, measured_jobs)
+    fetch_step = 1 + (len(request.checkout.steps) if request.checkout else 0)  # after the source's git steps
+    _build_changes(context, cuda, toolchain.compiler, archives, tools, tree.backend, measured_jobs, fetch_step)
     return Plan(
         os=facts.os,
         pytorch_version=choice.pytorch_version,
@@ -435,7 +437,11 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
         compiler_cache=cache_name,
         archives=tuple(archives),
         changes=(*plan.changes, *request.entry_env),
-        commands=tuple(plan_commands(context, toolchain.vcvars, cuda, archives, build_arguments, build_python, venv)),
+        commands=tuple(
+            plan_commands(
+                context, toolchain.vcvars, cuda, archives, build_arguments, build_python, venv, request.checkout
+            )
+        ),
         build_arguments=build_arguments,
         decisions=tuple(plan.decisions),
         warnings=(*tree.warnings, *plan.warnings),
@@ -443,6 +449,7 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
         path_separator=";" if facts.os == Platform.WINDOWS else ":",
         gpus=tuple(facts.gpus or ()),
         archs=plan.archs,
+        checkout=request.checkout,
     )
 
 

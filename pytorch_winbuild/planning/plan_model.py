@@ -113,6 +113,32 @@ class Command:
             return cls(what, None, error)
 
 
+GitArgs = tuple[str, ...]  # the words after `git`
+
+
+@dataclass(frozen=True)
+class GitStep:
+    """One step of getting the --repo source, as builder/source.py runs it: `tries` in order, until one succeeds
+    (the checkout of a ref: its branch, else its tag, else the commit it names, else fetched by name); the git
+    runs of one try run in order, each only when the one before succeeded. Most steps have one try of one run."""
+
+    what: str
+    tries: tuple[tuple[GitArgs, ...], ...]
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """The --repo source of a dry run, before the build gets it (builder/source.py acquire_source): the clone made
+    or fetched in `folder`, which is also the folder the build runs in, and the git steps that get it there."""
+
+    repo: str  # the repository as git is given it: an http(s) URL without its user and password
+    ref: str | None  # None: the remote's default branch
+    folder: str  # the clone, in the path form of the plan's machine
+    action: Literal["clone", "fetch"]  # a new clone, or the existing one fetched
+    steps: tuple[GitStep, ...]
+    looked: bool = True  # False: a --host plan, whose folder is another machine's: a clone is planned, or its fetch
+
+
 @dataclass(frozen=True)
 class Plan:
     os: Platform
@@ -143,6 +169,7 @@ class Plan:
     source: str = ""  # the tree this plan builds, as the caller found it ("none" when there is none)
     gpus: tuple[Gpu, ...] = ()  # the machine's GPUs (facts): build-ext checks what it built against them
     archs: int = 1  # the CUDA architectures each compile job builds: the list set, or PyTorch's default one
+    checkout: SourcePlan | None = None  # a dry run of --repo: how the build gets the source, and where it runs
 
     def check_printable(self) -> None:
         """ConfigurationError (exit 2) when a command the table shows cannot be written to work when pasted."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.json_file import JsonObject
-from pytorch_winbuild.planning.plan_model import Command, EnvChange, Plan, PlannedTool
+from pytorch_winbuild.planning.plan_model import Command, EnvChange, Plan, PlannedTool, SourcePlan
 from pytorch_winbuild.text.redact import redact_value
 
 
@@ -39,6 +39,25 @@ def _tool(tool: PlannedTool | None) -> JsonObject | None:
     return {"version": tool.version, "executable": tool.executable, "origin": tool.origin, "reason": tool.reason}
 
 
+def _checkout(checkout: SourcePlan | None) -> JsonObject | None:
+    """A dry run of --repo: where the clone is (the folder the build runs in) and the git steps that get it, each
+    step's tries in order (the first that succeeds counts), each try's git runs in order."""
+    if checkout is None:
+        return None
+    return {
+        "repo": checkout.repo,
+        "ref": checkout.ref,
+        "folder": checkout.folder,
+        "action": checkout.action,
+        "looked": checkout.looked,
+        "build_folder": checkout.folder,
+        "steps": [
+            {"what": step.what, "tries": [[["git", *args] for args in runs] for runs in step.tries]}
+            for step in checkout.steps
+        ],
+    }
+
+
 def plan_to_dict(plan: Plan) -> JsonObject:
     """The JSON form: `env` (final values of the touched variables) and `changes` (ordered, with reasons)."""
     compiler = plan.compiler
@@ -48,6 +67,7 @@ def plan_to_dict(plan: Plan) -> JsonObject:
         "pytorch_version_source": plan.pytorch_version_source,
         "era": plan.era.name,
         "source": plan.source or None,
+        "checkout": _checkout(plan.checkout),
         "python": plan.python,
         "build_python": {
             "version": plan.build_python.version,

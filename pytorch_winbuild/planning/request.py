@@ -18,7 +18,7 @@ from pytorch_winbuild.facts.source_tree import SourceTree, read_tree
 from pytorch_winbuild.knowledge.choices import CmakeRequest
 from pytorch_winbuild.planning.jobs import MeasuredJobs
 from pytorch_winbuild.planning.options import Options
-from pytorch_winbuild.planning.plan_model import ArchiveLocator, EnvChange
+from pytorch_winbuild.planning.plan_model import ArchiveLocator, EnvChange, SourcePlan
 from pytorch_winbuild.planning.python_choice import PythonRequest
 
 
@@ -27,7 +27,8 @@ class PlanRequest:
     """Everything a plan is made from besides the facts and the knowledge. `locate_archive` says where the cache
     holds each archive (None: plan none); `measured_jobs` looks up compile-job peaks earlier builds recorded
     (None: the cited figures); `notes` are decisions the caller made that the facts cannot show; `entry_env`
-    are a nightly entry's own variables, set last."""
+    are a nightly entry's own variables, set last; `checkout` is how a dry run of --repo gets the source (the edge
+    asks builder/source.py), which the plan prints first."""
 
     options: Options
     tree: SourceTree = field(default_factory=SourceTree)
@@ -35,6 +36,7 @@ class PlanRequest:
     measured_jobs: MeasuredJobs | None = None
     notes: tuple[str, ...] = ()
     entry_env: tuple[EnvChange, ...] = ()
+    checkout: SourcePlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +63,13 @@ def build_request(
     build_venv: bool = True,
     not_cloned: tuple[str, str | None] | None = None,
     entry_env: tuple[EnvChange, ...] = (),
+    checkout: SourcePlan | None = None,
 ) -> tuple[PlanRequest, Facts]:
     """The request and the facts it plans with. `ask_here`: the facts are this machine's, so a --python or --cmake
     path is asked what it is (a --python the probe did not list joins the facts); a --host plan only names what
     its facts file lists. `source_is_pytorch` False: build-ext, whose folder is an extension (its arch names are
-    torch.utils.cpp_extension's). `not_cloned` (repo, ref): a dry run of --repo before the clone exists."""
+    torch.utils.cpp_extension's). `not_cloned` (repo, ref): a dry run of --repo before the clone exists; `checkout`:
+    the git steps of a --repo dry run."""
     pinned = str(options.pytorch_version) if options.pytorch_version is not None else None
     python = options.python
     if python.kind == "path" and ask_here:
@@ -88,6 +92,7 @@ def build_request(
         measured_jobs,
         (folders.cache_note,) if folders.cache_note else (),
         entry_env,
+        checkout,
     )
     return request, facts
 

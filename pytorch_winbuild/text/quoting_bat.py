@@ -272,16 +272,38 @@ def _checked_call(call: Sequence[str], cleanup: list[str]) -> list[str]:
     ]
 
 
-def script(header: Sequence[str], call: Sequence[str], body: Sequence[str]) -> str:
-    """The whole .bat: `header` remarks, then `call` (the vcvars lines, the `call` last; the script stops
-    when it fails or reports an error), then `body`. The helpers and the code page switch come just
-    before the first line that needs them."""
-    needs = _Needs.of([*call, *body])
+Steps = Sequence[tuple[str, str | None]]  # (line, the message when it fails; None: a remark or a blank line)
+
+
+def _steps(steps: Steps, cleanup: list[str]) -> list[str]:
+    """Each command line, and after it a check that stops the script when it failed (errorlevel 1 or more): what
+    the script changed so far is undone, and the message says why. Messages avoid ( ) & | < > ^ % ! too."""
+    lines = []
+    for line, message in steps:
+        lines.append(line)
+        if message is not None:
+            lines += ["if errorlevel 1 (", *_exit_block(cleanup, message)]
+    return lines
+
+
+def script(
+    header: Sequence[str], call: Sequence[str], body: Sequence[str], *, first: Steps = (), last: Steps = ()
+) -> str:
+    """The whole .bat: `header` remarks, then `first` (commands checked one by one), then `call` (the vcvars lines,
+    the `call` last; the script stops when it fails or reports an error), then `body`, then `last` (checked
+    commands). The helpers and the code page switch come just before the first line that needs them."""
+    first_lines, last_lines = [line for line, _ in first], [line for line, _ in last]
+    needs = _Needs.of([*first_lines, *call, *body, *last_lines])
     prologue, cleanup = _prologue(needs)
-    if call and _Needs.of(call):
-        before, after = ["@echo off", *header], [*prologue, *_checked_call(call, cleanup), *body]
+    called = _checked_call(call, cleanup) if call else []
+    if first and _Needs.of(first_lines):
+        before, after = ["@echo off", *header], [*prologue, *_steps(first, cleanup), *called, *body]
+    elif call and _Needs.of(call):
+        before, after = ["@echo off", *header, *_steps(first, [])], [*prologue, *called, *body]
     else:
-        before, after = ["@echo off", *header, *(_checked_call(call, []) if call else [])], [*prologue, *body]
+        before = ["@echo off", *header, *_steps(first, []), *(_checked_call(call, []) if call else [])]
+        after = [*prologue, *body]
+    after += _steps(last, cleanup)
     lines = [*map(_ascii_remark, before), *(after if needs.utf8 else map(_ascii_remark, after))]
     if cleanup:
         lines += ["", "rem Leave no helper variables behind.", *cleanup]

@@ -9,8 +9,10 @@ script with non-ASCII text starts with the UTF-8 BOM (PowerShell 7 reads it eith
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.text.quoting import refuse_control_characters, variable_name
 
 NEWLINE = "\r\n"
@@ -22,6 +24,24 @@ def quote(value: str, what: str) -> str:
     """'value' with every kind of single quote doubled."""
     refuse_control_characters(value, what)
     return "'" + "".join(char * 2 if char in _SINGLE_QUOTES else char for char in value) + "'"
+
+
+_PLAIN_ARGUMENT = re.compile(r"[A-Za-z0-9_.:/\\=+-]+")
+
+
+def native_argument(value: str, what: str) -> str:
+    """One argument of a program PowerShell runs (git): bare when plain, else verbatim. Windows PowerShell 5.1 hands a
+    program an argument with a space in double quotes as it is, so a `"` inside it, or a final backslash (read as
+    escaping the closing quote), would reach the program changed: such a value is refused. `--` is quoted, as
+    PowerShell reads a bare one itself."""
+    refuse_control_characters(value, what)
+    if '"' in value or (value.endswith("\\") and any(char.isspace() for char in value)):
+        raise ConfigurationError(
+            f"{what} {value} holds a double quote or ends in a backslash after a space, which Windows PowerShell 5.1 "
+            "does not pass to a program unchanged.",
+            fix="use a value without it (for a folder, one without a double quote, named without a final backslash).",
+        )
+    return value if _PLAIN_ARGUMENT.fullmatch(value) and value != "--" else quote(value, what)
 
 
 def set_line(name: str, value: str) -> str:

@@ -41,3 +41,9 @@ def comment(text: str, what: str) -> str:
 
 def script(lines: Sequence[str]) -> str:
     return NEWLINE.join(lines) + NEWLINE
+
+
+def checked(command: str, message: str) -> str:
+    """`command`, and when it fails: `message` on stderr, then the script stops without ending the shell that
+    sources it (`return`; `exit` only where the script runs on its own, where `return` fails)."""
+    return f"{command} || {{ echo {quote(message, 'the message')} >&2; return 1 2>/dev/null || exit 1; }}"

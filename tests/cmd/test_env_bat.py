@@ -189,3 +189,27 @@ def test_bat_stops_when_vcvars_fails(tmp_path: Path, windows_machine: dict, run_
     assert result.exit_code == 1
     assert "Toolset directory for version '14.11' was not found" in result.stdout
     assert "CUDA_PATH=" not in result.stdout
+
+
+def test_bat_of_a_repo_dry_run_stops_at_the_git_step_that_fails(
+    tmp_path: Path, windows_machine: dict, run_cmd, wine_path
+):
+    """`build --repo --dry-run --format bat` gets the source first: when a git step fails (here: no git on PATH) the
+    script says so and stops, exit 1, before vcvars and the environment."""
+    from pytorch_winbuild.builder.source_plan import planned_checkout
+
+    checkout = planned_checkout(
+        "https://github.com/pytorch/pytorch", "v1.0.1", PureWindowsPath("C:\\src\\pytorch"), look=False
+    )
+    plan = make_plan(
+        PlanRequest(plan_options(cuda="cpu", pytorch_version="1.0.1", cache_dir="C:\\c"), checkout=checkout),
+        facts_from_dict(windows_machine),
+        load_knowledge(),
+    )
+    script = tmp_path / "build env" / "build_env.bat"
+    script.parent.mkdir()
+    script.write_bytes(render_bat(plan).encode("utf-8"))
+    result = run_cmd(f'call "{wine_path(script)}" && set')
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "pytorch-winbuild: git failed, see its message above. The steps after it did not run." in result.stderr
+    assert "USE_CUDA=" not in result.stdout

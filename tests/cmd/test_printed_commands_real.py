@@ -1,7 +1,7 @@
 """The commands a Windows plan prints, pasted into a .bat and run by Wine's cmd with delayed expansion
 off (/v:off) and on (/v:on): every argument arrives as planned and nothing runs that was not planned.
 
-The programs are stand-ins on PATH: `invoke.bat` and `python.bat` hand their arguments to a JScript
+The programs are stand-ins on PATH: `invoke.bat`, `python.bat` and `git.bat` hand their arguments to a JScript
 file that cscript runs, which prints them one a line as Windows' argument parser (CommandLineToArgvW)
 splits them; the vcvars script prints what CALL gave it. The build's interpreters (the machine's Python
 and the build venv's) are stand-ins at the paths the plan names, which print which one ran (a bare
@@ -12,15 +12,19 @@ operator inside double quotes.
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING
 
 import pytest
 from conftest import wine_cmd  # tests/cmd/conftest.py
 from test_printed_commands import WINDOWS_FOLDER, fetched_variables, host_data, plan_for, with_vcvars
 
+from pytorch_winbuild.builder.source_plan import planned_checkout
 from pytorch_winbuild.deps.fetch import variable_lines
 from pytorch_winbuild.facts.cmd_line import decode_output, to_wine_path
+from pytorch_winbuild.facts.platform import Platform
+from pytorch_winbuild.planning.commands_plan import git_step_line
+from pytorch_winbuild.planning.plan_model import GitStep
 
 if TYPE_CHECKING:
     from conftest import WinePrefix
@@ -45,7 +49,7 @@ def stand_ins(wine_prefix: WinePrefix, tmp_path_factory: pytest.TempPathFactory)
     """The folder of invoke.bat and python.bat; the stand-in vcvarsall.bat under C:\\<VCVARS_FOLDER>."""
     folder = tmp_path_factory.mktemp("standins")
     (folder / "argv.js").write_text(ARGV_JS, encoding="ascii")
-    for name in ("invoke", "python"):
+    for name in ("invoke", "python", "git"):
         line = f'@cscript.exe //nologo "{to_wine_path(folder / "argv.js")}" %*\r\n'
         (folder / f"{name}.bat").write_text(line, encoding="ascii")
     vcvars = wine_prefix.path / "drive_c" / VCVARS_FOLDER
@@ -140,3 +144,34 @@ def test_fetch_deps_variables_set_what_fetch_deps_found(
         wine_prefix, stand_ins, "\r\n".join([*before, *lines, "set CMAKE_INCLUDE_PATH", "set LIB"]), mode
     )
     assert shown == [f"CMAKE_INCLUDE_PATH={WINDOWS_FOLDER}\\include", f"LIB={WINDOWS_FOLDER}\\lib{expected_tail}"]
+
+
+REPO_URL = "https://example.invalid/a&b (c)/pytorch.git"
+
+
+@pytest.fixture
+def wine_stand_in_plan_ready(wine_prefix, stand_ins) -> tuple[WinePrefix, Path, tuple[GitStep, ...]]:
+    """The git steps of a dry run of REPO_URL at release/2.6 into WINDOWS_FOLDER, planned for a Windows machine."""
+    planned = planned_checkout(REPO_URL, "release/2.6", PureWindowsPath(WINDOWS_FOLDER), look=False)
+    return wine_prefix, stand_ins, planned.steps
+
+
+@pytest.mark.parametrize("mode", ["off", "on"])
+def test_git_commands_of_a_repo_dry_run_give_git_the_planned_words(wine_stand_in_plan_ready, mode: str) -> None:
+    """The first git of each step (the stand-in ends the .bat, as a .bat run without CALL does): the repository
+    and the clone's folder, with & | < > ^ ( ) ; and spaces, arrive as planned; the checkout's first try too."""
+    wine_prefix, stand_ins, steps = wine_stand_in_plan_ready
+    clone, checkout = (git_step_line(Platform.WINDOWS, step) for step in steps[:2])
+    assert run_pasted(wine_prefix, stand_ins, clone, mode) == [
+        "ARG:clone",
+        "ARG:--no-checkout",
+        "ARG:--",
+        f"ARG:{REPO_URL}",
+        f"ARG:{WINDOWS_FOLDER}",
+    ]
+    printed = run_pasted(wine_prefix, stand_ins, checkout, mode)
+    first_try = ["-C", WINDOWS_FOLDER, "checkout", "--quiet", "--force", "--detach", "refs/remotes/origin/release/2.6"]
+    assert printed[:8] == [f"ARG:{word}" for word in [*first_try, "--"]]
+    # The stand-in is a .bat, after which cmd may go on with the line: every later try's words arrive as planned too.
+    planned = [f"ARG:{word}" for runs in steps[1].tries for args in runs for word in args]
+    assert printed == planned[: len(printed)]
