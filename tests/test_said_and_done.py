@@ -107,3 +107,12 @@ def test_doctor_checks_the_drives_the_plan_writes_to(tmp_path: Path) -> None:
     assert "this machine's default plan fails" in small.stderr
     large = _doctor_on_a_small_drive(tmp_path / "large", "4t")
     assert large.returncode == 0 and "GiB free" not in large.stdout, large.stdout + large.stderr
+
+
+@pytest.mark.parametrize(("minor", "said"), [("3.6", True), ("3.5", True), ("3.7", False)])
+def test_fetch_deps_says_when_a_nuget_python_cannot_make_a_build_venv(tmp_path: Path, minor: str, said: bool) -> None:
+    """fetch-deps --python 3.6 fetched a Python that plans refuse (no venv in NuGet's package before 3.7.4), and
+    reference.md offered it as the way to get an era's Python: the fetch now says plans do not use it."""
+    result = run_invoke("fetch-deps", "--python", minor, "--dry-run", "--cache-dir", str(tmp_path / "c"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert ("has no venv module" in result.stdout and "plans do not use it" in result.stdout) is said, result.stdout

@@ -153,6 +153,7 @@ def fetch_deps(
         defaults = None if mkl_version and (magma_version or not needs_magma) else choice
         shown = PureWindowsPath(str(folder)) if other_machine else folder
         _print_fetch_plan(archives, shown, defaults, python_package, magma_note, source_mirror, from_dir)
+        _no_venv_note(python_package)
         return
     if other_machine:
         raise ConfigurationError(
@@ -175,6 +176,23 @@ def fetch_deps(
         print(f"\n{terminal_line(f'{python_package.description} interpreter: {python_interpreter(python_folder)}')}")
     if magma_note:
         print(magma_note)
+    _no_venv_note(python_package)
+
+
+def _no_venv_note(package: Archive | None) -> None:
+    """A NuGet CPython that cannot make the venv every build runs in is fetched as asked, and said so: plans do
+    not use it (planning/python_choice.py nuget_python)."""
+    from pytorch_winbuild.planning.python_choice import VENV_MODULE
+
+    if package is not None and VENV_MODULE not in package.layout:
+        print(
+            terminal_line(
+                f"note: {package.description} from NuGet has no venv module (NuGet's packages hold venv and "
+                "ensurepip from 3.7.4 on), so a build cannot run in a venv made from it and plans do not use it; "
+                f"for a release that needs Python {package.version.rsplit('.', 1)[0]}, install the 64-bit "
+                "Python from python.org."
+            )
+        )
 
 
 def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> None:
