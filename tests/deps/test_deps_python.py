@@ -236,6 +236,9 @@ def test_dry_run_names_the_url_and_fetches_nothing(mirror: FaultServer, tmp_path
         f"  download  {tmp_path / 'cache' / 'downloads' / PY36}",
         f"  extract   {folder} (to fetch)",
         f"Python 3.6.8 interpreter (once fetched): {folder / 'tools' / 'python.exe'}",
+        "note: Python 3.6.8 from NuGet has no venv module (NuGet's packages hold venv and ensurepip from 3.7.4 on), so "
+        "a build cannot run in a venv made from it and plans do not use it; for a release that needs Python 3.6, "
+        "install the 64-bit Python from python.org.",
     ]
     mirrored = fetch_deps(tmp_path, "--python", "3.6", "--mirror", mirror.url, "--dry-run")
     assert f"Python 3.6.8: {mirror.url}{PY36}" in mirrored.stdout
