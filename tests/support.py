@@ -91,3 +91,16 @@ class CmakeWheels:
             )
             self.made[version] = venv / "bin" / "cmake"
         return self.made[version]
+
+
+def common_architectures(select_compute_arch: Path, cuda: str, scratch: Path) -> str:
+    """CUDA_COMMON_GPU_ARCHITECTURES as a release's select_compute_arch.cmake sets it for `cuda` (what "Auto" falls
+    back to without a GPU), evaluated by the real cmake in script mode."""
+    script = scratch / f"common-{cuda}.cmake"
+    script.write_text(
+        f'set(CUDA_VERSION "{cuda}")\ninclude("{select_compute_arch.as_posix()}")\n'
+        'message("COMMON=${CUDA_COMMON_GPU_ARCHITECTURES}")\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True, check=True, timeout=60)
+    return next(line for line in done.stderr.splitlines() if line.startswith("COMMON=")).removeprefix("COMMON=")

@@ -5,12 +5,11 @@ the real cmake; tests/client does the same for Debian's 1.13.1 and 2.6.0 sources
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
-from support import plan_options
+from support import common_architectures, plan_options
 
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.default_arches import default_arches, tables
@@ -24,18 +23,6 @@ KNOWLEDGE = load_knowledge()
 WHEEL_FILE = (
     Path(torch.__file__).parent / "share/cmake/Caffe2/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake"
 )
-
-
-def common_architectures(select_compute_arch: Path, cuda: str, scratch: Path) -> str:
-    """CUDA_COMMON_GPU_ARCHITECTURES as the file sets it for `cuda` (what "Auto" falls back to without a GPU)."""
-    script = scratch / f"common-{cuda}.cmake"
-    script.write_text(
-        f'set(CUDA_VERSION "{cuda}")\ninclude("{select_compute_arch.as_posix()}")\n'
-        'message("COMMON=${CUDA_COMMON_GPU_ARCHITECTURES}")\n',
-        encoding="utf-8",
-    )
-    done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True, check=True, timeout=60)
-    return next(line for line in done.stderr.splitlines() if line.startswith("COMMON=")).removeprefix("COMMON=")
 
 
 def test_the_2_13_table_is_what_the_wheels_file_makes_of_every_cuda(tmp_path: Path) -> None:

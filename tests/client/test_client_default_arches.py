@@ -13,7 +13,7 @@ import pytest
 from client_support import CLIENT_DIR
 from conftest import Sources
 from plan_machine import KNOWLEDGE
-from support import plan_options
+from support import common_architectures, plan_options
 
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.knowledge.default_arches import default_arches, tables
@@ -23,17 +23,6 @@ from pytorch_winbuild.planning.request import PlanRequest
 pytestmark = [pytest.mark.client, pytest.mark.xdist_group("client")]
 
 FILE = "cmake/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake"
-
-
-def _common(tree: Path, cuda: str, scratch: Path) -> str:
-    script = scratch / f"common-{cuda}.cmake"
-    script.write_text(
-        f'set(CUDA_VERSION "{cuda}")\ninclude("{(tree / FILE).as_posix()}")\n'
-        'message("COMMON=${CUDA_COMMON_GPU_ARCHITECTURES}")\n',
-        encoding="utf-8",
-    )
-    done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True, check=True, timeout=60)
-    return next(line for line in done.stderr.splitlines() if line.startswith("COMMON=")).removeprefix("COMMON=")
 
 
 def _gencode_targets(tree: Path, cuda: str) -> int:
@@ -75,7 +64,7 @@ def test_the_table_and_max_jobs_follow_the_releases_own_cmake(
     tree = sources.tree(version)
     [read] = [t for t in tables() if t.pytorch == table]
     for cuda, listed in read.lists.items():
-        assert _common(tree, cuda, tmp_path) == listed, (version, cuda)
+        assert common_architectures(tree / FILE, cuda, tmp_path) == listed, (version, cuda)
     for cuda in cudas:
         defaults = default_arches(version, cuda)
         assert defaults is not None and not defaults.note
