@@ -29,10 +29,13 @@ def fetch_era(knowledge: Knowledge, asked: Options, source: str | None) -> EraCh
     so the machine's Python and Visual Studio do not narrow it). `asked`: the parsed Options."""
     from pytorch_winbuild.facts.source_tree import is_pytorch_source, read_source_version
     from pytorch_winbuild.planning.era_choice import resolve_era
+    from pytorch_winbuild.planning.era_obstacles import Question
+    from pytorch_winbuild.planning.options import Options
 
     folder = source_folder(source)
     found = read_source_version(folder) if folder and is_pytorch_source(folder) else None
-    return resolve_era(knowledge, None, cuda=asked.cuda, pytorch_version=asked.pytorch_version, source_version=found)
+    only = Options(cuda=asked.cuda, pytorch_version=asked.pytorch_version, labels=asked.labels)
+    return resolve_era(Question(knowledge, None, only), found)
 
 
 # Why MAGMA is left out of a fetch without --cuda, and what to pass.

@@ -9,13 +9,14 @@ from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import default_for_gpus
-from pytorch_winbuild.knowledge.choices import CudaWord, VsLine
+from pytorch_winbuild.knowledge.choices import CudaWord
 from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.planning.cmake_plan import newest_cmake
-from pytorch_winbuild.planning.era_obstacles import obstacles
+from pytorch_winbuild.planning.era_obstacles import Question, obstacles
 from pytorch_winbuild.planning.gpu_plan import DRIVER_DOWNLOAD, driver_cuda, driver_problem
 from pytorch_winbuild.planning.host_compiler import accepted_compilers, accepts, describe, limits_text
+from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.python_choice import PythonNeed, era_minors, fetchable, installed, release_need, unusable
 from pytorch_winbuild.planning.python_choice import accepts as era_accepts
 from pytorch_winbuild.text.redact import redact_text
@@ -282,7 +283,7 @@ def _era_tools(facts: Facts, knowledge: Knowledge) -> list[Check]:
     CUDA may narrow the CMake bounds)."""
     checks = []
     for era in knowledge.eras:
-        if obstacles(era, knowledge, facts, CudaWord.CPU, VsLine.AUTO):
+        if obstacles(Question(knowledge, facts, Options(cuda=CudaWord.CPU)), era):
             continue  # not buildable here (its Visual Studio or Python): the lines above say what is missing
         newest = knowledge.python_releases.within(*era.pytorch)[0]
         minor = _build_python_minor(facts, release_need(newest, era.newest))

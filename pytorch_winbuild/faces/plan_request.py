@@ -187,7 +187,8 @@ def plan_from_flags(
     if facts is None:
         facts = facts_for(path_flag(host, "--host"), gpus=options.cuda is not CudaWord.CPU)
     python_label = flag_label("python", flags["python"])
-    options = replace(options, python=python_request(c, flags["python"], python_label))
+    labels = {**options.labels, "python": python_label} if flags["python"] is None else options.labels
+    options = replace(options, python=python_request(c, flags["python"], python_label), labels=labels)
     if options.cmake.kind == "path":
         path_flag(options.cmake.value, options.cmake.label)
     cache_dir, cache_note = plan_cache_dir(cache, facts)

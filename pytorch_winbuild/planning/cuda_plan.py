@@ -50,9 +50,9 @@ def unusable_cuda_reason(context: PlanContext, cuda: CudaInstall, names: NameTab
         return driver[0]
     if options.arch_list:
         try:
-            checked_arch_list(knowledge, release, options.arch_list, names)
+            checked_arch_list(knowledge, release, options.arch_list, names, flag=options.label("arch_list"))
         except ConfigurationError:
-            return f"its nvcc does not compile every architecture of --arch-list {options.arch_list}"
+            return f"its nvcc does not compile every architecture of {options.label('arch_list')} {options.arch_list}"
     else:
         problem = buildable_gpus_problem(facts, release)
         if problem:
@@ -81,7 +81,7 @@ def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
     """--cuda X.Y must be known, built by the era and installed; auto takes the newest usable one."""
     knowledge, era, facts, options, plan = context.knowledge, context.era, context.facts, context.options, context.plan
     if options.cuda is CudaWord.CPU:
-        plan.decisions.append(f"CUDA: off (--cuda {CudaWord.CPU}).")
+        plan.decisions.append(f"CUDA: off ({options.label('cuda')} {CudaWord.CPU}).")
         return None
     installed = ", ".join(f"{c.version} ({c.path})" for c in facts.cuda) or "none"
     if options.cuda is CudaWord.AUTO:
@@ -130,7 +130,7 @@ def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
     problem = driver_problem(knowledge, facts, release)
     if problem:
         raise ToolchainError(problem[0], fix=problem[1])
-    plan.decisions.append(f"CUDA: {chosen.version} at {chosen.path} (--cuda {options.cuda}).")
+    plan.decisions.append(f"CUDA: {chosen.version} at {chosen.path} ({options.label('cuda')} {options.cuda}).")
     return chosen
 
 
@@ -151,8 +151,9 @@ def cuda_changes(context: PlanContext, cuda: CudaInstall | None, names: NameTabl
             plan.set(flag, "1" if flag == "NO_CUDA" else "0", "CPU-only build")
         if options.arch_list is not None:
             plan.warnings.append(
-                f"--arch-list {options.arch_list.text} is not used: this is a CPU-only build, which compiles no CUDA "
-                "architectures (TORCH_CUDA_ARCH_LIST is not set). Pass --cuda X.Y to build for those GPUs."
+                f"{options.label('arch_list')} {options.arch_list.text} is not used: this is a CPU-only build, which "
+                "compiles no CUDA architectures (TORCH_CUDA_ARCH_LIST is not set). Pass --cuda X.Y to build for those "
+                "GPUs."
             )
         return
     release = knowledge.cuda_release(cuda.version)
@@ -196,7 +197,7 @@ def cuda_changes(context: PlanContext, cuda: CudaInstall | None, names: NameTabl
     if warning:
         plan.warnings.append(warning)
     defaults = None if options.extension else default_arches(context.release, release.version)
-    arch = plan_arch_list(knowledge, facts, options.arch_list, release, names, defaults)
+    arch = plan_arch_list(knowledge, facts, options.arch_list, release, names, defaults, options.label("arch_list"))
     plan.archs = arch_count(arch.value) if arch.value else defaults.count if defaults else 1
     if arch.value is not None:
         plan.set("TORCH_CUDA_ARCH_LIST", arch.value, arch.reason)

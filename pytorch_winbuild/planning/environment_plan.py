@@ -45,7 +45,8 @@ def jobs_changes(
         plan.set(
             "MAX_JOBS",
             str(options.jobs),
-            f"at most {options.jobs} parallel compile jobs (--jobs; about {memory.gib:g} GiB per {memory.what})",
+            f"at most {options.jobs} parallel compile jobs ({options.label('jobs')}; about {memory.gib:g} GiB per "
+            f"{memory.what})",
         )
         return
     decision = default_jobs(facts, memory)

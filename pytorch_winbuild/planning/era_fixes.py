@@ -6,43 +6,14 @@ of flags whole before it is shown (planning/fixes.py).
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.facts.platform import Platform
-from pytorch_winbuild.knowledge.choices import (
-    CmakeRequest,
-    CudaChoice,
-    CudaWord,
-    VsLine,
-    cuda_release_of,
-)
-from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
-from pytorch_winbuild.planning.fixes import (
-    Choices,
-    Fix,
-    FixableConfigurationError,
-    FixableError,
-    FixableToolchainError,
-    Way,
-    cuda_way,
-    python_way,
-    version_way,
-    vs_way,
-)
-from pytorch_winbuild.planning.python_choice import (
-    AUTO,
-    PythonRequest,
-    installed,
-    unusable,
-)
-
-if TYPE_CHECKING:  # packaging is imported only when a version is parsed (knowledge/versions.py)
-    pass
-
+from pytorch_winbuild.knowledge.choices import CmakeRequest, CudaWord, VsLine, cuda_release_of
+from pytorch_winbuild.knowledge.model import Era, version_tuple
 from pytorch_winbuild.planning.era_obstacles import (
     Obstacle,
+    Question,
     UsableCuda,
     checkout_ref,
     closest,
@@ -51,55 +22,56 @@ from pytorch_winbuild.planning.era_obstacles import (
     release_of,
     toolset_fits,
 )
+from pytorch_winbuild.planning.fixes import (
+    Choices,
+    Fix,
+    FixableConfigurationError,
+    FixableError,
+    FixableToolchainError,
+    Way,
+    cuda_way,
+    leave_out_way,
+    python_way,
+    version_way,
+    vs_way,
+)
+from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest, installed, unusable
 
 
-def era_fix(
-    knowledge: Knowledge,
-    facts: Facts | None,
-    cuda: CudaChoice,
-    vs: VsLine,
-    asked: tuple[Era, str] | None,
-    tree: bool,
-    usable_cuda: UsableCuda | None,
-    python: PythonRequest = AUTO,
-    cmake: CmakeRequest | None = None,
-) -> Fix:
+def era_fix(question: Question, asked: tuple[Era, str] | None, tree: bool, usable_cuda: UsableCuda | None) -> Fix:
     """The ways out of a refusal, each checked with `obstacles` with the other choices kept, so none leads back
     here (make_plan then plans each change of flags whole): what to install to keep what was asked, then the flags
     that plan with what is installed. `asked` is the pinned era and the version shown; `tree` says the source
     tree pins it (so --pytorch-version cannot change it)."""
+    knowledge, facts, options = question.knowledge, question.facts, question.options
+    cuda, vs, python = options.cuda, options.vs, options.python
     release = cuda_release_of(cuda)
     missing_cuda = [f"CUDA {cuda}"] if release and facts and facts.cuda_by_version(release.version) is None else []
     ways: list[str | Choices] = []
     if asked is not None and facts is not None:
         era, shown = asked
-        found = obstacles(era, knowledge, facts, cuda, vs, python, release_of(shown), cmake=cmake)
+        found = obstacles(question, era, release_of(shown))
         if all(o.host for o in found):
             ways.append(f"to build PyTorch {shown} here, install {' and '.join([*installs(found), *missing_cuda])}")
     if release and facts is not None and not tree and (asked is None or release.version not in asked[0].cuda):
-        ways += _install_for_cuda(knowledge, facts, cuda, vs, asked is not None, python, cmake, missing_cuda)
+        ways += _install_for_cuda(question, asked is not None, missing_cuda)
 
     kept: list[Way] = []  # flags that keep the asked CUDA, which may still have to be installed
     flags: list[Way] = []
-    if cmake is not None and asked is not None and facts is not None:
+    if options.cmake.asked is not None and asked is not None and facts is not None:
         era, shown = asked
-        if not obstacles(era, knowledge, facts, cuda, vs, python, release_of(shown)):
-            leave = "leave --cmake out (the plan then installs a CMake inside those bounds into the build venv)"
-            ways.append(Choices((Way(leave, lambda o: replace(o, cmake=CmakeRequest())),), lead="", lead_after=""))
+        if not obstacles(question.but(cmake=CmakeRequest()), era, release_of(shown)):
+            why = ", and the plan installs a CMake inside those bounds into the build venv"
+            ways.append(Choices((leave_out_way(options, "cmake", why),), lead="", lead_after=""))
     if python != AUTO and facts is not None:
         eras = [asked[0]] if asked is not None else list(knowledge.eras)
-        flags += _python_flags(knowledge, facts, cuda, vs, eras, cmake, release_of(asked[1]) if asked else None)
+        flags += _python_flags(question, facts, eras, release_of(asked[1]) if asked else None)
     if asked is not None:
         era = asked[0]
         fitting = closest(
             knowledge,
             era,
-            [
-                e
-                for e in knowledge.eras
-                if e is not era
-                and not obstacles(e, knowledge, facts, cuda, vs, python, release_of(e.newest), cmake=cmake)
-            ],
+            [e for e in knowledge.eras if e is not era and not obstacles(question, e, release_of(e.newest))],
         )
         if tree:
             ways += [
@@ -111,58 +83,42 @@ def era_fix(
         elif vs is VsLine.AUTO or facts is None or toolset_fits(facts, vs, cuda):  # --vs's toolsets stay
             kept += [version_way(e, f" (PyTorch {e.name})") for e in fitting]
     if vs is not VsLine.AUTO and facts is not None and facts.os == Platform.WINDOWS:
-        kept += _vs_ways(knowledge, facts, cuda, vs, asked, python, cmake)
+        kept += _vs_ways(question, facts, asked)
     if kept and missing_cuda:
         ways.append(f"install CUDA {cuda} and pass {' or '.join(way.text for way in kept)}")
     else:
         flags += kept
     if release:
-        other, install = _other_cuda(knowledge, facts, vs, asked, usable_cuda, python, cmake)
+        other, install = _other_cuda(question, asked, usable_cuda)
         flags += other
         ways += [install] if install else []
     if flags:
         ways.append(Choices(tuple(flags)))
     if not ways and facts is not None:
-        ways = _without_conflicts(knowledge, facts, cuda, vs, asked, tree, python, cmake)
+        ways = _without_conflicts(question, facts, asked, tree)
     if not ways and facts is not None:
-        ways = list(_install_for_newest(knowledge, facts, cuda, vs, python, cmake))
+        ways = list(_install_for_newest(question))
     return Fix(tuple(ways))
 
 
-def _vs_ways(
-    knowledge: Knowledge,
-    facts: Facts,
-    cuda: CudaChoice,
-    vs: VsLine,
-    asked: tuple[Era, str] | None,
-    python: PythonRequest,
-    cmake: CmakeRequest | None,
-) -> list[Way]:
+def _vs_ways(question: Question, facts: Facts, asked: tuple[Era, str] | None) -> list[Way]:
     """--vs with another installed Visual Studio whose toolsets the CUDA accepts and that plans the era(s)."""
-    eras = [asked[0]] if asked is not None else list(knowledge.eras)
-    lines = sorted({v.product_line for v in facts.visual_studio} - {vs})
+    eras = [asked[0]] if asked is not None else list(question.knowledge.eras)
+    cuda = question.options.cuda
+    lines = sorted({v.product_line for v in facts.visual_studio} - {question.options.vs})
     return [
         vs_way(VsLine(line))
         for line in lines
-        if toolset_fits(facts, line, cuda)
-        and any(not obstacles(e, knowledge, facts, cuda, VsLine(line), python, cmake=cmake) for e in eras)
+        if toolset_fits(facts, line, cuda) and any(not obstacles(question.but(vs=VsLine(line)), e) for e in eras)
     ]
 
 
-def _install_for_cuda(
-    knowledge: Knowledge,
-    facts: Facts,
-    cuda: CudaChoice,
-    vs: VsLine,
-    pinned: bool,
-    python: PythonRequest,
-    cmake: CmakeRequest | None,
-    missing_cuda: list[str],
-) -> list[str | Choices]:
+def _install_for_cuda(question: Question, pinned: bool, missing_cuda: list[str]) -> list[str | Choices]:
     """What to install to build with the asked CUDA: for the newest era that builds with it once installed (none
     when one plans as it is: a --pytorch-version names it)."""
-    for era in reversed(knowledge.eras):
-        found = obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
+    cuda = question.options.cuda
+    for era in reversed(question.knowledge.eras):
+        found = obstacles(question, era)
         if found and all(o.host for o in found):
             return [
                 f"to build with CUDA {cuda}, install {' and '.join([*installs(found), *missing_cuda])}"
@@ -175,30 +131,20 @@ def _install_for_cuda(
 
 
 def _other_cuda(
-    knowledge: Knowledge,
-    facts: Facts | None,
-    vs: VsLine,
-    asked: tuple[Era, str] | None,
-    usable_cuda: UsableCuda | None,
-    python: PythonRequest,
-    cmake: CmakeRequest | None = None,
+    question: Question, asked: tuple[Era, str] | None, usable_cuda: UsableCuda | None
 ) -> tuple[list[Way], str | None]:
     """--cuda ways that plan the era(s) in question with another CUDA (installed and usable, newest first) or
     none, and, when only an uninstalled CUDA fits, the way to install it."""
+    knowledge, facts = question.knowledge, question.facts
     eras = [asked[0]] if asked is not None else list(knowledge.eras)
-    fits = [e for e in eras if not obstacles(e, knowledge, facts, CudaWord.CPU, vs, python, cmake=cmake)]
+    fits = [e for e in eras if not obstacles(question.but(cuda=CudaWord.CPU), e)]
     install = None
     if facts is None:
         versions = list(reversed(fits[0].cuda)) if fits else []
     else:
         usable = {v for e in fits for v in (usable_cuda(e) if usable_cuda else ())}
         versions = sorted(usable, key=version_tuple, reverse=True)
-        to_install = [
-            v
-            for e in fits
-            for v in e.cuda
-            if not obstacles(e, knowledge, facts, knowledge.cuda[v], vs, python, cmake=cmake)
-        ]
+        to_install = [v for e in fits for v in e.cuda if not obstacles(question.but(cuda=knowledge.cuda[v]), e)]
         if to_install and not versions:
             newest = max(to_install, key=version_tuple)
             install = f"install CUDA {newest} and pass --cuda {newest}"
@@ -207,13 +153,7 @@ def _other_cuda(
 
 
 def _python_flags(
-    knowledge: Knowledge,
-    facts: Facts,
-    cuda: CudaChoice,
-    vs: VsLine,
-    eras: list[Era],
-    cmake: CmakeRequest | None,
-    release: tuple[int, ...] | None = None,
+    question: Question, facts: Facts, eras: list[Era], release: tuple[int, ...] | None = None
 ) -> list[Way]:
     """--python choices that plan one of `eras` (the pinned `release`, when one is) with the other choices kept,
     each checked: installed releases, newest first, else auto (which fetches one on Windows)."""
@@ -221,47 +161,32 @@ def _python_flags(
     fits = [
         minor
         for minor in minors
-        if any(
-            not obstacles(e, knowledge, facts, cuda, vs, PythonRequest("release", minor), release, cmake=cmake)
-            for e in eras
-        )
+        if any(not obstacles(question.but(python=PythonRequest("release", minor)), e, release) for e in eras)
     ]
     if fits:
         return [python_way(PythonRequest("release", minor)) for minor in fits[:2]]
-    return (
-        [python_way(AUTO)]
-        if any(not obstacles(e, knowledge, facts, cuda, vs, AUTO, release, cmake=cmake) for e in eras)
-        else []
-    )
+    return [python_way(AUTO)] if any(not obstacles(question.but(python=AUTO), e, release) for e in eras) else []
 
 
-def _install_for_newest(
-    knowledge: Knowledge, facts: Facts, cuda: CudaChoice, vs: VsLine, python: PythonRequest, cmake: CmakeRequest | None
-) -> list[str]:
+def _install_for_newest(question: Question) -> list[str]:
     """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
     installing alone makes plannable."""
-    for era in reversed(knowledge.eras):
-        found = obstacles(era, knowledge, facts, cuda, vs, python, cmake=cmake)
+    for era in reversed(question.knowledge.eras):
+        found = obstacles(question, era)
         if found and all(o.host for o in found):
             return [f"install {' and '.join(dict.fromkeys(installs(found)))} (for PyTorch {era.name})"]
     return []
 
 
 def _without_conflicts(
-    knowledge: Knowledge,
-    facts: Facts,
-    cuda: CudaChoice,
-    vs: VsLine,
-    asked: tuple[Era, str] | None,
-    tree: bool,
-    python: PythonRequest = AUTO,
-    cmake: CmakeRequest | None = None,
+    question: Question, facts: Facts, asked: tuple[Era, str] | None, tree: bool
 ) -> list[str | Choices]:
     """When no single flag helps (--vs and the version both conflict): what to install for the asked era with --vs
     left out, and the nearest era that plans with what is installed, as one set of flags."""
+    knowledge, cuda, vs = question.knowledge, question.options.cuda, question.options.vs
     ways: list[str | Choices] = []
     if asked is not None:
-        found = obstacles(asked[0], knowledge, facts, cuda, VsLine.AUTO, python, release_of(asked[1]), cmake=cmake)
+        found = obstacles(question.but(vs=VsLine.AUTO), asked[0], release_of(asked[1]))
         release = cuda_release_of(cuda)
         missing_cuda = [f"CUDA {cuda}"] if release and facts.cuda_by_version(release.version) is None else []
         if found and all(o.host for o in found):
@@ -269,9 +194,8 @@ def _without_conflicts(
                 f"to build PyTorch {asked[1]} here, leave --vs out and install "
                 + " and ".join([*installs(found), *missing_cuda])
             )
-    fitting = [
-        e for e in knowledge.eras if not obstacles(e, knowledge, facts, CudaWord.CPU, VsLine.AUTO, python, cmake=cmake)
-    ]
+    plain = question.but(cuda=CudaWord.CPU, vs=VsLine.AUTO)
+    fitting = [e for e in knowledge.eras if not obstacles(plain, e)]
     if asked is not None and asked[0] in fitting:
         era: Era | None = asked[0]
     else:

@@ -6,7 +6,7 @@ same test, so a fix never leads back to the refusal it answers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING
 
@@ -22,8 +22,8 @@ from pytorch_winbuild.knowledge.choices import (
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import release_key
+from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.python_choice import (
-    AUTO,
     PythonRequest,
     python_need,
     python_problem,
@@ -49,6 +49,33 @@ class Obstacle:
 
 # An era → the installed CUDA releases it can use, newest first (the plan's own test, passed in).
 UsableCuda = Callable[[Era], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the era solver asks of each era: these options (--cuda, --vs, --python, --cmake, and how messages name
+    them) on this machine (`facts` None: on any machine, for fetch-deps, which needs no compiler). A fix asks it
+    again with one choice changed (`but`), the others kept."""
+
+    knowledge: Knowledge
+    facts: Facts | None
+    options: Options
+
+    def but(
+        self,
+        *,
+        cuda: CudaChoice | None = None,
+        vs: VsLine | None = None,
+        python: PythonRequest | None = None,
+        cmake: CmakeRequest | None = None,
+    ) -> Question:
+        """The same question with the choices given changed (--cmake to `CmakeRequest()`: the plan's pick)."""
+        options = self.options
+        options = options if cuda is None else replace(options, cuda=cuda)
+        options = options if vs is None else replace(options, vs=vs)
+        options = options if python is None else replace(options, python=python)
+        options = options if cmake is None else replace(options, cmake=cmake)
+        return replace(self, options=options)
 
 
 def era_of(knowledge: Knowledge, version: Version) -> tuple[Era, str | None]:
@@ -91,20 +118,13 @@ def _visual_studio(knowledge: Knowledge, lines: list[str]) -> str:
     return " or ".join(installers) + ("" if "C++" in installers[-1] else " with the C++ build tools")
 
 
-def obstacles(
-    era: Era,
-    knowledge: Knowledge,
-    facts: Facts | None,
-    cuda: CudaChoice,
-    vs: VsLine,
-    python: PythonRequest = AUTO,
-    pinned: tuple[int, ...] | None = None,
-    cmake: CmakeRequest | None = None,
-) -> list[Obstacle]:
-    """What stops `era` from being planned with these options on this machine (on any machine
-    when `facts` is None: fetch-deps needs no compiler, so only the options count). `pinned` is the release
-    asked for (else the era's newest); `cmake` the CMake version --cmake insists on, checked against that
-    release's own bounds (the plan brings a fitting CMake into the build venv otherwise)."""
+def obstacles(question: Question, era: Era, pinned: tuple[int, ...] | None = None) -> list[Obstacle]:
+    """What stops `era` from being planned with the question's options on its machine (on any machine when its
+    `facts` are None: fetch-deps needs no compiler, so only the options count). `pinned` is the release asked for
+    (else the era's newest); --cmake's version is checked against that release's own bounds (the plan brings a
+    fitting CMake into the build venv otherwise)."""
+    knowledge, facts, options = question.knowledge, question.facts, question.options
+    cuda, vs, cmake = options.cuda, options.vs, options.cmake.asked
     found = []
     release = cuda_release_of(cuda)
     if release is not None and release.version not in era.cuda:
@@ -114,7 +134,7 @@ def obstacles(
     if facts is None:
         return found
     need = python_need(knowledge, era, pinned, ".".join(map(str, pinned or ())), cmake)
-    problem = python_problem(era, facts, python, need)
+    problem = python_problem(era, facts, options.python, need, options.label("python"))
     if problem is not None:
         found.append(Obstacle(problem.text, install=problem.install))
     refusal = _cmake_obstacle(knowledge, era, pinned, cmake)
@@ -147,7 +167,8 @@ def obstacles(
         elif vs is not VsLine.AUTO and installed and vs not in installed:
             found.append(
                 Obstacle(
-                    f"Visual Studio {vs} (--vs) is not installed (this machine has {', '.join(installed)})",
+                    f"Visual Studio {vs} ({options.label('vs')}) is not installed (this machine has "
+                    f"{', '.join(installed)})",
                     install=_visual_studio(knowledge, [vs]),
                 )
             )

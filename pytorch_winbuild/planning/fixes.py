@@ -9,14 +9,23 @@ it is: this machine cannot plan with what it does not have yet.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pytorch_winbuild.errors import ConfigurationError, ToolchainError, WinbuildError
-from pytorch_winbuild.knowledge.choices import CudaWord, VsLine, parse_pytorch_pin
+from pytorch_winbuild.knowledge.choices import (
+    CmakeRequest,
+    CompilerCacheChoice,
+    CudaWord,
+    Generator,
+    VsLine,
+    parse_pytorch_pin,
+)
 from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.options import Options
-from pytorch_winbuild.planning.python_choice import PythonRequest
+from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest
 
 
 @dataclass(frozen=True)
@@ -126,3 +135,74 @@ def version_way(era: Era, note: str = "") -> Way:
     """--pytorch-version of `era`'s newest release."""
     pin = parse_pytorch_pin(era.newest)
     return Way(f"--pytorch-version {era.newest}{note}", lambda o: replace(o, pytorch_version=pin))
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """A choice the user can leave out: its Options field, its flag's word for the default (None: none, so a
+    setting is removed instead), whether the options make it, and the options without it."""
+
+    name: str
+    word: str | None
+    made: Callable[[Options], bool]
+    dropped: Callable[[Options], Options]
+
+
+_CHOICES = (
+    _Choice(
+        "pytorch_version", None, lambda o: o.pytorch_version is not None, lambda o: replace(o, pytorch_version=None)
+    ),
+    _Choice("cuda", "auto", lambda o: o.cuda is not CudaWord.AUTO, lambda o: replace(o, cuda=CudaWord.AUTO)),
+    _Choice("python", "auto", lambda o: o.python != AUTO, lambda o: replace(o, python=AUTO)),
+    _Choice("vs", "auto", lambda o: o.vs is not VsLine.AUTO, lambda o: replace(o, vs=VsLine.AUTO)),
+    _Choice("toolset", None, lambda o: o.toolset is not None, lambda o: replace(o, toolset=None)),
+    _Choice(
+        "generator", "auto", lambda o: o.generator is not Generator.AUTO, lambda o: replace(o, generator=Generator.AUTO)
+    ),
+    _Choice(
+        "compiler_cache",
+        "auto",
+        lambda o: o.compiler_cache is not CompilerCacheChoice.AUTO,
+        lambda o: replace(o, compiler_cache=CompilerCacheChoice.AUTO),
+    ),
+    _Choice("arch_list", None, lambda o: o.arch_list is not None, lambda o: replace(o, arch_list=None)),
+    _Choice("cmake", "auto", lambda o: o.cmake.asked is not None, lambda o: replace(o, cmake=CmakeRequest())),
+)
+
+
+def left_out(options: Options) -> list[tuple[Way, ...]]:
+    """Ways that leave out the choices `options` make: one of them, then any two, and so on up to all of them
+    ("leave --pytorch-version, --cuda and --python out")."""
+    made = [choice for choice in _CHOICES if choice.made(options)]
+    return [
+        tuple(_leaving(options, chosen) for chosen in itertools.combinations(made, size))
+        for size in range(1, len(made) + 1)
+    ]
+
+
+def leave_out_way(options: Options, name: str, why: str = "") -> Way:
+    """The way that leaves out the one choice `name` (an Options field), `why` added to its text."""
+    way = _leaving(options, [next(choice for choice in _CHOICES if choice.name == name)])
+    return Way(way.text + why, way.applied)
+
+
+def _leaving(options: Options, chosen: Sequence[_Choice]) -> Way:
+    """Leaving out `chosen`, as the user does it: a flag is left out; a choice made by a setting (invoke.yaml,
+    -f FILE, INVOKE_WINBUILD_*) is undone by its flag's default word, which wins over the setting ("pass --cuda
+    auto"), or, without one, by removing the setting."""
+    flags = [options.label(c.name) for c in chosen if options.label(c.name).startswith("--")]
+    parts = [f"leave {_listed(flags)} out"] if flags else []
+    for choice in chosen:
+        label = options.label(choice.name)
+        if label.startswith("winbuild.") and choice.word is not None:
+            parts.append(f"pass --{choice.name.replace('_', '-')} {choice.word} (it overrides {label})")
+        elif label.startswith("winbuild."):
+            parts.append(f"remove {label} (from invoke.yaml, the -f file or INVOKE_WINBUILD_{choice.name.upper()})")
+        elif not label.startswith("--"):  # a nightly matrix entry's key
+            parts.append(f"remove {label}")
+    drop = functools.reduce(lambda first, second: lambda o: second(first(o)), [c.dropped for c in chosen])
+    return Way(" and ".join(parts), drop)
+
+
+def _listed(flags: list[str]) -> str:
+    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"

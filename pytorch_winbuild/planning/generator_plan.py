@@ -22,7 +22,8 @@ def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Gener
     if options.generator is Generator.VS:
         if facts.os != Platform.WINDOWS:
             raise ConfigurationError(
-                "--generator vs needs Windows; on Linux the build uses Ninja.", fix="pass --generator ninja or auto."
+                f"{options.label('generator')} vs needs Windows; on Linux the build uses Ninja.",
+                fix="pass --generator ninja or auto.",
             )
         return Generator.VS
     if options.build_venv:
@@ -35,7 +36,7 @@ def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Gener
         return Generator.NINJA
     if options.generator is Generator.NINJA:
         raise ToolchainError(
-            "--generator ninja was asked for, but ninja is not installed.",
+            f"{options.label('generator')} ninja was asked for, but ninja is not installed.",
             fix="pip install ninja (in the Python that builds PyTorch), then run again.",
         )
     if facts.os != Platform.WINDOWS:
@@ -62,12 +63,12 @@ def choose_compiler_cache(context: PlanContext, generator: str) -> str:
         cache = knowledge.compiler_caches[options.compiler_cache]
         if facts.os not in cache.os:
             raise ConfigurationError(
-                f"{cache.name} does not run on {facts.os}.",
+                f"{options.label('compiler_cache')} {cache.name}: {cache.name} does not run on {facts.os}.",
                 fix=f"pass --compiler-cache with one of {', '.join(candidates) or 'none'}.",
             )
         if cache.name not in candidates:
             raise ConfigurationError(
-                f"PyTorch {era.name}'s build cannot use {cache.name}.",
+                f"{options.label('compiler_cache')} {cache.name}: PyTorch {era.name}'s build cannot use it.",
                 fix=f"pass --compiler-cache with one of {', '.join(candidates)} or none.",
             )
         if generator not in cache.generators:
@@ -78,7 +79,7 @@ def choose_compiler_cache(context: PlanContext, generator: str) -> str:
             )
         if cache.name not in facts.tools:
             raise ToolchainError(
-                f"--compiler-cache {cache.name} was asked for, but {cache.name} is not installed.",
+                f"{options.label('compiler_cache')} {cache.name} was asked for, but {cache.name} is not installed.",
                 fix=f"{cache.install}, then run again.",
             )
         return cache.name

@@ -150,9 +150,11 @@ def plan_arch_list(
     release: CudaRelease,
     names: NameTable,
     defaults: DefaultArches | None = None,
+    flag: str = "--arch-list",
 ) -> ArchDecision:
     """TORCH_CUDA_ARCH_LIST for this build: --arch-list (names read with `names`) checked against nvcc, else the
-    installed GPUs. `defaults`: what the release's CMake builds when it finds no GPU (None for build-ext)."""
+    installed GPUs. `defaults`: what the release's CMake builds when it finds no GPU (None for build-ext); `flag`:
+    how messages name the list (--arch-list, or the setting it came from)."""
     gpus = [gpu for gpu in facts.gpus or () if gpu.compute_capability]
     if defaults is not None:
         everything = (
@@ -166,24 +168,24 @@ def plan_arch_list(
             "kernel again"
         )
     if requested:
-        entries = checked_arch_list(knowledge, release, requested, names, gpus)
+        entries = checked_arch_list(knowledge, release, requested, names, gpus, flag)
         decision = ArchDecision(
             format_arch_list(entries),
-            "build kernels only for these GPUs (--arch-list): shorter builds, and the fix for 'no kernel "
+            f"build kernels only for these GPUs ({flag}): shorter builds, and the fix for 'no kernel "
             "image is available'",
         )
         expanded = _named(requested, names)
         if expanded:
             decision.decisions.append(
-                f"--arch-list names, read with {names.label}: {expanded}." + (f" {names.note}" if names.note else "")
+                f"{flag} names, read with {names.label}: {expanded}." + (f" {names.note}" if names.note else "")
             )
         for gpu in gpus:
             if not covers(entries, gpu.compute_capability or ""):
                 decision.warnings.append(
-                    f"--arch-list {format_arch_list(entries)} does not cover GPU {gpu.index} {gpu.name} "
+                    f"{flag} {format_arch_list(entries)} does not cover GPU {gpu.index} {gpu.name} "
                     f"(compute capability {gpu.compute_capability}): PyTorch built this way cannot run "
                     f"kernels on it ('no kernel image is available'). Add {gpu.compute_capability} to "
-                    "--arch-list."
+                    f"{flag}."
                 )
         return decision
     if not gpus:
@@ -226,7 +228,8 @@ def _arch_fix(knowledge: Knowledge, release: CudaRelease, gpus: list[Gpu], refus
     compiles the refused one, or why there is none."""
     suggested = _suggest(release, gpus)
     arch_list = parse_arch_request(suggested, knowledge.gpu.any_release(), flag)
-    inside = Way(f"{flag} {suggested}", lambda o: replace(o, arch_list=arch_list))
+    typed = "--arch-list" if flag.startswith("winbuild.") else flag  # the flag wins over the setting
+    inside = Way(f"{typed} {suggested}", lambda o: replace(o, arch_list=arch_list))
     lead = "pass architectures from that range, e.g. "
     items: list[str | Choices] = [Choices((inside,), lead=lead, lead_after=lead)]
     releases = [r.version for r in knowledge.cuda.values() if r.accepts(refused.capability + refused.suffix)]

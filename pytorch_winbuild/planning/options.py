@@ -9,7 +9,7 @@ below it take these values as they are: they never see the user's text again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,13 @@ class Options:
     cmake: CmakeRequest = CMAKE_AUTO  # the build's CMake (--cmake): the plan's pick, a PyPI release or a path
     build_venv: bool = True  # run in a venv of the era's requirements (build-ext: in the Python that has torch)
     extension: bool = False  # build-ext: torch.utils.cpp_extension reads TORCH_CUDA_ARCH_LIST, not PyTorch's CMake
+    # How messages name a value that did not come from its flag ("winbuild.cuda": invoke.yaml, -f FILE or
+    # INVOKE_WINBUILD_CUDA; "entry 'cu128'.cuda"): a refusal blames, and a fix undoes, what the user really set.
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def label(self, name: str) -> str:
+        """How messages name the option `name` (an Options field): its flag, or the setting it came from."""
+        return self.labels.get(name) or _flag(name)
 
 
 def _flag(name: str) -> str:
@@ -121,4 +128,5 @@ def parse_options(
         values[name] = reader(knowledge, text, label(name))
     if "jobs" in values:
         checked_jobs(values["jobs"], label("jobs"))
-    return Options(**values)
+    settings = {name: label(name) for name in values if not label(name).startswith("--")}
+    return Options(**values, labels=settings)

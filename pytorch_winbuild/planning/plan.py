@@ -8,9 +8,6 @@ Design notes: docs/architecture.md.
 
 from __future__ import annotations
 
-import functools
-import itertools
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from pytorch_winbuild.errors import ConfigurationError, WinbuildError
@@ -18,7 +15,7 @@ from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.build_requirements import Requirement
-from pytorch_winbuild.knowledge.choices import CmakeRequest, CompilerCacheChoice, CudaWord, Generator, VsLine
+from pytorch_winbuild.knowledge.choices import Generator, VsLine
 from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
 from pytorch_winbuild.planning.archives_plan import archive_changes, plan_archives, python_locator
 from pytorch_winbuild.planning.cmake_plan import (
@@ -55,6 +52,7 @@ from pytorch_winbuild.planning.environment_plan import (
     windows_switches,
 )
 from pytorch_winbuild.planning.era_choice import EraChoice, resolve_era
+from pytorch_winbuild.planning.era_obstacles import Question
 from pytorch_winbuild.planning.fixes import (
     Choices,
     Fix,
@@ -62,6 +60,8 @@ from pytorch_winbuild.planning.fixes import (
     FixableError,
     Way,
     checked,
+    leave_out_way,
+    left_out,
     python_way,
 )
 from pytorch_winbuild.planning.generator_plan import (
@@ -85,7 +85,6 @@ from pytorch_winbuild.planning.plan_model import (
     plan_paths,
 )
 from pytorch_winbuild.planning.python_choice import (
-    AUTO,
     BuildPython,
     PythonRequest,
     choose_build_python,
@@ -112,15 +111,16 @@ class _Toolchain:
     nvcc_host: HostChoice | None = None
 
 
-def _check_python_path(facts: Facts, request: PythonRequest) -> None:
+def _check_python_path(facts: Facts, options: Options) -> None:
     """A --python path that no era can use is bad input whatever else is asked (exit 2), named before the era
     solver, with the installed Pythons that work instead (each planned by make_plan before it is shown)."""
+    request, label = options.python, options.label("python")
     if request.kind != "path":
         return
     asked = [p for p in installed(facts) if request.matches(p)]
     usable = sorted({p.minor for p in installed(facts) if unusable(p) is None}, key=version_tuple, reverse=True)
     ways = tuple(python_way(PythonRequest("release", minor)) for minor in usable)
-    leave = Choices((Way("leave --python out", lambda o: replace(o, python=AUTO)),), lead="", lead_after="")
+    leave = Choices((leave_out_way(options, "python"),), lead="", lead_after="")
     fix = (
         Fix((Choices(ways), leave), joiner=", or ")
         if usable
@@ -129,11 +129,11 @@ def _check_python_path(facts: Facts, request: PythonRequest) -> None:
     if not asked:
         listed = ", ".join(p.executable for p in installed(facts))
         raise FixableConfigurationError(
-            f"--python {request.value} is not one of the facts file's Pythons ({listed}).", fix=fix
+            f"{label} {request.value} is not one of the facts file's Pythons ({listed}).", fix=fix
         )
     reason = unusable(asked[0])
     if reason:
-        raise FixableConfigurationError(f"--python {request.value}: {reason}.", fix=fix)
+        raise FixableConfigurationError(f"{label} {request.value}: {reason}.", fix=fix)
 
 
 def _resolve_era(
@@ -143,12 +143,8 @@ def _resolve_era(
     asked = str(options.pytorch_version) if options.pytorch_version is not None else None
     pinned = source_version[0] if source_version else asked  # else each era's newest
     return resolve_era(
-        knowledge,
-        facts,
-        cuda=options.cuda,
-        vs=options.vs,
-        pytorch_version=options.pytorch_version,
-        source_version=source_version,
+        Question(knowledge, facts, options),
+        source_version,
         usable_cuda=lambda era: tuple(
             cuda.version
             for cuda in sorted(facts.cuda, key=lambda c: version_tuple(c.version), reverse=True)
@@ -159,8 +155,6 @@ def _resolve_era(
             )
             is None
         ),
-        python=options.python,
-        cmake=options.cmake.asked,
     )
 
 
@@ -388,7 +382,7 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
 def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
     options, tree = request.options, request.tree
     locate_archive, measured_jobs = request.locate_archive, request.measured_jobs
-    _check_python_path(facts, options.python)
+    _check_python_path(facts, options)
     choice = _resolve_era(knowledge, facts, options, tree.version)
     era = choice.era
     build_python = _build_python(knowledge, choice, facts, options, locate_archive)
@@ -451,42 +445,3 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
         archs=plan.archs,
         checkout=request.checkout,
     )
-
-
-# The choices a user can leave out: flag, whether the options make it, and the options without it.
-_LEFT_OUT: tuple[tuple[str, Callable[[Options], bool], Callable[[Options], Options]], ...] = (
-    ("--pytorch-version", lambda o: o.pytorch_version is not None, lambda o: replace(o, pytorch_version=None)),
-    ("--cuda", lambda o: o.cuda is not CudaWord.AUTO, lambda o: replace(o, cuda=CudaWord.AUTO)),
-    ("--python", lambda o: o.python != AUTO, lambda o: replace(o, python=AUTO)),
-    ("--vs", lambda o: o.vs is not VsLine.AUTO, lambda o: replace(o, vs=VsLine.AUTO)),
-    ("--toolset", lambda o: o.toolset is not None, lambda o: replace(o, toolset=None)),
-    ("--generator", lambda o: o.generator is not Generator.AUTO, lambda o: replace(o, generator=Generator.AUTO)),
-    (
-        "--compiler-cache",
-        lambda o: o.compiler_cache is not CompilerCacheChoice.AUTO,
-        lambda o: replace(o, compiler_cache=CompilerCacheChoice.AUTO),
-    ),
-    ("--arch-list", lambda o: o.arch_list is not None, lambda o: replace(o, arch_list=None)),
-    ("--cmake", lambda o: o.cmake.asked is not None, lambda o: replace(o, cmake=CmakeRequest())),
-)
-
-
-def left_out(options: Options) -> list[tuple[Way, ...]]:
-    """Ways that leave out the choices `options` make: one of them, then any two, and so on up to all of them
-    ("leave --pytorch-version, --cuda and --python out")."""
-    made = [(flag, drop) for flag, given, drop in _LEFT_OUT if given(options)]
-    return [
-        tuple(
-            Way(f"leave {_listed([flag for flag, _ in chosen])} out", functools.reduce(_both, [d for _, d in chosen]))
-            for chosen in itertools.combinations(made, size)
-        )
-        for size in range(1, len(made) + 1)
-    ]
-
-
-def _listed(flags: list[str]) -> str:
-    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
-
-
-def _both(first: Callable[[Options], Options], second: Callable[[Options], Options]) -> Callable[[Options], Options]:
-    return lambda options: second(first(options))

@@ -223,9 +223,10 @@ class PythonProblem:
 
 
 def python_problem(
-    era: Era, facts: Facts, request: PythonRequest, need: PythonNeed | None = None
+    era: Era, facts: Facts, request: PythonRequest, need: PythonNeed | None = None, label: str = "--python"
 ) -> PythonProblem | None:
-    """What stops `era` (held to `need`, a known release's range, when given) from getting a build Python here."""
+    """What stops `era` (held to `need`, a known release's range, when given) from getting a build Python here
+    (`label`: how the request is named, its flag or the setting it came from)."""
     need = need or era_need(era)
     if need.only == ():  # --cmake X.Y has no wheel for any Python of the range: no install helps
         return PythonProblem(need.short)
@@ -237,18 +238,18 @@ def python_problem(
     windows = facts.os == Platform.WINDOWS
     if request.kind == "path":
         if not asked:
-            return PythonProblem(f"--python {request.value} is not among the facts' Pythons")
+            return PythonProblem(f"{label} {request.value} is not among the facts' Pythons")
         reason = unusable(asked[0])
         if reason:
-            return PythonProblem(f"--python {request.value}: {reason}")
-        return PythonProblem(f"{need.text}, and --python {request.value} is Python {asked[0].version}")
+            return PythonProblem(f"{label} {request.value}: {reason}")
+        return PythonProblem(f"{need.text}, and {label} {request.value} is Python {asked[0].version}")
     if request.kind == "release":
         if not need.accepts(request.value):
-            return PythonProblem(f"{need.text}, not {request.value} (--python)")
+            return PythonProblem(f"{need.text}, not {request.value} ({label})")
         if windows and fetchable(request.value):
             return None
         return PythonProblem(
-            f"Python {request.value} (--python) is not installed"
+            f"Python {request.value} ({label}) is not installed"
             + ("" if not asked else " as a usable 64-bit CPython that it accepts"),
             install=_install_hint(facts.os, request.value),
         )
