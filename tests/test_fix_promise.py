@@ -1,5 +1,6 @@
-"""A fix is a promise (issue 38): every change of flags a refusal suggests plans when it is followed, on the machine
-the plan was made for, with every other choice kept.
+"""A fix is a promise (issue 38): every change of flags a refusal suggests, and everything it says to install, plans
+when it is followed, on the machine the plan was made for (once installed: planning/installs.py), with every other
+choice kept.
 
 A wide matrix of requests (every shipped facts file x CUDA x Python x release x arch list x --vs) is planned; for
 every refusal, each way its fix offers is applied to the same request and planned again. The ways are the
@@ -19,6 +20,7 @@ from pytorch_winbuild.errors import WinbuildError
 from pytorch_winbuild.facts.model import Facts, load_facts
 from pytorch_winbuild.knowledge.model import load_knowledge
 from pytorch_winbuild.planning.fixes import FixableError
+from pytorch_winbuild.planning.installs import installed_after
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.python_choice import PythonRequest
@@ -48,7 +50,7 @@ def _plan(facts: Facts, options: Options) -> None:
 @pytest.mark.xdist_group("fix-promise")
 def test_every_suggested_change_of_flags_plans_when_followed() -> None:
     facts = {host.name: load_facts(host) for host in HOSTS}
-    refused = followed = 0
+    refused = followed = installs = 0
     broken: list[str] = []
     unchecked: list[str] = []
     for host, raw in _requests():
@@ -67,10 +69,12 @@ def test_every_suggested_change_of_flags_plans_when_followed() -> None:
         refused += bool(ways)
         for way in ways:
             followed += 1
+            installs += bool(way.installs)
             try:
-                _plan(facts[host], way.applied(options))
+                _plan(installed_after(way.installs, facts[host]), way.applied(options))
             except WinbuildError as after:
                 broken.append(f"{host} {raw} + {way.text}: {after.paragraph()}")
     assert not broken, f"{len(broken)} suggested changes do not plan, e.g. " + "\n".join(broken[:5])
     assert not unchecked, f"{len(unchecked)} fixes name flags that were not planned, e.g. " + "\n".join(unchecked[:5])
     assert refused >= 1000 and followed >= refused, (refused, followed)  # refusals with ways, and ways planned
+    assert installs >= 300, installs  # ways that install something, planned on the machine once installed

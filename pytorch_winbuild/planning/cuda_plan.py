@@ -18,10 +18,11 @@ from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, versio
 from pytorch_winbuild.planning.compiler_plan import cuda_msc_range, installed_compilers, range_text
 from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.era_obstacles import same_windows_folder
-from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, Way, cuda_way
+from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, Way, cuda_way, install_way
 from pytorch_winbuild.planning.gpu_plan import (
     buildable_gpus_problem,
     checked_arch_list,
+    cuda_with_driver,
     driver_problem,
     driver_warning,
     plan_arch_list,
@@ -114,8 +115,9 @@ def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
         )
     chosen = facts.cuda_by_version(release.version)
     if chosen is None:
-        install = f"install CUDA {release.version} " + knowledge.cuda_install[facts.os].replace(
-            "{dashed}", release.version.replace(".", "-")
+        where = knowledge.cuda_install[facts.os].replace("{dashed}", release.version.replace(".", "-"))
+        install = install_way(
+            f"install CUDA {release.version} {where}", [cuda_with_driver(knowledge, facts, release.version)]
         )
         others = [cuda_way(knowledge, c.version) for c in facts.cuda if c.version in knowledge.cuda]
         ways = (

@@ -30,11 +30,15 @@ from pytorch_winbuild.planning.fixes import (
     FixableToolchainError,
     Way,
     cuda_way,
+    install_way,
     leave_out_way,
     python_way,
+    unchanged,
     version_way,
     vs_way,
 )
+from pytorch_winbuild.planning.gpu_plan import cuda_with_driver
+from pytorch_winbuild.planning.installs import Install
 from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest, installed, unusable
 
 
@@ -46,13 +50,14 @@ def era_fix(question: Question, asked: tuple[Era, str] | None, tree: bool, usabl
     knowledge, facts, options = question.knowledge, question.facts, question.options
     cuda, vs, python = options.cuda, options.vs, options.python
     release = cuda_release_of(cuda)
-    missing_cuda = [f"CUDA {cuda}"] if release and facts and facts.cuda_by_version(release.version) is None else []
+    missing_cuda = _missing_cuda(question)
     ways: list[str | Choices] = []
     if asked is not None and facts is not None:
         era, shown = asked
         found = obstacles(question, era, release_of(shown))
         if all(o.host for o in found):
-            ways.append(f"to build PyTorch {shown} here, install {' and '.join([*installs(found), *missing_cuda])}")
+            needed = [*installs(found), *missing_cuda]
+            ways.append(install_way(f"to build PyTorch {shown} here, install {_named(needed)}", needed))
     if release and facts is not None and not tree and (asked is None or release.version not in asked[0].cuda):
         ways += _install_for_cuda(question, asked is not None, missing_cuda)
 
@@ -85,7 +90,9 @@ def era_fix(question: Question, asked: tuple[Era, str] | None, tree: bool, usabl
     if vs is not VsLine.AUTO and facts is not None and facts.os == Platform.WINDOWS:
         kept += _vs_ways(question, facts, asked)
     if kept and missing_cuda:
-        ways.append(f"install CUDA {cuda} and pass {' or '.join(way.text for way in kept)}")
+        lead = f"install CUDA {cuda} and pass "
+        with_cuda = tuple(Way(way.text, way.applied, (*way.installs, *missing_cuda)) for way in kept)
+        ways.append(Choices(with_cuda, lead=lead, lead_after=lead))
     else:
         flags += kept
     if release:
@@ -113,18 +120,33 @@ def _vs_ways(question: Question, facts: Facts, asked: tuple[Era, str] | None) ->
     ]
 
 
-def _install_for_cuda(question: Question, pinned: bool, missing_cuda: list[str]) -> list[str | Choices]:
+def _missing_cuda(question: Question) -> list[Install]:
+    """The asked CUDA, when the machine does not have it."""
+    release, facts = cuda_release_of(question.options.cuda), question.facts
+    if release is None or facts is None or facts.cuda_by_version(release.version) is not None:
+        return []
+    return [cuda_with_driver(question.knowledge, facts, release.version)]
+
+
+def _named(installs: list[Install]) -> str:
+    return " and ".join(install.text for install in installs)
+
+
+def _install_for_cuda(question: Question, pinned: bool, missing_cuda: list[Install]) -> list[str | Choices]:
     """What to install to build with the asked CUDA: for the newest era that builds with it once installed (none
     when one plans as it is: a --pytorch-version names it)."""
     cuda = question.options.cuda
     for era in reversed(question.knowledge.eras):
         found = obstacles(question, era)
         if found and all(o.host for o in found):
-            return [
-                f"to build with CUDA {cuda}, install {' and '.join([*installs(found), *missing_cuda])}"
-                + (f" and pass --pytorch-version {era.newest}" if pinned else "")
+            needed = [*installs(found), *missing_cuda]
+            version = version_way(era)
+            text = (
+                f"to build with CUDA {cuda}, install {_named(needed)}"
+                + (f" and pass {version.text}" if pinned else "")
                 + f" (PyTorch {era.name} is the newest release that builds with CUDA {cuda})"
-            ]
+            )
+            return [install_way(text, needed, version.applied if pinned else unchanged)]
         if not found:
             break
     return []
@@ -132,7 +154,7 @@ def _install_for_cuda(question: Question, pinned: bool, missing_cuda: list[str])
 
 def _other_cuda(
     question: Question, asked: tuple[Era, str] | None, usable_cuda: UsableCuda | None
-) -> tuple[list[Way], str | None]:
+) -> tuple[list[Way], Choices | None]:
     """--cuda ways that plan the era(s) in question with another CUDA (installed and usable, newest first) or
     none, and, when only an uninstalled CUDA fits, the way to install it."""
     knowledge, facts = question.knowledge, question.facts
@@ -147,7 +169,12 @@ def _other_cuda(
         to_install = [v for e in fits for v in e.cuda if not obstacles(question.but(cuda=knowledge.cuda[v]), e)]
         if to_install and not versions:
             newest = max(to_install, key=version_tuple)
-            install = f"install CUDA {newest} and pass --cuda {newest}"
+            other = cuda_way(knowledge, newest)
+            install = install_way(
+                f"install CUDA {newest} and pass {other.text}",
+                [cuda_with_driver(knowledge, facts, newest)],
+                other.applied,
+            )
     ways = [cuda_way(knowledge, v) for v in versions] + ([cuda_way(knowledge, None)] if fits else [])
     return ways, install
 
@@ -168,13 +195,14 @@ def _python_flags(
     return [python_way(AUTO)] if any(not obstacles(question.but(python=AUTO), e, release) for e in eras) else []
 
 
-def _install_for_newest(question: Question) -> list[str]:
+def _install_for_newest(question: Question) -> list[str | Choices]:
     """Nothing fits and no flag helps (no usable Python on Linux, say): what to install for the newest era that
     installing alone makes plannable."""
     for era in reversed(question.knowledge.eras):
         found = obstacles(question, era)
         if found and all(o.host for o in found):
-            return [f"install {' and '.join(dict.fromkeys(installs(found)))} (for PyTorch {era.name})"]
+            needed = installs(found)
+            return [install_way(f"install {_named(needed)} (for PyTorch {era.name})", needed)]
     return []
 
 
@@ -187,13 +215,11 @@ def _without_conflicts(
     ways: list[str | Choices] = []
     if asked is not None:
         found = obstacles(question.but(vs=VsLine.AUTO), asked[0], release_of(asked[1]))
-        release = cuda_release_of(cuda)
-        missing_cuda = [f"CUDA {cuda}"] if release and facts.cuda_by_version(release.version) is None else []
         if found and all(o.host for o in found):
-            ways.append(
-                f"to build PyTorch {asked[1]} here, leave --vs out and install "
-                + " and ".join([*installs(found), *missing_cuda])
-            )
+            needed = [*installs(found), *_missing_cuda(question)]
+            leave = leave_out_way(question.options, "vs")
+            text = f"to build PyTorch {asked[1]} here, {leave.text} and install {_named(needed)}"
+            ways.append(install_way(text, needed, leave.applied))
     plain = question.but(cuda=CudaWord.CPU, vs=VsLine.AUTO)
     fitting = [e for e in knowledge.eras if not obstacles(plain, e)]
     if asked is not None and asked[0] in fitting:

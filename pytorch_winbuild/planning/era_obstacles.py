@@ -22,6 +22,13 @@ from pytorch_winbuild.knowledge.choices import (
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, version_tuple
 from pytorch_winbuild.knowledge.msvc import toolset_msc_ver
 from pytorch_winbuild.knowledge.versions import release_key
+from pytorch_winbuild.planning.installs import (
+    NVTOOLSEXT,
+    Install,
+    nvtoolsext_install,
+    python_install,
+    visual_studio_install,
+)
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.python_choice import (
     PythonRequest,
@@ -40,7 +47,7 @@ class Obstacle:
     that installing removes; the others are the user's own options conflicting with each other (exit 2)."""
 
     text: str
-    install: str | None = None
+    install: Install | None = None
 
     @property
     def host(self) -> bool:
@@ -112,10 +119,18 @@ def _lines_for(knowledge: Knowledge, era: Era, cuda: CudaChoice) -> list[str]:
     ]
 
 
-def _visual_studio(knowledge: Knowledge, lines: list[str]) -> str:
-    """What to install for one of these Visual Studio lines, as the installer names it, with its C++ tools."""
-    installers = [knowledge.products[line].installer for line in lines]
-    return " or ".join(installers) + ("" if "C++" in installers[-1] else " with the C++ build tools")
+def _visual_studio(knowledge: Knowledge, lines: list[str], cuda: CudaChoice) -> Install:
+    """The newest of these Visual Studio lines, as its installer names it, with its C++ tools, and the toolset
+    component `cuda` needs when it refuses the line's newest toolset (CUDA 9.0 and Visual Studio 2017: 14.11)."""
+    line = lines[-1]
+    release = cuda_release_of(cuda)
+    toolsets = sorted((t for t in knowledge.toolsets if t.product_line == line), key=lambda t: t.msc_ver)
+    accepted = [t for t in toolsets if release is None or release.msc_range[0] <= t.msc_ver < release.msc_range[1]]
+    component = accepted[-1] if accepted and accepted[-1] != toolsets[-1] else None
+    installer = knowledge.products[line].installer
+    text = installer + ("" if "C++" in installer else " with the C++ build tools")
+    text += f" and its component '{component.component}'" if component else ""
+    return visual_studio_install(knowledge, line, text, component)
 
 
 def obstacles(question: Question, era: Era, pinned: tuple[int, ...] | None = None) -> list[Obstacle]:
@@ -136,7 +151,9 @@ def obstacles(question: Question, era: Era, pinned: tuple[int, ...] | None = Non
     need = python_need(knowledge, era, pinned, ".".join(map(str, pinned or ())), cmake)
     problem = python_problem(era, facts, options.python, need, options.label("python"))
     if problem is not None:
-        found.append(Obstacle(problem.text, install=problem.install))
+        minor, hint = problem.install_minor, problem.install
+        install = python_install(facts.os, minor, hint) if minor and hint else None
+        found.append(Obstacle(problem.text, install=install))
     refusal = _cmake_obstacle(knowledge, era, pinned, cmake)
     if refusal is not None:
         found.append(refusal)
@@ -152,8 +169,11 @@ def obstacles(question: Question, era: Era, pinned: tuple[int, ...] | None = Non
                 Obstacle(
                     f"PyTorch {era.name} links NvToolsExt even with CUDA {cuda}, whose NVTX is header-only (its CMake "
                     "stops with 'Failed to find nvToolsExt'), and this machine has no NvToolsExt",
-                    install="NvToolsExt (the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x "
-                    "installer)",
+                    install=nvtoolsext_install(
+                        NVTOOLSEXT,
+                        "NvToolsExt (the 'Nsight NVTX' / 'Visual Studio Integration' component of a CUDA 11.x "
+                        "installer)",
+                    ),
                 )
             )
         moved = _moved_nvtoolsext(era, facts, release)
@@ -169,7 +189,7 @@ def obstacles(question: Question, era: Era, pinned: tuple[int, ...] | None = Non
                 Obstacle(
                     f"Visual Studio {vs} ({options.label('vs')}) is not installed (this machine has "
                     f"{', '.join(installed)})",
-                    install=_visual_studio(knowledge, [vs]),
+                    install=_visual_studio(knowledge, [vs], cuda),
                 )
             )
         elif installed and not set(installed) & set(era.visual_studio):
@@ -178,7 +198,7 @@ def obstacles(question: Question, era: Era, pinned: tuple[int, ...] | None = Non
                 Obstacle(
                     f"PyTorch {era.name}'s build knows Visual Studio {', '.join(era.visual_studio)}, and "
                     f"this machine has {', '.join(installed)}",
-                    install=_visual_studio(knowledge, lines),
+                    install=_visual_studio(knowledge, lines, cuda),
                 )
             )
     return found
@@ -205,7 +225,7 @@ def _moved_nvtoolsext(era: Era, facts: Facts, release: CudaRelease | None) -> Ob
     return Obstacle(
         f"PyTorch {era.name} links NvToolsExt only from {fixed} (its torch/CMakeLists.txt reads no variable for "
         f"it, not NVTOOLSEXT_PATH), and this machine's is {folder}",
-        install=f"NvToolsExt in {fixed} ({link})",
+        install=nvtoolsext_install(fixed, f"NvToolsExt in {fixed} ({link})"),
     )
 
 
@@ -229,9 +249,9 @@ def release_of(shown: str) -> tuple[int, ...] | None:
     return None if shown == "main" else version_tuple(shown)
 
 
-def installs(found: list[Obstacle]) -> list[str]:
-    """What to install against the machine's obstacles (every one of `found` has an install step)."""
-    return [o.install for o in found if o.install is not None]
+def installs(found: list[Obstacle]) -> list[Install]:
+    """What to install against the machine's obstacles (every one of `found` has an install step), each once."""
+    return list({o.install.text: o.install for o in found if o.install is not None}.values())
 
 
 def toolset_fits(facts: Facts, line: str, cuda: CudaChoice) -> bool:

@@ -1,10 +1,10 @@
 """A fix is a promise: every way out of a refusal that changes the user's choices is planned before it is shown.
 
 A refusal that offers such ways is raised as a `FixableError` carrying them as a `Fix`: text, and for each way
-that only changes flags, the Options fields it changes. planning/plan.py's make_plan applies each of those ways
+the Options fields it changes and what it installs. planning/plan.py's make_plan applies each of those ways
 to the same request, every other choice kept, and shows it only when that plan succeeds; when none does, it
-names the choices to leave out instead. A way that needs something installed or checked out first is shown as
-it is: this machine cannot plan with what it does not have yet.
+names the choices to leave out instead. A way that installs something is planned on the machine as it will be
+once installed (planning/installs.py); a checkout of another release is shown as it is.
 """
 
 from __future__ import annotations
@@ -24,20 +24,37 @@ from pytorch_winbuild.knowledge.choices import (
     parse_pytorch_pin,
 )
 from pytorch_winbuild.knowledge.model import Era, Knowledge
+from pytorch_winbuild.planning.installs import Install
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.python_choice import AUTO, PythonRequest
 
 
+def unchanged(options: Options) -> Options:
+    """A way that changes no choice (it installs something)."""
+    return options
+
+
 @dataclass(frozen=True)
 class Way:
-    """One change of the user's choices: how the fix shows it ("--python 3.9") and what it does to the options."""
+    """One way out: how the fix shows it ("--python 3.9", "install CUDA 9.0"), what it does to the options, and
+    what it installs (planning/installs.py: the machine it is planned on)."""
 
     text: str
     applied: Callable[[Options], Options]
+    installs: tuple[Install, ...] = ()
 
     def then(self, other: Way) -> Way:
         """Both changes, shown together ("--pytorch-version 1.13.1 --cuda cpu")."""
-        return Way(f"{self.text} {other.text}", lambda options: other.applied(self.applied(options)))
+        return Way(
+            f"{self.text} {other.text}",
+            lambda options: other.applied(self.applied(options)),
+            self.installs + other.installs,
+        )
+
+
+def install_way(text: str, installs: Sequence[Install], applied: Callable[[Options], Options] = unchanged) -> Choices:
+    """A way that installs something (and may change choices too), shown as its own sentence."""
+    return Choices((Way(text, applied, tuple(installs)),), lead="", lead_after="")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pytorch_winbuild.knowledge.choices import ArchRequest, parse_arch_request
 from pytorch_winbuild.knowledge.default_arches import DefaultArches
 from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge, driver_key, version_tuple
 from pytorch_winbuild.planning.fixes import Choices, Fix, FixableConfigurationError, Way, cuda_way
+from pytorch_winbuild.planning.installs import Install, cuda_install
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 
@@ -69,6 +70,13 @@ def driver_problem(knowledge: Knowledge, facts: Facts, release: CudaRelease) -> 
         "build would fail at its first CUDA call with 'The NVIDIA driver on your system is too old'.",
         f"install driver {minimum} or newer ({DRIVER_DOWNLOAD}), or pass --cuda with a release up to {newest}.",
     )
+
+
+def cuda_with_driver(knowledge: Knowledge, facts: Facts, version: str) -> Install:
+    """Installing CUDA `version`, with the driver it needs when this machine's cannot run it."""
+    release = knowledge.cuda[version]
+    needs = driver_problem(knowledge, facts, release) is not None
+    return cuda_install(knowledge, facts.os, version, release.driver[facts.os] if needs else None)
 
 
 def driver_warning(knowledge: Knowledge, facts: Facts, release: CudaRelease) -> str | None:

@@ -72,6 +72,7 @@ from pytorch_winbuild.planning.generator_plan import (
     vs_generator,
 )
 from pytorch_winbuild.planning.host_compiler import HostChoice, choose_host_compiler
+from pytorch_winbuild.planning.installs import installed_after
 from pytorch_winbuild.planning.jobs import MeasuredJobs
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import (
@@ -371,7 +372,8 @@ def make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan:
 
         def works(way: Way) -> bool:
             try:
-                _make_plan(replace(request, options=way.applied(request.options)), facts, knowledge)
+                after = installed_after(way.installs, facts)  # the machine once the way's installs are done
+                _make_plan(replace(request, options=way.applied(request.options)), after, knowledge)
             except WinbuildError:
                 return False
             return True

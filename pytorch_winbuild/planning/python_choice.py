@@ -219,7 +219,8 @@ class PythonProblem:
     """Why the era cannot get a build Python with this request; `install` is set when installing removes it."""
 
     text: str
-    install: str | None = None
+    install: str | None = None  # how to get it
+    install_minor: str | None = None  # the release that installing adds
 
 
 def python_problem(
@@ -252,14 +253,16 @@ def python_problem(
             f"Python {request.value} ({label}) is not installed"
             + ("" if not asked else " as a usable 64-bit CPython that it accepts"),
             install=_install_hint(facts.os, request.value),
+            install_minor=request.value,
         )
     if windows and any(fetchable(minor) for minor in need.minors):
         return None
     have = ", ".join(dict.fromkeys(p.version for p in usable)) or "none usable"
-    minors = need.minors
+    minor = need.minors[0] if need.minors else need.low
     return PythonProblem(
         f"{need.text}, and this machine's Pythons are {have}",
-        install=_install_hint(facts.os, minors[0] if minors else need.low),
+        install=_install_hint(facts.os, minor),
+        install_minor=minor,
     )
 
 
