@@ -1,7 +1,7 @@
 """The folders of the cache a running build uses (its clone, its venv, its compiler cache), claimed so that `clean`
 leaves them alone.
 
-A build claims a folder with a lock file of its own beside it, `.<name>.in-use-<pid>`, held (an OS file lock) until
+A build claims a folder with a lock file of its own beside it, `.<name>.in-use-<pid>-<n>`, held (an OS file lock) until
 the build ends: a build that crashed holds nothing, so its file is stale and `clean` removes it with the folder.
 Claims are taken under the cache lock, and `clean` holds that lock while it looks and removes, so no build starts
 using a folder between clean's look and its removal. Several builds may claim one folder: each has its own file.
@@ -10,6 +10,7 @@ using a folder between clean's look and its removal. Several builds may claim on
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from filelock import BaseFileLock
 
 CLAIM_INFIX = ".in-use-"
+_serial = itertools.count()  # one file per claim, also for two claims of one folder in one process (nightly threads)
 # A build waits this long for a `clean` (or a fetch) holding the cache lock before it claims its folders.
 CLAIM_TIMEOUT = 3600.0
 
@@ -60,12 +62,19 @@ def _inside(folder: Path, cache_dir: Path) -> bool:
     return folder.absolute().is_relative_to(cache_dir.absolute())
 
 
+def build_folders(cache_dir: Path, venv_folder: str | None, compiler_cache: str) -> list[Path]:
+    """The folders a build of a plan uses besides its clone: its venv and its compiler cache's objects
+    (<cache>/<name>, build_config/compiler_caches.toml)."""
+    used = [Path(venv_folder)] if venv_folder else []
+    return used + ([cache_dir / compiler_cache] if compiler_cache != "none" else [])
+
+
 @contextmanager
 def claimed(
     cache_dir: Path, folders: Iterable[Path], *, log: Callable[[str], None], timeout: float = CLAIM_TIMEOUT
 ) -> Iterator[None]:
     """Claim the `folders` that lie in the cache for the block (others are not clean's to remove)."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock
 
     inside = list(dict.fromkeys(folder.absolute() for folder in folders if _inside(folder, cache_dir)))
     locks: list[BaseFileLock] = []
@@ -74,10 +83,10 @@ def claimed(
             with cache_lock(cache_dir, timeout=timeout, log=log):
                 for folder in inside:
                     folder.parent.mkdir(parents=True, exist_ok=True)
-                    lock = FileLock(str(folder.parent / f".{folder.name}{CLAIM_INFIX}{os.getpid()}"))
-                    with contextlib.suppress(Timeout):  # this process claimed it already
-                        lock.acquire(timeout=0)
-                        locks.append(lock)
+                    name = f".{folder.name}{CLAIM_INFIX}{os.getpid()}-{next(_serial)}"
+                    lock = FileLock(str(folder.parent / name))
+                    lock.acquire(timeout=0)  # a file of its own: nobody else locks it
+                    locks.append(lock)
         yield
     finally:
         for held in reversed(locks):
