@@ -78,11 +78,14 @@ def claimed(
 
     inside = list(dict.fromkeys(folder.absolute() for folder in folders if _inside(folder, cache_dir)))
     locks: list[BaseFileLock] = []
+    made: list[Path] = []  # removed again when nothing was put there (a clone refused before it began)
     try:
         if inside:
             with cache_lock(cache_dir, timeout=timeout, log=log):
                 for folder in inside:
-                    folder.parent.mkdir(parents=True, exist_ok=True)
+                    if not folder.parent.is_dir():
+                        folder.parent.mkdir(parents=True)
+                        made.append(folder.parent)
                     name = f".{folder.name}{CLAIM_INFIX}{os.getpid()}-{next(_serial)}"
                     lock = FileLock(str(folder.parent / name))
                     lock.acquire(timeout=0)  # a file of its own: nobody else locks it
@@ -93,3 +96,6 @@ def claimed(
             held.release()
             with contextlib.suppress(OSError):
                 os.unlink(held.lock_file)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()

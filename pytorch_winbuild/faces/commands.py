@@ -231,49 +231,48 @@ def build(
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
     clone = None
-    claims = ExitStack()  # the cache's folders this build uses, spared by `clean` until it ends
-    if repo and dry_run:  # planned, not cloned: the plan lists the git commands, the clone's folder is the build's
-        clone, source = CloneChoice(repo, ref, source), None
-    elif repo:
-        checkout, source = _cloned_source(repo, ref, source, folder, claims)
-    plan = plan_from_flags(
-        c,
-        host=host,
-        source=source,
-        cache=cache,
-        mode=chosen_mode,
-        libtorch=libtorch,
-        arguments={**plan_flags, "cache_dir": cache_dir},
-        measured_for="build",
-        clone=clone,
-    )
-    if dry_run:
-        sys.stdout.write(render(plan, format))
-        return
-    from pytorch_winbuild.builder.pipeline import BuildRequest, default_log_dir, run_build  # not for --dry-run
-    from pytorch_winbuild.builder.source import existing_checkout
+    with ExitStack() as claims:  # the cache's folders this build uses, spared by `clean` until it ends
+        if repo and dry_run:  # planned, not cloned: the plan lists the git commands, the clone's folder is the build's
+            clone, source = CloneChoice(repo, ref, source), None
+        elif repo:
+            checkout, source = _cloned_source(repo, ref, source, folder, claims)
+        plan = plan_from_flags(
+            c,
+            host=host,
+            source=source,
+            cache=cache,
+            mode=chosen_mode,
+            libtorch=libtorch,
+            arguments={**plan_flags, "cache_dir": cache_dir},
+            measured_for="build",
+            clone=clone,
+        )
+        if dry_run:
+            sys.stdout.write(render(plan, format))
+            return
+        from pytorch_winbuild.builder.pipeline import BuildRequest, default_log_dir, run_build  # not for --dry-run
+        from pytorch_winbuild.builder.source import existing_checkout
 
-    if checkout is None:
-        source_dir = Path(source) if source else default_build_source()
-        checkout = existing_checkout(source_dir)
-    wheels = path_flag(text_setting(c, "find_links", find_links), flag_label("find_links", find_links))
-    index = path_flag(text_setting(c, "index_url", index_url), flag_label("index_url", index_url))
-    _refuse_urls_offline(plan, wheels, index, flag_label("find_links", find_links))
-    request = BuildRequest(
-        checkout=checkout,
-        cache_dir=folder,
-        log_dir=Path(log_dir) if log_dir else default_log_dir(folder),
-        mode=chosen_mode,
-        libtorch=libtorch,
-        clean=clean,
-        verify=not no_verify,
-        mirror=mirror,
-        find_links=wheels,
-        index_url=index,
-        remember_venv=True,  # for verify and build-ext, as soon as the venv is there
-        verify_command=f"{started_program()} verify{cache.again()}",  # the cache that remembers it
-    )
-    with claims:
+        if checkout is None:
+            source_dir = Path(source) if source else default_build_source()
+            checkout = existing_checkout(source_dir)
+        wheels = path_flag(text_setting(c, "find_links", find_links), flag_label("find_links", find_links))
+        index = path_flag(text_setting(c, "index_url", index_url), flag_label("index_url", index_url))
+        _refuse_urls_offline(plan, wheels, index, flag_label("find_links", find_links))
+        request = BuildRequest(
+            checkout=checkout,
+            cache_dir=folder,
+            log_dir=Path(log_dir) if log_dir else default_log_dir(folder),
+            mode=chosen_mode,
+            libtorch=libtorch,
+            clean=clean,
+            verify=not no_verify,
+            mirror=mirror,
+            find_links=wheels,
+            index_url=index,
+            remember_venv=True,  # for verify and build-ext, as soon as the venv is there
+            verify_command=f"{started_program()} verify{cache.again()}",  # the cache that remembers it
+        )
         claims.enter_context(_claim_used(plan, folder))
         run_build(plan, request)
 
