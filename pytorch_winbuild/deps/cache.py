@@ -2,7 +2,7 @@
 
 A folder is renamed into place only after a complete extraction, a layout check and its marker (MARKER_NAME), so a
 folder without a valid marker (an interrupted run, a hand-made copy) is never trusted. CACHEDIR.TAG marks the folder
-as a pytorch-winbuild cache: `clean` deletes nothing elsewhere. The layout: docs/architecture.md.
+as a pytorch-winbuild cache: `clean` (deps/cache_clean.py) deletes nothing elsewhere. The layout: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path, PurePath
 from typing import TypeVar
 
 from pytorch_winbuild import atomic_file
-from pytorch_winbuild.errors import BusyError, ConfigurationError, DependencyError
+from pytorch_winbuild.errors import BusyError, DependencyError
 from pytorch_winbuild.json_file import read_json
 from pytorch_winbuild.knowledge.catalog import Archive
 
@@ -208,24 +208,6 @@ def cache_lock(cache_dir: Path, *, timeout: float, log: Callable[[str], None]) -
         lock.release()
 
 
-def tree_size(path: Path) -> int:
-    """Bytes in the files under `path` (links not followed)."""
-    if path.is_file():
-        return path.stat().st_size
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
-
-
-@dataclass(frozen=True)
-class Removed:
-    path: Path
-    bytes: int
-
-
 def tag_cache(cache_dir: Path) -> None:
     """Mark the folder as a pytorch-winbuild cache (CACHEDIR.TAG), once; a folder that cannot be written stays
     as it is (a read-only cache is only read)."""
@@ -250,45 +232,6 @@ def is_cache(cache_dir: Path) -> bool:
     except OSError:
         return False
     return any(read_marker(folder) is not None for folder in folders if folder.is_dir() and not folder.is_symlink())
-
-
-def clean(
-    cache_dir: Path,
-    *,
-    deps: bool,
-    downloads: bool,
-    timeout: float,
-    log: Callable[[str], None],
-    label: str = "the cache folder",
-    instead: str = "pass the cache folder with --cache-dir",
-) -> list[Removed]:
-    """Delete the extracted archives and/or the downloaded ones (partial downloads included), only in a folder
-    that is a pytorch-winbuild cache: a mistyped --cache-dir must not cost the user their Downloads folder.
-    `label` names where the folder came from (a flag, a setting), `instead` how to choose another."""
-    targets = ([deps_root(cache_dir)] if deps else []) + ([downloads_root(cache_dir)] if downloads else [])
-    removed: list[Removed] = []
-    if not cache_dir.exists():
-        return removed
-    if not is_cache(cache_dir):
-        raise ConfigurationError(
-            f"{label} {cache_dir} is not a pytorch-winbuild cache (it has no {TAG_NAME} written by pytorch-winbuild "
-            "and no archive it extracted), so clean deletes nothing there.",
-            fix=f"check the folder name, and {instead}.",
-        )
-    with cache_lock(cache_dir, timeout=timeout, log=log):
-        for target in targets:
-            if target.exists():
-                size = tree_size(target)
-                try:
-                    remove_tree(target)
-                except OSError as exc:
-                    raise DependencyError(
-                        f"could not delete {target} ({exc.strerror or exc}: {exc.filename}).",
-                        fix="close programs that use files in it (a build, an editor, a shell inside it) and run "
-                        "the command again.",
-                    ) from None
-                removed.append(Removed(path=target, bytes=size))
-    return removed
 
 
 def write_error(exc: OSError, path: Path) -> DependencyError:

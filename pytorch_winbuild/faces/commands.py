@@ -10,6 +10,7 @@ JSON and scripts are exact data and are printed as they are.
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict
@@ -176,13 +177,19 @@ def _check_build_flags(
             check_ref(ref)
 
 
-def _cloned_source(repo: str, ref: str | None, source: str | None, cache: Path) -> tuple[SourceCheckout, str]:
-    """--repo of a real build: the checkout, cloned or fetched now into --source or the cache, and its folder."""
+def _cloned_source(
+    repo: str, ref: str | None, source: str | None, cache: Path, claims: ExitStack
+) -> tuple[SourceCheckout, str]:
+    """--repo of a real build: the checkout, cloned or fetched now into --source or the cache, and its folder, claimed
+    for the build (`claims`) before git touches it, so `clean --sources` leaves it alone."""
     from pytorch_winbuild.builder.preflight import check_disk, checkout_needs
     from pytorch_winbuild.builder.source import acquire_source, clone_destination
+    from pytorch_winbuild.deps.in_use import claimed
+    from pytorch_winbuild.deps.progress import log_line
     from pytorch_winbuild.knowledge.model import load_knowledge
 
     destination = clone_destination(repo, Path(source).absolute() if source else None, cache.absolute())
+    claims.enter_context(claimed(cache, [destination], log=log_line))
     for warning in check_disk(checkout_needs(destination, load_knowledge())):  # before the clone starts
         print(terminal_line(f"-- warning: {warning}"), flush=True)
     checkout = acquire_source(repo=repo, ref=ref, destination=destination)
@@ -224,48 +231,60 @@ def build(
             writable_folder(Path(log_dir), "--log-dir")
     checkout = None
     clone = None
-    if repo and dry_run:  # planned, not cloned: the plan lists the git commands, the clone's folder is the build's
-        clone, source = CloneChoice(repo, ref, source), None
-    elif repo:
-        checkout, source = _cloned_source(repo, ref, source, folder)
-    plan = plan_from_flags(
-        c,
-        host=host,
-        source=source,
-        cache=cache,
-        mode=chosen_mode,
-        libtorch=libtorch,
-        arguments={**plan_flags, "cache_dir": cache_dir},
-        measured_for="build",
-        clone=clone,
-    )
-    if dry_run:
-        sys.stdout.write(render(plan, format))
-        return
-    from pytorch_winbuild.builder.pipeline import BuildRequest, default_log_dir, run_build  # not for --dry-run
-    from pytorch_winbuild.builder.source import existing_checkout
+    with ExitStack() as claims:  # the cache's folders this build uses, spared by `clean` until it ends
+        if repo and dry_run:  # planned, not cloned: the plan lists the git commands, the clone's folder is the build's
+            clone, source = CloneChoice(repo, ref, source), None
+        elif repo:
+            checkout, source = _cloned_source(repo, ref, source, folder, claims)
+        plan = plan_from_flags(
+            c,
+            host=host,
+            source=source,
+            cache=cache,
+            mode=chosen_mode,
+            libtorch=libtorch,
+            arguments={**plan_flags, "cache_dir": cache_dir},
+            measured_for="build",
+            clone=clone,
+        )
+        if dry_run:
+            sys.stdout.write(render(plan, format))
+            return
+        from pytorch_winbuild.builder.pipeline import BuildRequest, default_log_dir, run_build  # not for --dry-run
+        from pytorch_winbuild.builder.source import existing_checkout
 
-    if checkout is None:
-        source_dir = Path(source) if source else default_build_source()
-        checkout = existing_checkout(source_dir)
-    wheels = path_flag(text_setting(c, "find_links", find_links), flag_label("find_links", find_links))
-    index = path_flag(text_setting(c, "index_url", index_url), flag_label("index_url", index_url))
-    _refuse_urls_offline(plan, wheels, index, flag_label("find_links", find_links))
-    request = BuildRequest(
-        checkout=checkout,
-        cache_dir=folder,
-        log_dir=Path(log_dir) if log_dir else default_log_dir(folder),
-        mode=chosen_mode,
-        libtorch=libtorch,
-        clean=clean,
-        verify=not no_verify,
-        mirror=mirror,
-        find_links=wheels,
-        index_url=index,
-        remember_venv=True,  # for verify and build-ext, as soon as the venv is there
-        verify_command=f"{started_program()} verify{cache.again()}",  # the cache that remembers it
+        if checkout is None:
+            source_dir = Path(source) if source else default_build_source()
+            checkout = existing_checkout(source_dir)
+        wheels = path_flag(text_setting(c, "find_links", find_links), flag_label("find_links", find_links))
+        index = path_flag(text_setting(c, "index_url", index_url), flag_label("index_url", index_url))
+        _refuse_urls_offline(plan, wheels, index, flag_label("find_links", find_links))
+        request = BuildRequest(
+            checkout=checkout,
+            cache_dir=folder,
+            log_dir=Path(log_dir) if log_dir else default_log_dir(folder),
+            mode=chosen_mode,
+            libtorch=libtorch,
+            clean=clean,
+            verify=not no_verify,
+            mirror=mirror,
+            find_links=wheels,
+            index_url=index,
+            remember_venv=True,  # for verify and build-ext, as soon as the venv is there
+            verify_command=f"{started_program()} verify{cache.again()}",  # the cache that remembers it
+        )
+        claims.enter_context(_claim_used(plan, folder))
+        run_build(plan, request)
+
+
+def _claim_used(plan: Plan, cache: Path) -> AbstractContextManager[None]:
+    """Claim the build venv and the compiler cache's folder of `plan` (deps/in_use.py)."""
+    from pytorch_winbuild.deps.in_use import build_folders, claimed
+    from pytorch_winbuild.deps.progress import log_line
+
+    return claimed(
+        cache, build_folders(cache, plan.venv.folder if plan.venv else None, plan.compiler_cache), log=log_line
     )
-    run_build(plan, request)
 
 
 def _refuse_urls_offline(plan: Plan, find_links: str | None, index_url: str | None, label: str) -> None:

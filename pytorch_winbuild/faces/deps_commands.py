@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 
 from invoke import Context
 
-from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.errors import BusyError, ConfigurationError
 from pytorch_winbuild.faces.commands import checked_mirror
 from pytorch_winbuild.faces.flags import cache_choice, flag_label, path_flag, whole_number
 from pytorch_winbuild.faces.plan_request import read_options, source_folder
-from pytorch_winbuild.text.terminal_text import terminal_line
+from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
 if TYPE_CHECKING:
+    from pytorch_winbuild.deps.cache_clean import Item, Kind
     from pytorch_winbuild.knowledge.catalog import Archive
     from pytorch_winbuild.knowledge.model import CudaRelease, Knowledge
     from pytorch_winbuild.planning.era_choice import EraChoice
@@ -198,29 +199,136 @@ def _no_venv_note(package: Archive | None) -> None:
         )
 
 
-def clean(c: Context, *, deps: bool, downloads: bool, cache_dir: str | None) -> None:
-    """The `clean` task."""
-    from pytorch_winbuild.deps.cache import clean as clean_cache
-    from pytorch_winbuild.deps.cache import deps_root, downloads_root, is_cache
+def older_than_days(text: str | None, *, aged: bool) -> float | None:
+    """--older-than DAYS: a non-negative number of days, and only with a kind it applies to (--logs, --all)."""
+    if text is None:
+        return None
+    if not aged:
+        raise ConfigurationError(
+            f"--older-than {echoed(text)} applies to logs only, and no --logs (or --all) was given; nothing was "
+            "removed.",
+            fix="add --logs to remove the logs and reports older than that, or leave --older-than out.",
+        )
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not (0 <= days < float("inf")):
+        raise ConfigurationError(
+            f"--older-than {echoed(text)} is not a number of days; nothing was removed.",
+            fix="pass a number of days of 0 or more, e.g. --older-than 30 (0: every log).",
+        )
+    return days
+
+
+def clean(
+    c: Context,
+    *,
+    kinds: dict[str, bool],
+    all_kinds: bool,
+    older_than: str | None,
+    dry_run: bool,
+    cache_dir: str | None,
+) -> None:
+    """The `clean` task: `kinds` maps each flag of deps/cache_clean.py KINDS to whether it was given."""
+    from pytorch_winbuild.deps import cache_clean
+    from pytorch_winbuild.deps.cache import is_cache
     from pytorch_winbuild.deps.progress import human_size, log_line
 
-    if not (deps or downloads):
+    chosen = [kind.flag for kind in cache_clean.KINDS if all_kinds or kinds.get(kind.flag)]
+    if not chosen:
         raise ConfigurationError(
             "nothing to clean was named.",
-            fix="pass --deps (extracted MKL/MAGMA), --downloads (downloaded archives), or both.",
+            fix=f"pass one or more of {', '.join(_flag_names())}, or --all (add --dry-run to see sizes first).",
         )
+    days = older_than_days(older_than, aged=any(cache_clean.BY_FLAG[flag].aged for flag in chosen))
     cache = cache_choice(c, cache_dir)
     folder = cache.folder
-    named = [deps_root(folder)] * deps + [downloads_root(folder)] * downloads
-    if (folder.exists() and not folder.is_dir()) or any(os.path.lexists(path) for path in named):
-        cache.check_writable()  # a file named as the cache, or a cache with something to remove
+    found = cache_clean.items(folder, chosen, older_than=days) if folder.is_dir() else []
+    if folder.exists() and not folder.is_dir():
+        cache.check_writable()  # a file named as the cache: said so
+    if dry_run:
+        cache_clean.refuse_foreign(folder, cache.label, cache.instead)
+        _print_dry_run(folder, chosen, found)
+        return
+    if found:
+        cache.check_writable()
     elif is_cache(folder):  # nothing to remove: no lock to take, nothing written (the cache may be read-only)
         print(terminal_line(f"nothing to remove in {folder}"))
         return
-    removed = clean_cache(
-        folder, deps=deps, downloads=downloads, timeout=10.0, log=log_line, label=cache.label, instead=cache.instead
+    removed: list[int] = []
+
+    def said(item: cache_clean.Removed) -> None:
+        removed.append(item.bytes)
+        print(terminal_line(f"removed {item.path} ({human_size(item.bytes)})"), flush=True)
+
+    kept = cache_clean.clean(
+        folder,
+        chosen,
+        older_than=days,
+        timeout=10.0,
+        log=log_line,
+        on_removed=said,
+        label=cache.label,
+        instead=cache.instead,
     )
-    for item in removed:
-        print(terminal_line(f"removed {item.path} ({human_size(item.bytes)})"))
-    if not removed:
+    if not removed and not kept:
         print(terminal_line(f"nothing to remove in {folder}"))
+    _refuse_kept(kept)
+
+
+def _flag_names() -> list[str]:
+    from pytorch_winbuild.deps.cache_clean import KINDS
+
+    return ["--" + kind.flag.replace("_", "-") for kind in KINDS]
+
+
+def _refuse_kept(kept: list[Item]) -> None:
+    """What a running build uses was kept; the command says so and fails, as it did not do all it was asked."""
+    if not kept:
+        return
+    for item in kept:
+        print(terminal_line(f"kept {item.path}: in use by a running build"))
+    raise BusyError(
+        f"{len(kept)} folder{'s' * (len(kept) != 1)} in use by a running build {'were' if len(kept) != 1 else 'was'} "
+        "kept (listed above); everything else named was removed.",
+        fix="run the same clean again when that build has finished.",
+    )
+
+
+def _none(folder: Path, kind: Kind, found: list[Item]) -> str:
+    """A kind with nothing of its own to list: nothing there, or its folders go whole with a kind above (--all's
+    --deps takes the fetched CPythons)."""
+    roots = [folder / name for name in kind.folders]
+    above = {
+        "--" + item.kind.flag.replace("_", "-")
+        for item in found
+        if item.kind is not kind and any(item.path == root or item.path in root.parents for root in roots)
+    }
+    return f"--{kind.flag.replace('_', '-')}: " + (f"removed with {', '.join(sorted(above))}" if above else "nothing")
+
+
+def _print_dry_run(folder: Path, chosen: list[str], found: list[Item]) -> None:
+    """Each kind named, its size and the paths that would go (or stay, in use), and the total; nothing removed."""
+    from pytorch_winbuild.deps.cache_clean import BY_FLAG, tree_bytes
+    from pytorch_winbuild.deps.in_use import in_use
+    from pytorch_winbuild.deps.progress import human_size
+
+    print(terminal_line(f"dry run: nothing is removed from {folder} (sizes: the files' apparent bytes)"))
+    total = 0
+    for flag in chosen:
+        kind = BY_FLAG[flag]
+        mine = [(item, tree_bytes(item.path), in_use(item.path)) for item in found if item.kind is kind]
+        freed = sum(size for _item, size, busy in mine if not busy)
+        total += freed
+        name = "--" + flag.replace("_", "-")
+        count = f"{len(mine)} item{'s' * (len(mine) != 1)}"
+        print(
+            terminal_line(
+                f"{name}: {count}, {human_size(freed)} ({kind.holds})" if mine else _none(folder, kind, found)
+            )
+        )
+        for item, size, busy in mine:
+            what = f"  kept, in use by a running build: {item.path}" if busy else f"  would remove {item.path}"
+            print(terminal_line(f"{what} ({human_size(size)})"))
+    print(terminal_line(f"total: {human_size(total)} would be freed"))

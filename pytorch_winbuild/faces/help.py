@@ -158,6 +158,19 @@ CLEAN_HELP = {
         "re-extracts offline."
     ),
     "downloads": "Remove the downloaded archives and partial downloads (cache/downloads).",
+    "venvs": (
+        "Remove the build venvs (cache/venvs: one per era x Python x requirement set); the next build remakes its own."
+    ),
+    "sources": "Remove the clones made by build --repo and the nightly (cache/src, cache/nightly/src).",
+    "compiler_cache": (
+        "Remove the compiler caches' objects (cache/sccache, ccache, clcache) and build-ext's compiler wrappers "
+        "(cache/launchers): the next build compiles everything again."
+    ),
+    "logs": "Remove the build logs and reports (cache/logs); with --older-than DAYS, only those older than that.",
+    "pythons": "Remove the CPythons fetched from NuGet (cache/deps/python.*, cache/downloads/python.*).",
+    "all": "Remove every kind: --deps, --downloads, --venvs, --sources, --compiler-cache, --logs and --pythons.",
+    "older_than": "With --logs or --all: remove only logs and reports last changed more than DAYS days ago.",
+    "dry_run": "Remove nothing: list each kind named, its size and every path that would go.",
     "cache_dir": PLAN_HELP["cache_dir"],
 }
 

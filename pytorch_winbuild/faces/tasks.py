@@ -238,11 +238,40 @@ def fetch_deps(
     )
 
 
-@task(help=CLEAN_HELP)
+@task(help=CLEAN_HELP, auto_shortflags=False)
 @reports_errors
-def clean(c: Context, deps: bool = False, downloads: bool = False, cache_dir: str | None = None) -> None:
-    """Remove what the flags say from the cache (waits briefly for a run that is using it)."""
-    deps_commands.clean(c, deps=deps, downloads=downloads, cache_dir=cache_dir)
+def clean(
+    c: Context,
+    deps: bool = False,
+    downloads: bool = False,
+    venvs: bool = False,
+    sources: bool = False,
+    compiler_cache: bool = False,
+    logs: bool = False,
+    pythons: bool = False,
+    all: bool = False,
+    older_than: str | None = None,
+    dry_run: bool = False,
+    cache_dir: str | None = None,
+) -> None:
+    """Remove what the flags say from the cache, sparing what a running build uses (waits briefly for a run that
+    holds the cache); --dry-run lists each kind's size and paths."""
+    deps_commands.clean(
+        c,
+        kinds={
+            "deps": deps,
+            "downloads": downloads,
+            "venvs": venvs,
+            "sources": sources,
+            "compiler_cache": compiler_cache,
+            "logs": logs,
+            "pythons": pythons,
+        },
+        all_kinds=all,
+        older_than=older_than,
+        dry_run=dry_run,
+        cache_dir=cache_dir,
+    )
 
 
 @task(help=BUILD_EXT_HELP)

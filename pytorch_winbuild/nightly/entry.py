@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from pytorch_winbuild.builder.source import (
 )
 from pytorch_winbuild.child_processes import stop_cause
 from pytorch_winbuild.deps.cache import archive_locator
+from pytorch_winbuild.deps.in_use import build_folders, claimed
 from pytorch_winbuild.errors import InternalError, InterruptedByUser, VerificationError, WinbuildError
 from pytorch_winbuild.facts.model import Facts
 from pytorch_winbuild.json_file import JsonObject
@@ -352,7 +353,7 @@ def _skipped_before_fetch(entry: Entry, context: RunContext, result: EntryResult
     return True
 
 
-def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
+def _stages(entry: Entry, context: RunContext, result: EntryResult, claims: ExitStack) -> None:
     folder = context.run_dir / entry.name
     source_dir = context.cache_dir / SOURCES_FOLDER / entry.name
     if _skipped_before_fetch(entry, context, result, source_dir):
@@ -362,7 +363,12 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
             [source_dir, context.run_dir, context.cache_dir], entry.min_free_gb, entry.name, entry.min_free_gb_from
         )
         print(f"-- [{entry.name}] {free:.1f} GB free (needs {entry.min_free_gb:g} GB).", flush=True)
+
+    def log(line: str) -> None:
+        print(f"-- [{entry.name}] {line}", flush=True)
+
     with result.timed("source"):
+        claims.enter_context(claimed(context.cache_dir, [source_dir], log=log))
         where = f"{context.matrix.source}: entry '{entry.name}'"
         checkout = acquire_source(
             repo=entry.repo, ref=entry.ref, destination=source_dir, repo_key=f"{where}.repo", ref_key=f"{where}.ref"
@@ -391,6 +397,8 @@ def _stages(entry: Entry, context: RunContext, result: EntryResult) -> None:
         if cache.fallback:
             result.note(f"warning: {cache.fallback}.")
     with result.timed("build"):
+        used = build_folders(context.cache_dir, plan.venv.folder if plan.venv else None, plan.compiler_cache)
+        claims.enter_context(claimed(context.cache_dir, used, log=log))
         record = _build(plan, checkout, context, folder, result)
     with result.timed("collect"):
         wheel = _collect(record, folder, result, context)
@@ -418,7 +426,8 @@ def run_entry(entry: Entry, context: RunContext, result: EntryResult) -> None:
         flush=True,
     )
     try:
-        _stages(entry, context, result)
+        with ExitStack() as claims:  # the clone, venv and compiler cache, spared by `clean` until the entry ends
+            _stages(entry, context, result, claims)
     except (InterruptedByUser, KeyboardInterrupt) as stop:
         if isinstance(stop, InterruptedByUser):
             interrupted = stop

@@ -204,6 +204,9 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 BY_NAME = {flag.name: flag for flag in FLAGS}
+# A task's own flag that shares a table flag's name but not its meaning: clean's --compiler-cache (a bool, remove the
+# compiler caches' folders) is not the plans' --compiler-cache (which cache a build uses).
+OTHER_MEANING = {("clean", "compiler_cache")}
 # The `winbuild` configuration's keys and defaults (invoke.yaml, -f FILE, INVOKE_WINBUILD_<NAME>).
 SETTINGS: dict[str, object] = {flag.name: flag.setting for flag in FLAGS if flag.setting is not NO_SETTING}
 NUMBER_SETTINGS = tuple(flag.name for flag in FLAGS if flag.number)  # may be a bare YAML number

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from deps_support import MAGMA_BCJ2, MKL, FaultServer, Fetcher, Made, copy_files, same_tree, self_signed_tls
 
-from pytorch_winbuild.deps.cache import MARKER_NAME, clean, deps_dir, download_path, installed_path, read_marker
+from pytorch_winbuild.deps.cache import MARKER_NAME, deps_dir, download_path, installed_path, read_marker
+from pytorch_winbuild.deps.cache_clean import clean
 from pytorch_winbuild.deps.fetch import format_summary
 from pytorch_winbuild.deps.lockfile import LockEntry, LockFile
 from pytorch_winbuild.errors import BusyError, DependencyError
@@ -375,7 +376,7 @@ def test_a_run_holding_the_cache_too_long_is_reported_busy(
             fetch(cuda101, mirror=server.url, lock_timeout=0.3)
         assert caught.value.exit_code == 7 and "has held the cache" in caught.value.message
         with pytest.raises(BusyError):
-            clean(fetch.cache_dir, deps=True, downloads=False, timeout=0.3, log=fetch.lines.append)
+            clean(fetch.cache_dir, ["deps"], older_than=None, timeout=0.3, log=fetch.lines.append, on_removed=print)
         assert server.requests == []
     finally:
         holder.kill()
