@@ -142,7 +142,9 @@ def env(
 
     target = output_file(output)
     cache = cache_choice(c, cache_dir)
-    plan = plan_from_flags(c, host=host, source=source, cache=cache, arguments={**plan_flags, "cache_dir": cache_dir})
+    plan = plan_from_flags(
+        c, host=host, source=source, cache=cache, task="env", arguments={**plan_flags, "cache_dir": cache_dir}
+    )
     write_output(render(plan, format, output), target)
 
 
@@ -334,6 +336,7 @@ def build_ext(
         host=None,
         source=str(folder),
         cache=choice,
+        task="build_ext",
         source_is_pytorch=False,
         arguments={**plan_flags, "cache_dir": cache_dir, "pytorch_version": chosen.torch, "python": chosen.executable},
         measured_for="build-ext",
