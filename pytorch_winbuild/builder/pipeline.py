@@ -28,6 +28,7 @@ from pytorch_winbuild.builder.build_folder import (
 from pytorch_winbuild.builder.compiler_cache import CacheSession, extension_cache_env
 from pytorch_winbuild.builder.deps import fetch_missing_archives
 from pytorch_winbuild.builder.environment import build_environment
+from pytorch_winbuild.builder.extension_key import ExtensionKey, remember_build
 from pytorch_winbuild.builder.memory_record import (
     PeakBook,
     configuration_key,
@@ -79,6 +80,7 @@ class ExtensionRequest:
     log_dir: Path
     mode: str = "inplace"
     clean: bool = False
+    key: ExtensionKey | None = None  # recorded after a successful build, for the next one's skip (extension_key.py)
 
 
 def build_interpreter(plan: Plan) -> str:
@@ -425,6 +427,8 @@ def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:
             raise _build_failed(record, exit_code, book)
         with record.phase("check"):
             _check_built_archs(record, plan, path)
+        if request.key is not None:
+            remember_build(path, request.key)
 
     return _conclude(record, body)
 

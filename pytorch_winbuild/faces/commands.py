@@ -9,6 +9,7 @@ JSON and scripts are exact data and are printed as they are.
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
@@ -35,7 +36,9 @@ from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
 if TYPE_CHECKING:
+    from pytorch_winbuild.builder.extension_key import ExtensionKey
     from pytorch_winbuild.builder.source import SourceCheckout
+    from pytorch_winbuild.faces.extension_python import ExtensionPython
     from pytorch_winbuild.facts.model import Facts
     from pytorch_winbuild.planning.plan_model import Plan
 
@@ -143,7 +146,9 @@ def env(
 
     target = output_file(output)
     cache = cache_choice(c, cache_dir)
-    plan = plan_from_flags(c, host=host, source=source, cache=cache, arguments={**plan_flags, "cache_dir": cache_dir})
+    plan = plan_from_flags(
+        c, host=host, source=source, cache=cache, task="env", arguments={**plan_flags, "cache_dir": cache_dir}
+    )
     write_output(render(plan, format, output), target)
 
 
@@ -319,6 +324,7 @@ def build_ext(
     path: str,
     mode: str,
     clean: bool,
+    force: bool,
     log_dir: str | None,
     cache_dir: str | None,
     python: str | None,
@@ -326,9 +332,8 @@ def build_ext(
     **plan_flags: FlagValue,
 ) -> None:
     """The `build-ext` task; `cache_dir`, `python`, `pytorch_version` and `plan_flags` are those of PLAN_FLAGS that
-    build-ext has, by name."""
-    from pytorch_winbuild.builder.pipeline import ExtensionRequest, default_log_dir, run_build_ext
-
+    build-ext has, by name. An unchanged extension is not built again (builder/extension_key.py) unless --force
+    or --clean asks."""
     folder = Path(path_flag(path, "PATH") or "")
     if not folder.is_dir():
         raise ConfigurationError(f"{path} is not a folder.", fix="pass the folder that holds the extension's setup.py.")
@@ -353,6 +358,7 @@ def build_ext(
         host=None,
         source=str(folder),
         cache=choice,
+        task="build_ext",
         source_is_pytorch=False,
         arguments={**plan_flags, "cache_dir": cache_dir, "pytorch_version": chosen.torch, "python": chosen.executable},
         measured_for="build-ext",
@@ -361,14 +367,43 @@ def build_ext(
     )
     if chosen.decision:
         print(terminal_line(f"-- {chosen.decision}"), flush=True)
+    key = _extension_key(plan, folder, mode, tuple(modes[mode]), chosen)
+    if key is not None:
+        from pytorch_winbuild.builder.extension_key import verdict
+
+        decided = verdict(folder, key, force=force, clean=clean)
+        print(terminal_line(f"-- build-ext {folder}: {decided.why}."), flush=True)
+        if decided.up_to_date:
+            return
+    from pytorch_winbuild.builder.pipeline import ExtensionRequest, default_log_dir, run_build_ext  # not when skipped
+
     request = ExtensionRequest(
         path=folder,
         cache_dir=cache,
         log_dir=Path(log_dir) if log_dir else default_log_dir(cache),
         mode=mode,
         clean=clean,
+        key=key,
     )
     run_build_ext(plan, request)
+
+
+def _extension_key(
+    plan: Plan, folder: Path, mode: str, command: tuple[str, ...], chosen: ExtensionPython
+) -> ExtensionKey | None:
+    """The key of this build-ext (builder/extension_key.py); None without a setup.py, which the build refuses. The
+    torch folder is the one the choice of Python found, else asked of that Python (--python with
+    --pytorch-version), never by importing torch here."""
+    if not (folder / "setup.py").is_file():
+        return None
+    from pytorch_winbuild.builder.extension_key import extension_key
+    from pytorch_winbuild.faces.extension_python import torch_install
+
+    torch_folder = chosen.torch_folder
+    if torch_folder is None:
+        found = torch_install(chosen.executable)
+        torch_folder = found.folder if found else None
+    return extension_key(plan, folder, mode, command, torch_folder, os.environ)
 
 
 def verify(c: Context, *, python: str | None, cache_dir: str | None) -> None:

@@ -20,15 +20,19 @@ from pytorch_winbuild.faces.flags import CacheChoice, started_program
 from pytorch_winbuild.facts.platform import Platform
 
 # Runs in the candidate Python, whichever a build left (Python 2.7 and 3.5 syntax; importlib.metadata is 3.8+):
-# the version of the distribution named torch (a fraction of a second), else of the torch package imported (a
-# torch installed under another distribution's name, or without metadata: seconds).
+# the version and package folder of the distribution named torch (a fraction of a second), else of the torch
+# package imported (a torch installed under another distribution's name, or without metadata: seconds). The
+# folder is where build-ext's key reads torch's headers (builder/extension_key.py) without importing torch.
 _TORCH_QUERY = (
     "try:\n"
     "    import importlib.metadata as m\n"
-    "    print(m.version('torch'))\n"
+    "    d = m.distribution('torch')\n"
+    "    print(d.version)\n"
+    "    print(d.locate_file('torch'))\n"
     "except Exception:\n"
-    "    import torch\n"
+    "    import os, torch\n"
     "    print(torch.__version__)\n"
+    "    print(os.path.dirname(torch.__file__))\n"
 )
 QUERY_SECONDS = 120  # importing torch from a cold disk on Windows takes tens of seconds
 
@@ -40,19 +44,30 @@ class ExtensionPython:
     executable: str
     torch: str  # the version of its torch (--pytorch-version, when given with --python)
     decision: str | None  # why it was chosen, for the plan's decisions; None: --python named it
+    torch_folder: str | None = None  # its torch package's folder; None: not asked (--python with --pytorch-version)
 
 
-def torch_version(python: str) -> str | None:
-    """The version of the torch `python` has, or None: none there, or it does not answer. Asked outside any source
-    tree: `python -c` puts the current folder first on sys.path, and a checkout's torch/ is not an installed torch."""
+@dataclass(frozen=True)
+class TorchInstall:
+    """The torch a Python has: its version and its package folder (where torch/include is)."""
+
+    version: str
+    folder: str | None
+
+
+def torch_install(python: str) -> TorchInstall | None:
+    """The torch `python` has, or None: none there, or it does not answer. Asked outside any source tree:
+    `python -c` puts the current folder first on sys.path, and a checkout's torch/ is not an installed torch."""
     try:
         answer = child_processes.run_bounded(
             [python, "-c", _TORCH_QUERY], timeout=QUERY_SECONDS, cwd=tempfile.gettempdir()
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    lines = answer.stdout.strip().splitlines()
-    return lines[-1].strip() if answer.returncode == 0 and lines else None
+    lines = [line.strip() for line in answer.stdout.strip().splitlines()]
+    if answer.returncode != 0 or len(lines) < 2:
+        return None
+    return TorchInstall(lines[-2], lines[-1] or None)
 
 
 def extension_python(named: str | None, cache: CacheChoice, pytorch_version: str | None) -> ExtensionPython:
@@ -63,35 +78,40 @@ def extension_python(named: str | None, cache: CacheChoice, pytorch_version: str
             from pytorch_winbuild.facts.interpreter import ask_python
 
             named = ask_python(named).executable  # a Python (exit 2 when it is not one), by its own name
-        version = pytorch_version or torch_version(named)
+        found = None if pytorch_version else torch_install(named)
+        version = pytorch_version or (found.version if found else None)
         if version is None:
             raise ToolchainError(
                 f"torch is not installed in {named}, and an extension builds against the installed torch.",
                 fix=f"install PyTorch into that Python first: `{_pip_install(named, pytorch_version)}`; or pass "
                 "--python with a Python that has torch.",
             )
-        return ExtensionPython(named, version, None)
+        return ExtensionPython(named, version, None, found.folder if found else None)
     from pytorch_winbuild.builder.build_venv import last_venv
 
     running = sys.executable
     built = last_venv(cache.folder)
-    version = torch_version(running)
-    if version is not None:
+    here = torch_install(running)
+    if here is not None:
+        version = here.version
         other = f"; --python {built} would take the torch of this cache's last `invoke build` instead" if built else ""
         return ExtensionPython(
             running,
             version,
             f"Build Python (no --python): {running}, the Python running this task, which has torch {version}, the "
             f"torch the extension builds against{other}.",
+            here.folder,
         )
-    version = torch_version(built) if built else None
-    if built is not None and version is not None:
+    there = torch_install(built) if built else None
+    if built is not None and there is not None:
+        version = there.version
         return ExtensionPython(
             built,
             version,
             f"Build Python (no --python): {built}, the build venv of this cache's last `invoke build`, which has "
             f"torch {version}, the torch the extension builds against; the Python running this task ({running}) "
             "has none.",
+            there.folder,
         )
     where = (
         f"nor in the build venv of this cache's last `invoke build` ({built})"

@@ -71,6 +71,10 @@ BUILD_EXT_HELP = {
     "path": "Folder of the extension (the one holding its setup.py).",
     "mode": "inplace (python setup.py build_ext --inplace; default), develop, or install.",
     "clean": "Remove the extension's build/ folder first (a full rebuild; the compiler cache still helps).",
+    "force": (
+        "Build even when nothing changed since the last successful build (its sources, setup.py, environment, "
+        "flags, compiler, CUDA and torch), which build-ext otherwise reports up to date without running setup.py."
+    ),
     "log_dir": "Folder for this run's log and JSON report (default: <cache>/logs).",
 }
 

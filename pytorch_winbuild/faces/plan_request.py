@@ -26,7 +26,7 @@ from pytorch_winbuild.faces.flags import (
 )
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.paths import peaks_file
-from pytorch_winbuild.planning.flag_table import PLAN_FLAGS, TEXT_FLAGS
+from pytorch_winbuild.planning.flag_table import BY_NAME, PLAN_FLAGS, TEXT_FLAGS
 
 if TYPE_CHECKING:  # the planning modules load when a task plans, not when Invoke lists the tasks
     from pytorch_winbuild.facts.model import Facts
@@ -148,6 +148,7 @@ def plan_from_flags(
     host: str | None,
     source: str | None,
     cache: CacheChoice,
+    task: str = "build",
     mode: Mode | None = None,
     libtorch: bool = False,
     source_is_pytorch: bool = True,
@@ -159,7 +160,9 @@ def plan_from_flags(
     notes: tuple[str, ...] = (),
 ) -> Plan:
     """Facts (probed or from --host) × knowledge × options → one PlanRequest (planning/request.py) → the plan.
-    `arguments` holds the task's flags by name; flags the task does not have count as not given; `cache` is the
+    `arguments` holds the task's flags by name; flags that `task` (a planning task of planning/flag_table.py) does
+    not have count as not given, and so do their `winbuild.*` settings: an invoke.yaml's winbuild.cmake or
+    winbuild.generator is for builds, and build-ext, which runs no CMake, never reads it. `cache` is the
     cache folder as the task resolved it. `source_is_pytorch` is False for build-ext, whose folder is an
     extension, not PyTorch. `measured_for` ("build", "build-ext"): size MAX_JOBS with the compiler peaks that
     earlier runs of that task recorded in the cache for this machine and configuration (builder/memory_record.py).
@@ -172,23 +175,23 @@ def plan_from_flags(
     from pytorch_winbuild.planning.request import Folders, build_request
 
     knowledge = load_knowledge()
-    flags = {name: arguments.get(name) for name in PLAN_FLAGS}
+    flags = {name: arguments.get(name) for name in PLAN_FLAGS if task in BY_NAME[name].tasks}
     options = read_options(
         c,
         flags,
         knowledge,
         **({"mode": mode} if mode is not None else {}),
         libtorch=libtorch,
-        mkl_version=flags["mkl_version"],
-        magma_version=flags["magma_version"],
-        magma_debug=bool(flags["magma_debug"]),
-        no_magma=bool(flags["no_magma"]),
+        mkl_version=flags.get("mkl_version"),
+        magma_version=flags.get("magma_version"),
+        magma_debug=bool(flags.get("magma_debug")),
+        no_magma=bool(flags.get("no_magma")),
     )
     if facts is None:
         facts = facts_for(path_flag(host, "--host"), gpus=options.cuda is not CudaWord.CPU)
-    python_label = flag_label("python", flags["python"])
-    labels = {**options.labels, "python": python_label} if flags["python"] is None else options.labels
-    options = replace(options, python=python_request(c, flags["python"], python_label), labels=labels)
+    python_label = flag_label("python", flags.get("python"))
+    labels = {**options.labels, "python": python_label} if flags.get("python") is None else options.labels
+    options = replace(options, python=python_request(c, flags.get("python"), python_label), labels=labels)
     if options.cmake.kind == "path":
         path_flag(options.cmake.value, options.cmake.label)
     cache_dir, cache_note = plan_cache_dir(cache, facts)

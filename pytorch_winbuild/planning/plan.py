@@ -160,12 +160,13 @@ def _resolve_era(
 
 
 def _opening_decisions(
-    choice: EraChoice, caller_notes: tuple[str, ...], tree_backend: str | None, plan: PlanBuilder
+    choice: EraChoice, caller_notes: tuple[str, ...], tree_backend: str | None, plan: PlanBuilder, *, extension: bool
 ) -> None:
-    """The plan's first lines: the release and its era, the era's source prep, the caller's notes, the front end."""
+    """The plan's first lines: the release and its era, the era's source prep (a PyTorch tree's: an extension's
+    plan has none), the caller's notes, the front end."""
     era = choice.era
     plan.decisions.append(f"PyTorch {choice.pytorch_version} (from {choice.source}) → era {era.name}.")
-    if era.cwrap_prep:
+    if era.cwrap_prep and not extension:
         plan.decisions.append(
             "Source prep (seed 002, step 1): `invoke build` replaces a tools/shared/cwrap_common.py that git checked "
             "out as the text of its symbolic link (core.symlinks=false) by the file the link names, and supplies "
@@ -391,7 +392,7 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
     choice = _release_for(knowledge, choice, build_python)
     names = arch_names(knowledge, options, choice.pytorch_version)
     plan = PlanBuilder(warnings=list(choice.warnings))
-    _opening_decisions(choice, request.notes, tree.backend, plan)
+    _opening_decisions(choice, request.notes, tree.backend, plan, extension=options.extension)
     plan.decisions.append(f"Build Python: {build_python.label}: {build_python.reason}.")
     build_arguments = build_arguments_for(era, options)
     _refuse_visual_studio_flags(facts, options)
