@@ -401,11 +401,12 @@ def _ways(fix: str) -> list[str]:
 
 
 def _flag_choices(fix: str) -> list[dict[str, str]]:
-    """The flag changes the Fix says plan with what is installed (the ways that install or check out nothing)."""
+    """The flag changes the Fix says plan with what is installed (the ways that install or check out nothing, and
+    name values: "leave --cuda and --vs out" is followed by tests/test_fix_promise.py, from its Way)."""
     return [
         {FLAG_OPTION[flag]: value for flag, value in FIX_FLAG.findall(choice)}
         for way in _ways(fix)
-        if "install" not in way and "check out" not in way
+        if "install" not in way and "check out" not in way and not way.startswith("leave ")
         for choice in way.split(" or ")
         if FIX_FLAG.search(choice)
     ]
