@@ -8,8 +8,9 @@ import io
 from pathlib import Path
 
 from pytorch_winbuild.builder.progress import ProgressDisplay
-from pytorch_winbuild.builder.resume import read_build_folder
 from pytorch_winbuild.builder.settings import load_settings
+from pytorch_winbuild.facts.kept_build import read_build_folder
+from pytorch_winbuild.facts.source_tree import read_tree
 
 # Ninja 1.10's log (v5): start, end, mtime, output, command hash; an output is listed again when rebuilt, and
 # CMake's glob check is an absolute path.
@@ -90,3 +91,21 @@ def test_a_fresh_build_or_a_percentage_says_nothing_of_resuming() -> None:
     resumed = ProgressDisplay(load_settings().progress, out, interactive=False, kept_objects=3)
     resumed.line("[ 45%] Building CXX object a.o")  # the Makefile generator counts no steps
     assert "resumed" not in out.getvalue()
+
+
+def test_a_dry_run_names_the_folder_a_build_would_continue_in(tmp_path: Path) -> None:
+    """The plan's "Source" line says what `invoke build` would say before it starts, read from the same folder."""
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='torch')\n")
+    (tmp_path / "version.txt").write_text("2.13.0a0\n")
+    assert read_tree(tmp_path, True).text == f"{tmp_path} (PyTorch 2.13.0a0, from {tmp_path / 'version.txt'})"
+    build = tmp_path / "build"
+    (build / "CMakeFiles" / "x.dir").mkdir(parents=True)
+    (build / "CMakeCache.txt").write_text("CMAKE_GENERATOR:INTERNAL=Ninja\nCMAKE_CXX_COMPILER:FILEPATH=/usr/bin/c++\n")
+    (build / ".ninja_log").write_text(NINJA_LOG_V5)
+    (build / "CMakeFiles" / "x.dir" / "a.c.o").write_bytes(b"\x7fELF")
+
+    assert read_tree(tmp_path, True).text == (
+        f"{tmp_path} (PyTorch 2.13.0a0, from {tmp_path / 'version.txt'}); a build continues in {build} (kept: its "
+        "CMake cache (Ninja, /usr/bin/c++) and 1 compiled object (in Ninja's log)) unless --clean"
+    )
+    assert read_tree(tmp_path, False).text == str(tmp_path), "build-ext's folder is an extension's, not PyTorch's"

@@ -16,9 +16,9 @@ import pytest
 from support import HOSTS_DIR, plan_options
 
 from pytorch_winbuild.builder.pipeline import BuildRequest, run_build
-from pytorch_winbuild.builder.resume import read_build_folder
 from pytorch_winbuild.builder.source import existing_checkout
 from pytorch_winbuild.errors import BuildError
+from pytorch_winbuild.facts.kept_build import read_build_folder
 from pytorch_winbuild.facts.model import facts_from_dict
 from pytorch_winbuild.facts.source_tree import SourceTree
 from pytorch_winbuild.knowledge.model import load_knowledge
