@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytorch_winbuild.facts.kept_build import BUILD_FOLDER
 from pytorch_winbuild.json_file import read_json
 
-BUILD_FOLDER = "build"
 MEMORY_FILE = ".pytorch-winbuild.json"
 _GENERATOR_ENTRY = "CMAKE_GENERATOR:INTERNAL="
 

@@ -40,6 +40,7 @@ from pytorch_winbuild.builder.memory_watch import MemoryWatch
 from pytorch_winbuild.builder.process import BuildInterrupted, run_streamed
 from pytorch_winbuild.builder.progress import ProgressDisplay
 from pytorch_winbuild.builder.report import BuildRecord, CacheRecord, VerificationSkipped, run_paths, summary
+from pytorch_winbuild.builder.resume import KeptFolder, again_fix, read_build_folder, resume_note
 from pytorch_winbuild.builder.settings import RunnerSettings, load_settings
 from pytorch_winbuild.builder.source import SourceCheckout, old_era_prep
 from pytorch_winbuild.child_processes import stop_cause
@@ -137,10 +138,12 @@ def stream_command(
     env: dict[str, str],
     settings: RunnerSettings,
     watch: WatchSettings,
+    kept_objects: int | None = None,
 ) -> int:
     """Run `command` with its log, the progress display and the memory watch; its exit code. The
-    watch's summary goes to `record.memory` whatever happens once the command has started."""
-    display = ProgressDisplay(settings.progress)
+    watch's summary goes to `record.memory` whatever happens once the command has started.
+    `kept_objects`: the command continues in a build folder that holds them (builder/resume.py)."""
+    display = ProgressDisplay(settings.progress, kept_objects=kept_objects)
     on_line = _without_pip_indent(display.line) if command[1:3] == ["-m", "pip"] else display.line
     watcher = MemoryWatch(watch, display.memory)
     with record.log.open("w", encoding="utf-8", newline="\n") as log:
@@ -181,6 +184,7 @@ def _run_command(
     env: dict[str, str],
     settings: RunnerSettings,
     book: PeakBook,
+    kept_objects: int | None = None,
 ) -> int:
     """Reset the cache, run the command, keep its compiler peaks and read the cache's numbers (also
     after a failure or Ctrl-C)."""
@@ -190,7 +194,7 @@ def _run_command(
     exit_code = None
     try:
         with record.phase("build"):
-            exit_code = stream_command(record, record.command, cwd, env, settings, book.settings)
+            exit_code = stream_command(record, record.command, cwd, env, settings, book.settings, kept_objects)
         return exit_code
     finally:
         _remember_peaks(record, book, exit_code, env)
@@ -255,8 +259,13 @@ def _verify_build(record: BuildRecord, request: BuildRequest, python: str, start
         raise failure_error(result, request.verify_command)
 
 
-def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
-    """Run the phases; whatever happens, record the outcome, write the report, print the summary."""
+# What a stopped build says to do next when it knows no more (build-ext; `invoke build` says what its folder keeps).
+AGAIN = "run the same command again to continue: compiled objects are kept, so the build picks up where it stopped."
+
+
+def _conclude(record: BuildRecord, body: Callable[[], None], again: Callable[[], str] | None = None) -> BuildRecord:
+    """Run the phases; whatever happens, record the outcome, write the report, print the summary. `again`: how to go
+    on after Ctrl-C, read when it happens."""
     try:
         body()
         record.result, record.exit_code = "success", 0
@@ -268,8 +277,7 @@ def _conclude(record: BuildRecord, body: Callable[[], None]) -> BuildRecord:
             (cause, exit_code), stopped = stop_cause(stop), "no build process was running yet"
         error = InterruptedByUser(
             f"stopped by {cause}: {stopped}. The log so far is {record.log}.",
-            fix="run the same command again to continue: compiled objects are kept, so the build picks up where "
-            "it stopped.",
+            fix=again() if again is not None else AGAIN,
             exit_code=exit_code,
         )
         record.result, record.exit_code, record.error = "interrupted", error.exit_code, error.paragraph()
@@ -330,7 +338,6 @@ def run_build(plan: Plan, request: BuildRequest, record: BuildRecord | None = No
     python = build_interpreter(plan)
     record.command = _python_command(plan.build_arguments, python)
     record.cwd = str(source)
-    identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
     started = time.time()
     book = _peak_book(plan, record.kind, request.cache_dir)
 
@@ -338,18 +345,7 @@ def run_build(plan: Plan, request: BuildRequest, record: BuildRecord | None = No
         with record.phase("preflight"):
             _preflight(record, plan, source, request.cache_dir, book)
         with record.phase("prepare"):
-            prep = old_era_prep(source, plan.era)
-            if prep:
-                record.note(prep)
-            if request.clean:
-                removed = clean_build_folder(source)
-                record.note(
-                    f"--clean: removed {removed}." if removed else f"--clean: {source / 'build'} did not exist."
-                )
-            cleared = reconcile_build_folder(source, identity)
-            if cleared:
-                record.note(cleared)
-            remember_build_folder(source, identity)
+            kept = _prepare_folder(record, plan, request)
         with record.phase("deps"):
             fetched = fetch_missing_archives(plan, request.cache_dir, request.mirror)
         if fetched:
@@ -363,18 +359,40 @@ def run_build(plan: Plan, request: BuildRequest, record: BuildRecord | None = No
         record.set_environment(environment.env)
         record.vcvars = environment.vcvars
         record.runner_env = [{"name": e.name, "value": e.value, "reason": e.reason} for e in environment.added]
-        exit_code = _run_command(
-            record, _cache_session(plan, environment.env, settings), source, environment.env, settings, book
-        )
+        session = _cache_session(plan, environment.env, settings)
+        objects = kept.objects if kept is not None else None
+        exit_code = _run_command(record, session, source, environment.env, settings, book, objects)
         if exit_code != 0:
-            raise _build_failed(record, exit_code, book)
+            failed = _build_failed(record, exit_code, book)
+            raise BuildError(failed.message, fix=f"{failed.fix} Then {again_fix(source, plan)}")
         if request.verify:
             with record.phase("verify"):
                 _verify_build(record, request, python, started)
         else:
             record.verification = VerificationSkipped("--no-verify")
 
-    return _conclude(record, body)
+    return _conclude(record, body, again=lambda: again_fix(source, plan))
+
+
+def _prepare_folder(record: BuildRecord, plan: Plan, request: BuildRequest) -> KeptFolder | None:
+    """The source's old-era prep and its build folder: removed by --clean, its CMake configuration cleared for
+    another generator or toolset, else continued in, which is said with what it keeps (builder/resume.py)."""
+    source = request.checkout.path
+    prep = old_era_prep(source, plan.era)
+    if prep:
+        record.note(prep)
+    if request.clean:
+        removed = clean_build_folder(source)
+        record.note(f"--clean: removed {removed}." if removed else f"--clean: {source / 'build'} did not exist.")
+    identity = FolderIdentity(plan.generator, plan.compiler.toolset if plan.compiler else None)
+    cleared = reconcile_build_folder(source, identity)
+    if cleared:
+        record.note(cleared)
+    kept = None if cleared else read_build_folder(source)
+    if kept is not None:
+        record.note(resume_note(kept, plan))
+    remember_build_folder(source, identity)
+    return kept
 
 
 def run_build_ext(plan: Plan, request: ExtensionRequest) -> BuildRecord:

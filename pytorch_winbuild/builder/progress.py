@@ -1,6 +1,7 @@
 """What the user sees while a build runs: its output, and how far it is.
 
 On a terminal Ninja's `[n/m]` lines drive a tqdm bar with an ETA; without one, a plain progress line now and then.
+A resumed build (builder/resume.py) first says that Ninja's count is what is left, and what the last build kept.
 Everything shown passes through `redact.redact_text`, and a lock keeps the memory watch's low-memory lines and the
 build's from interleaving. Design notes: docs/architecture.md.
 """
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from tqdm import tqdm
@@ -25,6 +26,7 @@ from pytorch_winbuild.text.redact import redact_text
 class Step:
     done: int
     total: int
+    counted: bool = field(default=True, compare=False)  # steps counted ([n/m]), not a percentage ([ 45%])
 
 
 def parse_progress(line: str, settings: ProgressSettings) -> Step | None:
@@ -35,7 +37,7 @@ def parse_progress(line: str, settings: ProgressSettings) -> Step | None:
             continue
         groups = match.groupdict()
         if groups.get("percent") is not None:
-            return Step(min(int(groups["percent"]), 100), 100)
+            return Step(min(int(groups["percent"]), 100), 100, counted=False)
         return Step(int(groups["done"]), int(groups["total"]))
     return None
 
@@ -60,7 +62,9 @@ class ProgressDisplay:
         *,
         interactive: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        kept_objects: int | None = None,
     ) -> None:
+        """`kept_objects`: a build that continues in an existing folder, with the objects compiled before."""
         self._settings = settings
         self._stream = stream or sys.stdout
         self._interactive = is_interactive(self._stream) if interactive is None else interactive
@@ -73,6 +77,7 @@ class ProgressDisplay:
         self._last_plain = self._started
         self._lock = threading.Lock()
         self._low_memory = False
+        self._kept = kept_objects  # None once said, or when the build starts afresh
         self.last_step: Step | None = None
 
     def line(self, text: str) -> None:
@@ -95,6 +100,7 @@ class ProgressDisplay:
             self._print(text)
             return
         self.last_step = step
+        self._say_resumed(step, text)
         if step.total != self._total:
             # Ninja runs again (CMake re-configured, another target): a new count starts.
             self._total = step.total
@@ -104,6 +110,18 @@ class ProgressDisplay:
             self._update_bar(step, text)
         else:
             self._maybe_plain(step)
+
+    def _say_resumed(self, step: Step, text: str) -> None:
+        """Before the first count of a resumed build: Ninja counts only what is left, so its total is not the
+        build's. Said at the first step that is not Ninja regenerating its own build file."""
+        description = text.split("] ", 1)[-1]
+        if self._kept is None or not step.counted or description.startswith(self._settings.regenerate):
+            return
+        kept, self._kept = self._kept, None
+        self._print(
+            f"-- resumed: Ninja runs the {step.total} steps left of the build; {kept} compiled "
+            f"object{'' if kept == 1 else 's'} of the last build {'is' if kept == 1 else 'are'} kept."
+        )
 
     def _print(self, text: str) -> None:
         if self._bar is not None:

@@ -23,6 +23,9 @@ class ProgressSettings:
     patterns: tuple[re.Pattern[str], ...]
     plain_every_percent: int
     plain_every_seconds: float
+    # Descriptions of the steps Ninja runs to regenerate its own build file (CMake's re-run, its glob check),
+    # each counted on its own before the build's count: not where a resumed build's count begins.
+    regenerate: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ def parse_settings(data: dict[str, object], source: str) -> RunnerSettings:
             ),
             plain_every_percent=int(_number(progress, "plain_every_percent", f"{source}: progress")),
             plain_every_seconds=_number(progress, "plain_every_seconds", f"{source}: progress"),
+            regenerate=tuple(string_list(progress, "regenerate", f"{source}: progress")),
         ),
         stop_grace_seconds=_number(run, "stop_grace_seconds", f"{source}: run"),
         run_env=tuple(run_env),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytorch_winbuild.errors import ConfigurationError
+from pytorch_winbuild.facts.kept_build import read_build_folder
 from pytorch_winbuild.knowledge.versions import RELEASE_TAG
 
 # Old setup.py files (0.3–1.x) carry the version in a line such as `version = '0.4.0'`.
@@ -179,6 +180,9 @@ def read_tree(
     version = read_source_version(source_dir) if pytorch and source_dir else None
     backend = build_backend(source_dir) if pytorch and source_dir else None
     text, warning = describe_source(source_dir, version, source_is_pytorch, not_cloned, pinned)
+    kept = read_build_folder(source_dir) if pytorch and source_dir else None
+    if kept is not None:  # what `invoke build` says before it starts (builder/resume.py), and `--clean` removes
+        text += f"; a build continues in {kept.folder} (kept: {kept.kept(None)}) unless --clean"
     if not_cloned is not None and version is None:
         version = ref_release(not_cloned[1])
     return SourceTree(

@@ -324,6 +324,12 @@ def test_ctrl_c_stops_the_whole_process_tree(venv_python: Path, mini_source: Pat
 
     assert process.returncode == 130, stdout[-3000:] + stderr
     assert stderr.strip().startswith("interrupted: stopped by Ctrl-C: the build's ")
+    # How to go on: the folder CMake configured is kept, and the same command continues there (issue 39, point 4).
+    assert (
+        f"Fix: run the same command again to continue in {mini_source / 'build'} (kept: its CMake cache (Ninja, "
+        in stderr
+    )
+    assert stderr.strip().endswith("or add --clean to start over.")
     assert "== pytorch-winbuild build interrupted in" in stdout
     report = last_report(cache / "logs")
     assert report["result"] == "interrupted" and report["exit_code"] == 130
