@@ -12,6 +12,8 @@ from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.choices import Generator, VsLine
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from pytorch_winbuild.planning.context import PlanContext
+from pytorch_winbuild.planning.fixes import Fix, FixableToolchainError, install_way
+from pytorch_winbuild.planning.installs import visual_studio_install
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder, VcvarsCall
 
@@ -105,7 +107,7 @@ def choose_compiler(context: PlanContext, cuda_label: str | None, msc_range: tup
     installed = ", ".join(f"{c.instance.label} toolset {c.toolset} (_MSC_VER {c.msc_ver})" for c in choices)
     wanted = _component_to_install(knowledge, msc_range)
     if wanted is None:
-        fix = f"install a Visual Studio whose toolset has {range_text(msc_range)}."
+        fix = Fix((f"install a Visual Studio whose toolset has {range_text(msc_range)}",))
     else:
         same_line = [vs for vs in facts.visual_studio if vs.product_line == wanted.product_line]
         where = (
@@ -113,11 +115,12 @@ def choose_compiler(context: PlanContext, cuda_label: str | None, msc_range: tup
             if same_line
             else f"with {knowledge.products[wanted.product_line].installer}"
         )
-        fix = (
+        text = (
             f"in the Visual Studio Installer, add the component '{wanted.component}' {where}, then run again (the "
-            f"plan will select it with -vcvars_ver={wanted.version})."
+            f"plan will select it with -vcvars_ver={wanted.version})"
         )
-    raise ToolchainError(
+        fix = Fix((install_way(text, [visual_studio_install(knowledge, wanted.product_line, text, wanted)]),))
+    raise FixableToolchainError(
         (
             f"CUDA {cuda_label} accepts MSVC toolsets with {range_text(msc_range)}, and none is installed "
             f"(installed: {installed})."

@@ -20,6 +20,7 @@ from pytorch_winbuild.planning.context import PlanContext
 from pytorch_winbuild.planning.era_obstacles import same_windows_folder
 from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, Way, cuda_way, install_way
 from pytorch_winbuild.planning.gpu_plan import (
+    DRIVER_DOWNLOAD,
     buildable_gpus_problem,
     checked_arch_list,
     cuda_with_driver,
@@ -28,6 +29,7 @@ from pytorch_winbuild.planning.gpu_plan import (
     plan_arch_list,
 )
 from pytorch_winbuild.planning.host_compiler import HostChoice, describe, host_problem
+from pytorch_winbuild.planning.installs import driver_install
 from pytorch_winbuild.planning.jobs import arch_count
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CUDA_ROOT_VARIABLE, PlanBuilder, plan_paths
@@ -127,13 +129,24 @@ def choose_cuda(context: PlanContext, names: NameTable) -> CudaInstall | None:
         )
         raise FixableToolchainError(
             f"CUDA {release.version} is not installed (installed: {installed}).",
-            fix=Fix((install, Choices(ways, lead="", lead_after="pass ")), joiner=", or "),
+            fix=Fix((install, Choices(ways, lead="pass ", lead_after="pass ")), joiner=", or "),
         )
     problem = driver_problem(knowledge, facts, release)
     if problem:
-        raise ToolchainError(problem[0], fix=problem[1])
+        raise FixableToolchainError(problem[0], fix=_driver_fix(knowledge, facts, release, chosen))
     plan.decisions.append(f"CUDA: {chosen.version} at {chosen.path} ({options.label('cuda')} {options.cuda}).")
     return chosen
+
+
+def _driver_fix(knowledge: Knowledge, facts: Facts, release: CudaRelease, chosen: CudaInstall) -> Fix:
+    """Install the driver `release` needs, or build with another installed CUDA, or none."""
+    minimum = release.driver[facts.os]
+    text = f"install driver {minimum} or newer ({DRIVER_DOWNLOAD})"
+    driver = install_way(text, [driver_install(minimum, release.version)])
+    others = [cuda_way(knowledge, c.version) for c in facts.cuda if c.version in knowledge.cuda and c is not chosen]
+    return Fix(
+        (driver, Choices((*others, cuda_way(knowledge, None)), lead="pass ", lead_after="pass ")), joiner=", or "
+    )
 
 
 def _fixed_nvtoolsext(era: Era, plan: PlanBuilder) -> None:

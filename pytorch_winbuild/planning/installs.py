@@ -75,9 +75,18 @@ def cuda_install(knowledge: Knowledge, os_name: Platform, version: str, driver: 
         kept = tuple(c for c in facts.cuda if c.version != version)
         nvtoolsext = facts.nvtoolsext or (NVTOOLSEXT if windows and release.needs_nvtx else None)
         facts = replace(facts, cuda=(*kept, cuda), cuda_path=root, nvtoolsext=nvtoolsext)
-        return replace(facts, driver_version=driver, driver_cuda=version) if driver else facts
+        return driver_install(driver, version).onto(facts) if driver else facts
 
     return Install(f"CUDA {version}" + (f" and NVIDIA driver {driver} or newer" if driver else ""), onto)
+
+
+def driver_install(driver: str, runs: str) -> Install:
+    """NVIDIA's display driver `driver`, which runs CUDA up to `runs`."""
+
+    def onto(facts: Facts) -> Facts:
+        return replace(facts, driver_version=driver, driver_cuda=runs)
+
+    return Install(f"driver {driver} or newer", onto)
 
 
 def visual_studio_install(knowledge: Knowledge, line: str, text: str, toolset: ToolsetInfo | None = None) -> Install:
