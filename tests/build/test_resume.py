@@ -77,11 +77,12 @@ def test_a_rerun_says_it_continues_and_counts_what_is_left(tmp_path: Path, capsy
     build = source / "build"
     plan = linux_plan(tmp_path / "cache")
 
-    def run(clean: bool = False) -> None:
+    def run(clean: bool = False) -> Path:
+        """The run's own log (two runs in one second get build-<time>.log and build-<time>-2.log)."""
         request = BuildRequest(
             existing_checkout(source), tmp_path / "cache", tmp_path / "logs", clean=clean, verify=False
         )
-        run_build(plan, request)
+        return run_build(plan, request).log
 
     with pytest.raises(BuildError) as failed:
         run()
@@ -106,7 +107,7 @@ def test_a_rerun_says_it_continues_and_counts_what_is_left(tmp_path: Path, capsy
     whole = len(ninja(build, "-t", "commands"))
     assert kept + len(left) == whole, "Ninja's truth: what is kept and what is left make the whole build"
 
-    run()
+    resumed_log = run()
 
     again = capsys.readouterr().out
     said = f"-- Continuing in the existing build folder {build}, as PyTorch's build does: kept are {keeps};"
@@ -115,7 +116,7 @@ def test_a_rerun_says_it_continues_and_counts_what_is_left(tmp_path: Path, capsy
     lines = again.splitlines()
     at = next(index for index, line in enumerate(lines) if line.startswith(resumed))
     assert lines[at + 1].startswith(f"-- progress: 1/{len(left)} (")
-    log = sorted((tmp_path / "logs").glob("build-*.log"))[-1].read_text(encoding="utf-8")
+    log = resumed_log.read_text(encoding="utf-8")
     assert f"[1/{len(left)}] Building C object" in log and f"[{len(left)}/{len(left)}] Linking C static library" in log
 
     run(clean=True)
