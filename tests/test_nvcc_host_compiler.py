@@ -25,6 +25,8 @@ from pytorch_winbuild.facts.model import Facts, facts_from_dict
 from pytorch_winbuild.facts.probe import probe_linux
 from pytorch_winbuild.facts.probe_common import parse_compiler_version, parse_host_config_host_limits
 from pytorch_winbuild.knowledge.model import load_knowledge
+from pytorch_winbuild.planning.fixes import FixableError
+from pytorch_winbuild.planning.installs import installed_after
 from pytorch_winbuild.planning.plan import make_plan
 from pytorch_winbuild.planning.plan_model import Plan
 from pytorch_winbuild.planning.request import PlanRequest
@@ -241,6 +243,18 @@ def test_nothing_accepted_names_the_gcc_to_install_and_the_cuda_that_would_take_
         plan_for(linux_facts([("gcc", "14.2.0")], cuda=("12.4", "13.0")), cuda="12.4")
     assert "apt-get install g++-13" in (raised.value.fix or "")
     assert "--cuda 13.0" in (raised.value.fix or "")  # CUDA 13.0 accepts GCC 14
+
+
+def test_the_gcc_to_install_is_planned_with_it_installed_and_becomes_cudahostcxx() -> None:
+    """The install way is a promise: planned on the machine with g++-13 beside gcc 14 (as Debian installs it), it
+    plans, and the plan hands nvcc that compiler; make_plan shows it only because it does."""
+    facts = linux_facts([("gcc", "14.2.0")], cuda=("12.4", "13.0"))
+    with pytest.raises(FixableError) as raised:
+        plan_for(facts, cuda="12.4")
+    install = next(way for way in raised.value.fix_ways.ways() if way.installs)
+    assert install.text.startswith("install GCC 13 or older") and "apt-get install g++-13" in install.text
+    plan = plan_for(installed_after(install.installs, facts), cuda="12.4")
+    assert cudahostcxx(plan) == "/usr/bin/g++-13"
 
 
 def test_cuda_auto_skips_a_cuda_whose_host_compiler_is_refused() -> None:

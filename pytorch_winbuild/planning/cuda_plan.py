@@ -61,7 +61,7 @@ def unusable_cuda_reason(context: PlanContext, cuda: CudaInstall, names: NameTab
         if problem:
             return problem
     if facts.os != Platform.WINDOWS:
-        return host_problem(era, facts, cuda)
+        return host_problem(knowledge, era, facts, cuda)
     if release.needs_nvtx or era.nvtoolsext == "always":
         folder = cuda.nvtx if release.needs_nvtx else facts.nvtoolsext
         if not folder:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ToolchainError
 from pytorch_winbuild.facts.model import CudaInstall, Facts, HostCompiler
-from pytorch_winbuild.knowledge.model import Era, version_tuple
+from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, cuda_way, install_way
+from pytorch_winbuild.planning.installs import gcc_install
 
 # How each way of reaching nvcc is named for people.
 _HOW = {
@@ -66,23 +68,27 @@ def default_host(era: Era, facts: Facts) -> HostCompiler | None:
     return facts.host_compiler("CC") or facts.host_compiler("cc")
 
 
-def _install_fix(cuda: CudaInstall, facts: Facts, refused: HostCompiler | None) -> str:
+def _install_fix(knowledge: Knowledge, cuda: CudaInstall, facts: Facts, refused: HostCompiler | None) -> Fix:
     """Install an accepted GCC; or, when another installed CUDA accepts the refused GCC, use that CUDA."""
     wanted = cuda.gcc_max
-    fix = (
-        f"install GCC {wanted} or older with its C++ compiler (Debian/Ubuntu: `apt-get install g++-{wanted}`; "
-        f"Fedora: a gcc-toolset; conda: `conda install gxx={wanted}`), then plan again: it sets CUDAHOSTCXX to it"
+    items: list[str | Choices] = [
+        install_way(
+            f"install GCC {wanted} or older with its C++ compiler (Debian/Ubuntu: `apt-get install g++-{wanted}`; "
+            f"Fedora: a gcc-toolset; conda: `conda install gxx={wanted}`), then plan again: it sets CUDAHOSTCXX to it",
+            [gcc_install(wanted, f"GCC {wanted}")],
+        )
         if wanted is not None
         else "install a GCC that the CUDA release accepts, then plan again"
-    )
+    ]
     if refused is not None and refused.family == "gcc":
         newer = [c.version for c in facts.cuda if c.version != cuda.version and (c.gcc_max or 0) >= refused.major]
-        if newer:
-            fix += f"; or build with an installed CUDA that accepts GCC {refused.major}: --cuda {newer[-1]}"
-    return fix + "."
+        if newer and newer[-1] in knowledge.cuda:
+            lead = f"build with an installed CUDA that accepts GCC {refused.major}: "
+            items.append(Choices((cuda_way(knowledge, newer[-1]),), lead=lead, lead_after=lead))
+    return Fix(tuple(items))
 
 
-def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoice | None:
+def choose_host_compiler(knowledge: Knowledge, era: Era, facts: Facts, cuda: CudaInstall) -> HostChoice | None:
     """The host compiler for nvcc; None when the facts cannot tell (no compilers probed, no guard read).
 
     ToolchainError (exit 3) when nothing installed is accepted, or when the user's own CUDAHOSTCXX
@@ -103,7 +109,7 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
             fix=(
                 f"point {default.found_as} at an accepted compiler"
                 + (f" such as {fitting[0].path}" if fitting else "")
-                + f", or unset it and let the plan choose; else {_install_fix(cuda, facts, default)}"
+                + f", or unset it and let the plan choose; else {_install_fix(knowledge, cuda, facts, default).text()}"
             ),
         )
     if fitting and era.cudahostcxx:
@@ -114,9 +120,9 @@ def choose_host_compiler(era: Era, facts: Facts, cuda: CudaInstall) -> HostChoic
             f"{what}, which it refuses: {refused}; PyTorch {era.name} reads no CUDAHOSTCXX.",
             fix=f"set CC={fitting[0].path} (an accepted compiler that is installed) and plan again.",
         )
-    raise ToolchainError(
+    raise FixableToolchainError(
         f"{what}{', which it refuses' if default else ''}: {refused}; no accepted compiler is installed.",
-        fix=_install_fix(cuda, facts, default),
+        fix=_install_fix(knowledge, cuda, facts, default),
     )
 
 
@@ -129,10 +135,10 @@ def accepted_compilers(facts: Facts, cuda: CudaInstall) -> list[HostCompiler]:
     )
 
 
-def host_problem(era: Era, facts: Facts, cuda: CudaInstall) -> str | None:
+def host_problem(knowledge: Knowledge, era: Era, facts: Facts, cuda: CudaInstall) -> str | None:
     """Why `--cuda auto` cannot use this CUDA for lack of a host compiler, or None."""
     try:
-        choose_host_compiler(era, facts, cuda)
+        choose_host_compiler(knowledge, era, facts, cuda)
     except ToolchainError as error:
         return error.message.rstrip(".")
     return None

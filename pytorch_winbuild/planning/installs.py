@@ -4,8 +4,8 @@ that machine before it shows it (planning/fixes.py): an install that would still
 Each `Install` adds to the facts what the installer puts there by default, with the paths and variables the probe
 reads (facts/probe_windows.py): NVIDIA's CUDA installer (CUDA_PATH_Vx_y, NVTX 3 inside 12.x, NvToolsExt up to 11.x),
 the Visual Studio Build Tools with the line's newest toolset (a toolset component adds an older one), the 64-bit
-CPython from python.org, NvToolsExt in a folder. On Linux a CUDA's host-compiler limits are unknown until
-host_config.h is read, so the installed CUDA is planned without them.
+CPython from python.org, NvToolsExt in a folder, a display driver, a distribution's g++-N. On Linux a CUDA's
+host-compiler limits are unknown until host_config.h is read, so the installed CUDA is planned without them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pytorch_winbuild.facts.model import CudaInstall, Facts, PythonInfo, VisualStudio
+from pytorch_winbuild.facts.model import CudaInstall, Facts, HostCompiler, PythonInfo, VisualStudio
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.catalog import python_archive
 from pytorch_winbuild.knowledge.model import Knowledge, ToolsetInfo, version_tuple
@@ -149,5 +149,15 @@ def nvtoolsext_install(folder: str, text: str) -> Install:
             nvtoolsext=folder,
             cuda=tuple(replace(c, nvtx=folder) if c.nvtx and not c.nvtx.endswith("nvtx3") else c for c in facts.cuda),
         )
+
+    return Install(text, onto)
+
+
+def gcc_install(major: int, text: str) -> Install:
+    """GCC `major` with its C++ compiler, as a distribution installs it beside the default one (g++-13)."""
+    compiler = HostCompiler(found_as=f"g++-{major}", path=f"/usr/bin/g++-{major}", family="gcc", version=f"{major}.1.0")
+
+    def onto(facts: Facts) -> Facts:
+        return replace(facts, host_compilers=(*(facts.host_compilers or ()), compiler))
 
     return Install(text, onto)

@@ -16,7 +16,7 @@ from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.arch_list import NameTable
 from pytorch_winbuild.knowledge.build_requirements import Requirement
 from pytorch_winbuild.knowledge.choices import Generator, VsLine
-from pytorch_winbuild.knowledge.model import Era, Knowledge, version_tuple
+from pytorch_winbuild.knowledge.model import Knowledge, version_tuple
 from pytorch_winbuild.planning.archives_plan import archive_changes, plan_archives, python_locator
 from pytorch_winbuild.planning.cmake_plan import (
     cmake_range,
@@ -310,12 +310,12 @@ def _windows_compilers(context: PlanContext, cuda: CudaInstall | None) -> _Toolc
     return _Toolchain(compiler, cuda_host, vcvars, msc_range, range_source)
 
 
-def _linux_host(era: Era, facts: Facts, cuda: CudaInstall | None, plan: PlanBuilder) -> _Toolchain:
+def _linux_host(context: PlanContext, cuda: CudaInstall | None) -> _Toolchain:
     """Linux: the compiler nvcc runs for host code, which the CUDA release must accept (nothing for CPU builds)."""
     if cuda is None:
         return _Toolchain()
-    nvcc_host = choose_host_compiler(era, facts, cuda)
-    plan.decisions.append(nvcc_host_decision(cuda, nvcc_host))
+    nvcc_host = choose_host_compiler(context.knowledge, context.era, context.facts, cuda)
+    context.plan.decisions.append(nvcc_host_decision(cuda, nvcc_host))
     return _Toolchain(nvcc_host=nvcc_host)
 
 
@@ -399,10 +399,7 @@ def _make_plan(request: PlanRequest, facts: Facts, knowledge: Knowledge) -> Plan
 
     context = PlanContext(knowledge, facts, options, era, plan, choice.pytorch_version)
     cuda = choose_cuda(context, names)
-    if facts.os == Platform.WINDOWS:
-        toolchain = _windows_compilers(context, cuda)
-    else:
-        toolchain = _linux_host(era, facts, cuda, plan)
+    toolchain = _windows_compilers(context, cuda) if facts.os == Platform.WINDOWS else _linux_host(context, cuda)
     generator = choose_generator(facts, options, plan)
     tools = _build_tools(context, choice, build_python, cuda, toolchain, generator, tree.requires)
     venv = tools.venv
