@@ -282,14 +282,26 @@ def build(
         run_build(plan, request)
 
 
-def _claim_used(plan: Plan, cache: Path) -> AbstractContextManager[None]:
-    """Claim the build venv and the compiler cache's folder of `plan` (deps/in_use.py)."""
+def _claim_used(plan: Plan, cache: Path, python: str | None = None) -> AbstractContextManager[None]:
+    """Claim the build venv (or, for build-ext, the venv `python` runs in), the compiler cache's folder and its
+    wrapper scripts of `plan` (deps/in_use.py), so `clean` spares them while the build runs."""
+    from pytorch_winbuild.builder.compiler_cache import LAUNCHERS_FOLDER
     from pytorch_winbuild.deps.in_use import build_folders, claimed
     from pytorch_winbuild.deps.progress import log_line
 
-    return claimed(
-        cache, build_folders(cache, plan.venv.folder if plan.venv else None, plan.compiler_cache), log=log_line
-    )
+    venv = plan.venv.folder if plan.venv else _cache_venv(python, cache)
+    folders = build_folders(cache, venv, plan.compiler_cache)
+    wrappers = [cache / LAUNCHERS_FOLDER] if plan.compiler_cache != "none" else []
+    return claimed(cache, [*folders, *wrappers], log=log_line)
+
+
+def _cache_venv(python: str | None, cache: Path) -> str | None:
+    """The cache's build venv that `python` runs in (<cache>/venvs/<name>/...), or None for any other Python."""
+    if python is None:
+        return None
+    venvs = cache.absolute() / "venvs"
+    executable = Path(python).absolute()
+    return str(venvs / executable.relative_to(venvs).parts[0]) if executable.is_relative_to(venvs) else None
 
 
 def _refuse_urls_offline(plan: Plan, find_links: str | None, index_url: str | None, label: str) -> None:
@@ -385,7 +397,8 @@ def build_ext(
         clean=clean,
         key=key,
     )
-    run_build_ext(plan, request)
+    with _claim_used(plan, cache, chosen.executable):  # `clean` spares the venv and the compiler cache meanwhile
+        run_build_ext(plan, request)
 
 
 def _extension_key(

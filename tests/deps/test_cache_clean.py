@@ -220,3 +220,32 @@ def test_the_table_names_the_folders_their_writers_use(tmp_path: Path):
     ]
     assert set(by_flag["compiler_cache"]) == {*dirs, LAUNCHERS_FOLDER}
     assert set(caches["cache"]) == set(dirs)  # build_folders claims <cache>/<name of the cache>
+
+
+def test_build_ext_claims_the_venv_its_python_runs_in_and_the_compiler_cache_with_its_wrappers(tmp_path: Path):
+    """build-ext builds in the Python it extends, often the cache's last build venv, and writes compiler-cache
+    wrappers under <cache>/launchers: while it runs, `clean --venvs` and `clean --compiler-cache` spare them."""
+    from dataclasses import replace
+
+    from support import HOSTS_DIR, plan_options
+
+    from pytorch_winbuild.deps.in_use import in_use
+    from pytorch_winbuild.faces.commands import _claim_used
+    from pytorch_winbuild.facts.model import load_facts
+    from pytorch_winbuild.knowledge.model import load_knowledge
+    from pytorch_winbuild.planning.plan import make_plan
+    from pytorch_winbuild.planning.request import PlanRequest
+
+    cache = _filled(tmp_path / "cache")
+    venv = cache / "venvs" / "1.13-py3.10-aaaa"
+    plan = make_plan(
+        PlanRequest(plan_options(cuda="cpu", cache_dir=str(cache))),
+        load_facts(HOSTS_DIR / "cpu-only.json"),
+        load_knowledge(),
+    )
+    plan = replace(plan, venv=None, compiler_cache="ccache")
+    used = [venv, cache / "ccache", cache / "launchers"]
+    with _claim_used(plan, cache, str(venv / "bin" / "python")):
+        assert all(in_use(folder) for folder in used)
+        assert not in_use(cache / "venvs" / "2.4-py3.12-bbbb")
+    assert not any(in_use(folder) for folder in used)
