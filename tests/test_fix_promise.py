@@ -78,3 +78,25 @@ def test_every_suggested_change_of_flags_plans_when_followed() -> None:
     assert not unchecked, f"{len(unchecked)} fixes name flags that were not planned, e.g. " + "\n".join(unchecked[:5])
     assert refused >= 1000 and followed >= refused, (refused, followed)  # refusals with ways, and ways planned
     assert installs >= 300, installs  # ways that install something, planned on the machine once installed
+
+
+@pytest.mark.parametrize(
+    ("flags", "tool"),
+    [
+        ({"generator": "ninja", "build_venv": False, "extension": True}, "ninja"),
+        ({"compiler_cache": "sccache"}, "sccache"),
+    ],
+)
+def test_a_tool_to_install_is_planned_with_it_on_path(flags: dict[str, object], tool: str) -> None:
+    """`pip install ninja` (build-ext, which builds in the Python it extends, not a venv that carries ninja) and a
+    compiler cache asked for by name: each install way plans on the machine once the tool is on PATH."""
+    from dataclasses import replace
+
+    facts = load_facts(HOSTS_DIR / "cpu-only.json")
+    without = replace(facts, tools={name: found for name, found in facts.tools.items() if name != tool})
+    options = plan_options(cuda="cpu", cache_dir="C:\\cache", **flags)
+    with pytest.raises(FixableError) as raised:
+        _plan(without, options)
+    (way,) = raised.value.fix_ways.ways()
+    assert way.installs and f"pip install {tool}" in way.text
+    _plan(installed_after(way.installs, without), way.applied(options))

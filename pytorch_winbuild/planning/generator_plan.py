@@ -6,12 +6,14 @@ Visual Studio generator ignores.
 
 from __future__ import annotations
 
-from pytorch_winbuild.errors import ConfigurationError, ToolchainError
+from pytorch_winbuild.errors import ConfigurationError
 from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.choices import CompilerCacheChoice, Generator
 from pytorch_winbuild.knowledge.model import Era, Knowledge
 from pytorch_winbuild.planning.context import PlanContext
+from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, install_way
+from pytorch_winbuild.planning.installs import tool_install
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder
 
@@ -35,13 +37,14 @@ def choose_generator(facts: Facts, options: Options, plan: PlanBuilder) -> Gener
         )
         return Generator.NINJA
     if options.generator is Generator.NINJA:
-        raise ToolchainError(
+        raise FixableToolchainError(
             f"{options.label('generator')} ninja was asked for, but ninja is not installed.",
-            fix="pip install ninja (in the Python that builds PyTorch), then run again.",
+            fix=Fix((_ninja_install("pip install ninja (in the Python that builds PyTorch), then run again"),)),
         )
     if facts.os != Platform.WINDOWS:
-        raise ToolchainError(
-            "ninja is not installed, and on Linux PyTorch builds with Ninja.", fix="pip install ninja, then run again."
+        raise FixableToolchainError(
+            "ninja is not installed, and on Linux PyTorch builds with Ninja.",
+            fix=Fix((_ninja_install("pip install ninja, then run again"),)),
         )
     plan.decisions.append(
         "Generator: Visual Studio (ninja is not installed; `pip install ninja` makes CUDA builds much faster)."
@@ -78,9 +81,9 @@ def choose_compiler_cache(context: PlanContext, generator: str) -> str:
                 fix="pass --generator ninja (pip install ninja), or --compiler-cache none.",
             )
         if cache.name not in facts.tools:
-            raise ToolchainError(
+            raise FixableToolchainError(
                 f"{options.label('compiler_cache')} {cache.name} was asked for, but {cache.name} is not installed.",
-                fix=f"{cache.install}, then run again.",
+                fix=Fix((install_way(f"{cache.install}, then run again", [tool_install(cache.name, cache.name)]),)),
             )
         return cache.name
     for name in candidates:
@@ -102,6 +105,10 @@ def choose_compiler_cache(context: PlanContext, generator: str) -> str:
         )
     plan.decisions.append(f"Compiler cache: {reason}; rebuilds will compile everything again.")
     return CompilerCacheChoice.NONE
+
+
+def _ninja_install(text: str) -> Choices:
+    return install_way(text, [tool_install("ninja", "ninja")])
 
 
 def vs_generator(knowledge: Knowledge, era: Era, compiler: CompilerChoice) -> str:

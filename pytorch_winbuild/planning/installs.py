@@ -4,8 +4,8 @@ that machine before it shows it (planning/fixes.py): an install that would still
 Each `Install` adds to the facts what the installer puts there by default, with the paths and variables the probe
 reads (facts/probe_windows.py): NVIDIA's CUDA installer (CUDA_PATH_Vx_y, NVTX 3 inside 12.x, NvToolsExt up to 11.x),
 the Visual Studio Build Tools with the line's newest toolset (a toolset component adds an older one), the 64-bit
-CPython from python.org, NvToolsExt in a folder, a display driver, a distribution's g++-N. On Linux a CUDA's
-host-compiler limits are unknown until host_config.h is read, so the installed CUDA is planned without them.
+CPython from python.org, NvToolsExt in a folder, a display driver, a distribution's g++-N, a tool on PATH. On Linux
+a CUDA's host-compiler limits are unknown until host_config.h is read, so the installed CUDA is planned without them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pytorch_winbuild.facts.model import CudaInstall, Facts, HostCompiler, PythonInfo, VisualStudio
+from pytorch_winbuild.facts.model import CudaInstall, Facts, HostCompiler, PythonInfo, Tool, VisualStudio
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.knowledge.catalog import python_archive
 from pytorch_winbuild.knowledge.model import Knowledge, ToolsetInfo, version_tuple
@@ -159,5 +159,14 @@ def gcc_install(major: int, text: str) -> Install:
 
     def onto(facts: Facts) -> Facts:
         return replace(facts, host_compilers=(*(facts.host_compilers or ()), compiler))
+
+    return Install(text, onto)
+
+
+def tool_install(name: str, text: str) -> Install:
+    """A tool the probe finds on PATH by its name (ninja, ccache, sccache, clcache)."""
+
+    def onto(facts: Facts) -> Facts:
+        return replace(facts, tools={**facts.tools, name: Tool(path=name)})
 
     return Install(text, onto)
