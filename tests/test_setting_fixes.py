@@ -28,6 +28,7 @@ CASES = (
     ("cmake", "3.10", ("--pytorch-version", "2.6"), "winbuild.cmake 3.10 has Windows wheels for none"),
     ("arch_list", "3.5", ("--cuda", "12.8"), "winbuild.arch_list '3.5': CUDA 12.8's nvcc does not compile for 3.5"),
     ("python", "C:\\nowhere\\python.exe", (), "winbuild.python C:\\nowhere\\python.exe is not one of"),
+    ("toolset", "14.11", (), "toolset 14.11 (winbuild.toolset) is not installed"),
     # No flag word undoes a pinned release: the fix removes the setting (Visual Studio 2022 builds no 1.0.1).
     (
         "pytorch_version",

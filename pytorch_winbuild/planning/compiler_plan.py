@@ -12,7 +12,7 @@ from pytorch_winbuild.facts.model import CudaInstall, Facts
 from pytorch_winbuild.knowledge.choices import Generator, VsLine
 from pytorch_winbuild.knowledge.model import CudaRelease, Era, Knowledge, ToolsetInfo, version_tuple
 from pytorch_winbuild.planning.context import PlanContext
-from pytorch_winbuild.planning.fixes import Fix, FixableToolchainError, install_way
+from pytorch_winbuild.planning.fixes import Choices, Fix, FixableToolchainError, install_way, toolset_way
 from pytorch_winbuild.planning.installs import visual_studio_install
 from pytorch_winbuild.planning.options import Options
 from pytorch_winbuild.planning.plan_model import CompilerChoice, PlanBuilder, VcvarsCall
@@ -69,6 +69,17 @@ def _no_visual_studio(
     )
 
 
+def _toolset_fix(knowledge: Knowledge, toolset: str, installed: list[CompilerChoice]) -> Fix:
+    """Add the toolset's component (planned with it installed), or pass an installed toolset that plans."""
+    info = next((t for t in knowledge.toolsets if t.version == toolset), None)
+    add: str | Choices = f"install the MSVC {toolset} toolset"
+    if info is not None:
+        text = f"add the component '{info.component}' in the Visual Studio Installer"
+        add = install_way(text, [visual_studio_install(knowledge, info.product_line, text, info)])
+    shorts = sorted({c.short for c in installed}, key=version_tuple, reverse=True)
+    return Fix((add, Choices(tuple(toolset_way(short) for short in shorts))), joiner=", or ")
+
+
 def choose_compiler(context: PlanContext, cuda_label: str | None, msc_range: tuple[int, int] | None) -> CompilerChoice:
     """The newest installed toolset that the CUDA release accepts (any toolset for CPU builds)."""
     knowledge, options, facts, era = context.knowledge, context.options, context.facts, context.era
@@ -79,15 +90,9 @@ def choose_compiler(context: PlanContext, cuda_label: str | None, msc_range: tup
         matching = [c for c in choices if c.short == options.toolset]
         if not matching:
             installed = ", ".join(sorted({f"{c.short} ({c.instance.product_line})" for c in choices}))
-            info = next((t for t in knowledge.toolsets if t.version == options.toolset), None)
-            raise ToolchainError(
-                f"toolset {options.toolset} is not installed (installed: {installed}).",
-                fix=(
-                    f"add the component '{info.component}' in the Visual Studio Installer"
-                    if info
-                    else f"install the MSVC {options.toolset} toolset"
-                )
-                + ", or pass --toolset with one of the installed versions.",
+            raise FixableToolchainError(
+                f"toolset {options.toolset} ({options.label('toolset')}) is not installed (installed: {installed}).",
+                fix=_toolset_fix(knowledge, options.toolset, choices),
             )
         choices = matching
     if msc_range is None:

@@ -148,6 +148,11 @@ def vs_way(line: VsLine) -> Way:
     return Way(f"--vs {line}", lambda o: replace(o, vs=line))
 
 
+def toolset_way(toolset: str) -> Way:
+    """--toolset 14.29."""
+    return Way(f"--toolset {toolset}", lambda o: replace(o, toolset=toolset))
+
+
 def version_way(era: Era, note: str = "") -> Way:
     """--pytorch-version of `era`'s newest release."""
     pin = parse_pytorch_pin(era.newest)
