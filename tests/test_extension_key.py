@@ -4,8 +4,13 @@ uncertain build is always run (issue 39, point 1); the variables it names by lit
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
+from pytorch_winbuild.builder import extension_key
 from pytorch_winbuild.builder.extension_key import read_setup
 
 PLAIN = """
@@ -47,3 +52,30 @@ def test_a_setup_py_within_its_folder_is_certain_and_names_its_variables() -> No
 def test_what_reaches_outside_the_folder_makes_the_build_uncertain(line: str, why: str) -> None:
     _, uncertain = read_setup(PLAIN + line + "\n")
     assert uncertain is not None and why in uncertain
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows lists with scandir only")
+def test_torch_files_are_listed_alike_from_open_folders_and_by_scandir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key's listing of torch's include/ (stat'ed from each open folder on POSIX) says what scandir's says, links
+    by what they lead to, and a header rewritten in place changes its line."""
+    (tmp_path / "ATen" / "ops").mkdir(parents=True)
+    header = tmp_path / "ATen" / "ops" / "add.h"
+    header.write_text("#pragma once\n", encoding="utf-8")
+    (tmp_path / "a.h").write_text("", encoding="utf-8")
+    os.symlink("a.h", tmp_path / "link.h")
+    os.symlink("nowhere.h", tmp_path / "broken.h")
+    os.symlink("ATen", tmp_path / "linked_folder")
+    listed: list[str] = []
+    assert extension_key._tree_lines(str(tmp_path), listed) == 5
+    monkeypatch.setattr(extension_key, "_AT_FOLDER", False)
+    scanned: list[str] = []
+    assert extension_key._tree_lines(str(tmp_path), scanned) == 5
+    assert listed == scanned
+    assert f"{tmp_path / 'broken.h'} missing" in listed
+    os.utime(header, ns=(1, 1))
+    monkeypatch.setattr(extension_key, "_AT_FOLDER", True)
+    again: list[str] = []
+    extension_key._tree_lines(str(tmp_path), again)
+    assert [line for line in again if line not in listed] == [f"{header} 13 1"]

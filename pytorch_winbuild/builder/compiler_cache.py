@@ -1,9 +1,9 @@
 """The compiler cache around a build: reset before, statistics after, and reaching extension builds (nvcc included).
 
-Statistics are zeroed before the build so the numbers after it are this build's alone (a warm
-rebuild shows its hits, a cold one its misses). sccache's server is restarted with the build's
-environment first, because a server that is already running keeps the configuration it started
-with (cache folder, idle timeout), whatever the build's variables say.
+Statistics are zeroed before the build, or read before it (ccache: `baseline`, cheaper than its reset), so the
+numbers after it are this build's alone (a warm rebuild shows its hits, a cold one its misses). sccache's server is
+restarted with the build's environment first, because a server that is already running keeps the configuration it
+started with (cache folder, idle timeout), whatever the build's variables say.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytorch_winbuild.builder.settings import CacheCommands, ExtensionCache, NvccRoute, StatsCommand
@@ -47,6 +47,16 @@ class CacheStats:
             "raw": self.raw,
             "error": self.error,
         }
+
+    def since(self, before: CacheStats) -> CacheStats:
+        """The counts of what ran after `before` was read: these totals less those; `raw` stays the totals."""
+        if self.error or before.error:
+            return replace(self, hits=None, misses=None, error=self.error or f"before the build: {before.error}")
+        hits = None if self.hits is None or before.hits is None else self.hits - before.hits
+        misses = None if self.misses is None or before.misses is None else self.misses - before.misses
+        if (hits or 0) < 0 or (misses or 0) < 0:  # someone zeroed them meanwhile
+            return replace(self, hits=None, misses=None, error="the statistics were reset during the build")
+        return replace(self, hits=hits, misses=misses)
 
     def describe(self) -> str:
         if self.error:
@@ -123,6 +133,7 @@ class CacheSession:
                 fix=f"install {commands.name} (or pass --compiler-cache none), then run again.",
             )
         self.executable = executable
+        self._baseline: CacheStats | None = None
 
     def _run(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
         # stdout/stderr to files, not pipes: `sccache --start-server` leaves a server behind that
@@ -143,7 +154,8 @@ class CacheSession:
             return subprocess.CompletedProcess([self.executable, *args], status, out.text(), err.text())
 
     def start(self) -> None:
-        """Reset the cache's statistics (restarting its server where it has one)."""
+        """Reset the cache's statistics (restarting its server where it has one), or read them as the baseline
+        `finish` subtracts."""
         for args in self.commands.before:
             completed = self._run(args)
             if completed.returncode != 0 and args not in self.commands.may_fail:
@@ -154,10 +166,13 @@ class CacheSession:
                     f"{message}",
                     fix="run the same command by hand to see why, or pass --compiler-cache none.",
                 )
+        self._baseline = self._stats() if self.commands.baseline else None
 
     def finish(self) -> CacheStats:
         """This build's statistics, then the cache's closing steps; never fails the build."""
         stats = self._stats()
+        if self._baseline is not None:
+            stats = stats.since(self._baseline)
         for args in self.commands.after:
             self._run(args)
         return stats

@@ -21,8 +21,8 @@ importing torch and without running the extension's Python beyond the one query 
   resolved path, size and modification time, and nvcc's host compiler; an upgrade replaces the file.
 - CUDA: the plan's release and folder.
 - torch: its version and folder, and the path, size and modification time of every file under its include/ (the
-  headers every extension compiles against: about 9,400 for 2.13, 0.1 s to list) and in its lib/: a reinstall, a
-  rebuilt develop install or an edited header changes one of them, even at the same version.
+  headers every extension compiles against: about 9,400 for 2.13, 0.03 s to list on Linux) and in its lib/: a
+  reinstall, a rebuilt develop install or an edited header changes one of them, even at the same version.
 - Python: the interpreter and its version (the extension's ABI).
 
 The record is <folder>/build/pytorch-winbuild-build-ext.json: it describes that build folder, so --clean, which
@@ -259,9 +259,21 @@ def _compiler(plan: Plan, environ: Mapping[str, str]) -> tuple[str, str]:
     return line, shown
 
 
+# POSIX: each file stat'ed relative to its open folder (fstatat: no walk of the full path per file).
+_AT_FOLDER = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
+_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+
+
 def _tree_lines(folder: str, lines: list[str]) -> int:
     """Every file under `folder` by path, size and modification time, into `lines`, in order; their number. Plain
-    strings and scandir's own stat: torch's 9,400 headers are listed in 0.1 s, in Path objects three times that."""
+    strings: torch's 9,400 headers are listed in 0.03 s on Linux stat'ed from their open folder (0.05 s with
+    scandir's stat, three times that in Path objects); on Windows scandir's entries carry their stat already."""
+    if _AT_FOLDER:
+        descriptor = os.open(folder, _FOLDER_FLAGS)
+        try:
+            return _lines_at(folder, descriptor, lines)
+        finally:
+            os.close(descriptor)
     count = 0
     with os.scandir(folder) as entries:
         listed = sorted(entries, key=lambda entry: entry.name)
@@ -275,6 +287,31 @@ def _tree_lines(folder: str, lines: list[str]) -> int:
             lines.append(f"{entry.path} missing")
         else:
             lines.append(f"{entry.path} {found.st_size} {found.st_mtime_ns}")
+        count += 1
+    return count
+
+
+def _lines_at(folder: str, descriptor: int, lines: list[str]) -> int:
+    """_tree_lines for the open folder `descriptor` (named `folder`), the same lines as scandir's: a link by what
+    it leads to, a folder that cannot be read as missing."""
+    count = 0
+    for name in sorted(os.listdir(descriptor)):
+        path = f"{folder}{os.sep}{name}"  # os.path.join costs more than the stat
+        try:
+            found = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+            if stat.S_ISDIR(found.st_mode):
+                inner = os.open(name, _FOLDER_FLAGS, dir_fd=descriptor)
+                try:
+                    count += _lines_at(path, inner, lines)
+                finally:
+                    os.close(inner)
+                continue
+            if stat.S_ISLNK(found.st_mode):
+                found = os.stat(name, dir_fd=descriptor)
+        except OSError:
+            lines.append(f"{path} missing")
+        else:
+            lines.append(f"{path} {found.st_size} {found.st_mtime_ns}")
         count += 1
     return count
 

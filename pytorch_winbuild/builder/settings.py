@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from pytorch_winbuild.errors import ConfigurationError
-from pytorch_winbuild.knowledge.config_files import load_toml, require, string_list
+from pytorch_winbuild.knowledge.config_files import load_toml, optional, require, string_list
 
 SETTINGS_FILE = "build_runner.toml"
 STATS_FORMATS = ("json", "tsv", "text")
@@ -51,6 +51,7 @@ class CacheCommands:
     after: tuple[tuple[str, ...], ...]
     stats: StatsCommand
     stats_fallback: StatsCommand | None
+    baseline: bool = False  # statistics read before the build too: this build's are the difference (no reset)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ def _cache(name: str, table: object, where: str) -> CacheCommands:
         after=_argument_lists(table, "after", where),
         stats=_stats(require(table, "stats", dict, where), f"{where}.stats"),
         stats_fallback=None if fallback is None else _stats(fallback, f"{where}.stats_fallback"),
+        baseline=optional(table, "baseline", bool, where, False),
     )
 
 

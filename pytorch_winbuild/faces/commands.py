@@ -31,7 +31,7 @@ from pytorch_winbuild.faces.flags import (
     writable_folder,
     write_output,
 )
-from pytorch_winbuild.faces.plan_request import CloneChoice, facts_for, plan_from_flags
+from pytorch_winbuild.faces.plan_request import CloneChoice, facts_for, plan_from_flags, prepare_planning
 from pytorch_winbuild.facts.platform import Platform
 from pytorch_winbuild.text.terminal_text import echoed, terminal_line
 
@@ -361,10 +361,14 @@ def build_ext(
     logs = path_flag(log_dir, "--log-dir")
     if logs:
         writable_folder(Path(logs), "--log-dir")
-    from pytorch_winbuild.faces.extension_python import extension_python
+    from pytorch_winbuild.faces.extension_python import TorchQuery, extension_python
 
-    # The Python whose torch the extension extends: --python, else this one or the cache's last build venv.
-    chosen = extension_python(named_python(c, python), choice, text_setting(c, "pytorch_version", pytorch_version))
+    # The Python whose torch the extension extends: --python, else this one or the cache's last build venv. This
+    # one's torch is asked in a child while the planning loads (faces/extension_python.py, TorchQuery).
+    named = named_python(c, python)
+    asked = TorchQuery(sys.executable) if named is None else None
+    prepare_planning()
+    chosen = extension_python(named, choice, text_setting(c, "pytorch_version", pytorch_version), asked)
     plan = plan_from_flags(
         c,
         host=None,

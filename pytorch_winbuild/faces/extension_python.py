@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 
 from pytorch_winbuild import child_processes
@@ -70,9 +71,37 @@ def torch_install(python: str) -> TorchInstall | None:
     return TorchInstall(lines[-2], lines[-1] or None)
 
 
-def extension_python(named: str | None, cache: CacheChoice, pytorch_version: str | None) -> ExtensionPython:
+class TorchQuery:
+    """`torch_install(python)` asked in a thread, started before build-ext imports its planning: the child's start
+    and its importlib.metadata (about 0.1 s) then overlap that work instead of following it. `answer` waits for it
+    and raises what the thread raised (a stop signal)."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self._answer: TorchInstall | None = None
+        self._raised: BaseException | None = None
+        self._thread = threading.Thread(target=self._ask, name="torch query", daemon=True)
+        self._thread.start()
+
+    def _ask(self) -> None:
+        try:
+            self._answer = torch_install(self.python)
+        except BaseException as error:  # re-raised in the thread that waits for the answer
+            self._raised = error
+
+    def answer(self) -> TorchInstall | None:
+        self._thread.join()
+        if self._raised is not None:
+            raise self._raised
+        return self._answer
+
+
+def extension_python(
+    named: str | None, cache: CacheChoice, pytorch_version: str | None, asked: TorchQuery | None = None
+) -> ExtensionPython:
     """--python's interpreter (`named`), else the Python running this task when it has torch, else the build venv
-    of this cache's last `invoke build` when it has torch; ToolchainError (exit 3) when the one chosen has none."""
+    of this cache's last `invoke build` when it has torch; ToolchainError (exit 3) when the one chosen has none.
+    `asked`: this Python's torch, already being asked (TorchQuery)."""
     if named is not None:
         if pytorch_version is None:
             from pytorch_winbuild.facts.interpreter import ask_python
@@ -91,7 +120,7 @@ def extension_python(named: str | None, cache: CacheChoice, pytorch_version: str
 
     running = sys.executable
     built = last_venv(cache.folder)
-    here = torch_install(running)
+    here = asked.answer() if asked is not None and asked.python == running else torch_install(running)
     if here is not None:
         version = here.version
         other = f"; --python {built} would take the torch of this cache's last `invoke build` instead" if built else ""

@@ -142,6 +142,15 @@ def read_options(c: Context, flags: Mapping[str, object], knowledge: Knowledge, 
     return parse_options(knowledge, raw, labels, **typed)
 
 
+def prepare_planning() -> None:
+    """Import what plan_from_flags imports and read the knowledge files (kept: load_knowledge is cached), ahead of
+    it: build-ext does this while a child tells it which torch it builds against, which the plan needs."""
+    from pytorch_winbuild.knowledge.model import load_knowledge
+    from pytorch_winbuild.planning import plan, request  # noqa: F401 (imported for plan_from_flags)
+
+    load_knowledge()
+
+
 def plan_from_flags(
     c: Context,
     *,

@@ -370,7 +370,7 @@ def test_cache_session_counts_one_build(name: str, hello: Path, tmp_path: Path) 
     stats = session.finish()
     assert (stats.hits, stats.misses, stats.error) == (1, 1, None)
     assert stats.describe() == f"{name}: 1 hits, 1 misses (50% hits)"
-    session.start()  # zeroed again for the next build
+    session.start()  # zeroed (sccache) or read as the baseline (ccache) for the next build
     assert (session.finish().hits, session.finish().misses) == (0, 0)
 
 
