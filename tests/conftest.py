@@ -45,6 +45,32 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 )
 
 
+# The tiers whose tests run real builds, servers, browsers or installs: seconds to a minute each, where most of the
+# suite takes milliseconds.
+LONG_TIERS = ("build", "services", "pypi", "browser", "client", "cmd")
+# Modules of the pure tier that take as long as those (2 workers): the fix matrix (19 s, one test), every shipped
+# facts file through the CLI (14 s), the hostile command lines (a 20 s module fixture).
+LONG_MODULES = ("test_fix_promise", "test_first_contact", "test_hostile_cli")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules holding a long tier's tests run first, the others after them, each in its collected order.
+
+    pytest-xdist (--dist loadgroup, scripts/test.sh) hands tests out in collection order as workers free up, so on
+    2 cores a 30 s test collected near the end (tests/test_readme_setup.py) ran alone while the other worker sat
+    idle. Started first, the long tests overlap and the many short ones fill in behind them. Whole modules move, so
+    a module's tests stay together and its module-scoped fixtures are made once per worker, as before; every test
+    still runs, with the same fixtures and the same checks. xdist_group scopes are started first by xdist itself
+    (--loadscope-reorder), whatever this order."""
+    long_modules = set(LONG_MODULES) | {
+        item.module.__name__
+        for item in items
+        if isinstance(item, pytest.Function) and any(item.get_closest_marker(tier) for tier in LONG_TIERS)
+    }
+    items.sort(key=lambda item: not (isinstance(item, pytest.Function) and item.module.__name__ in long_modules))
+
+
 @pytest.fixture
 def invoke_cli():
     return run_invoke

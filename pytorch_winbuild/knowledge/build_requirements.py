@@ -57,12 +57,22 @@ class BuildRequirements:
     pins: dict[tuple[str, str], tuple[Requirement, ...]]  # (era, "3.7") → requirements in install order
     python_ranges: dict[str, tuple[str, str]]  # era → its [min, end) Python range (eras.toml)
     releases: dict[str, tuple[_Release, ...]] = field(default_factory=dict)  # [package.NAME] as listed
+    # installable()'s answers: the releases are fixed once loaded, and a plan's fixes ask the same (name, Python)
+    # hundreds of thousands of times (sorting and printing every Version each time was a third of the fix matrix)
+    _installable: dict[tuple[str, str], tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def installable(self, name: str, python_minor: str) -> list[str]:
         """The listed releases of `name` that install on Python "3.X", oldest first (what --cmake X.Y may name)."""
-        python = _minor(python_minor, f"build requirements: Python {python_minor!r}")
-        found = [r for r in self.releases.get(name, ()) if r.python[0] <= python < r.python[1]]
-        return [str(r.version) for r in sorted(found, key=lambda r: r.version)]
+        known = self._installable.get((name, python_minor))
+        if known is None:
+            python = _minor(python_minor, f"build requirements: Python {python_minor!r}")
+            found = [r for r in self.releases.get(name, ()) if r.python[0] <= python < r.python[1]]
+            known = self._installable[name, python_minor] = tuple(
+                str(r.version) for r in sorted(found, key=lambda r: r.version)
+            )
+        return list(known)
 
     def newest(self, name: str, python_minor: str, fits: Callable[[str], bool]) -> Requirement | None:
         """The newest listed release of `name` that installs on Python "3.X" and `fits` (a plan's bounds), with

@@ -9,6 +9,7 @@ no whitespace or control character: it is printed into plans and scripts.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pytorch_winbuild.errors import ConfigurationError
@@ -21,8 +22,13 @@ NEWEST_WORDS = ("latest", "main", "master", "nightly")
 RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")  # PyTorch's release tags: v1.0.1, v2.6.0
 
 
+@lru_cache(maxsize=4096)
 def version_tuple(text: str) -> tuple[int, ...]:
-    """'2.13.0a0+git1234' → (2, 13, 0); used to compare PyTorch, Python and CMake versions."""
+    """'2.13.0a0+git1234' → (2, 13, 0); used to compare PyTorch, Python and CMake versions.
+
+    Cached: a plan and its fixes compare the same few dozen versions of the knowledge files millions of times (the
+    fix-promise matrix called this 19 million times, 37% of its time); the answer is an immutable tuple of the text
+    alone, and a refusal (ConfigurationError) is raised again each time, as lru_cache keeps no exceptions."""
     numbers: list[int] = []
     for part in text.strip().split("."):
         digits = ""
